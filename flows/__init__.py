@@ -1,0 +1,9 @@
+"""Prefect flows: composition only (which tasks, in which order, with what fan-out).
+
+``STAGES`` maps each DVC stage name to the import path of its flow; ``flows.stage.run_stage``
+runs one with the run's name, tags, seed and task runner.
+"""
+
+STAGES: dict[str, str] = {
+    "data": "flows.data:data_flow",
+}

@@ -1,0 +1,28 @@
+"""The ``data`` stage: raw assets into ``data/raw`` (with MANIFEST), tables into ``data/processed``."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from tasks.core.artifacts import publish_table
+from tasks.core.config import Params
+from tasks.core.paths import Workspace
+from tasks.data.pipeline import build_table, import_raw_assets, table_names, write_tables
+
+
+@flow(name="data", log_prints=True)
+def data_flow(params: Params, root: str) -> dict[str, int]:
+    workspace = Workspace(Path(root))
+    manifest = import_raw_assets(params.data, root)
+    futures = {name: build_table.submit(name, str(workspace.raw), str(workspace.manifest))
+               for name in table_names()}
+    tables = {name: future.result() for name, future in futures.items()}
+    summary = write_tables(tables, manifest, root)
+    provenance = {"seed": params.seed, "profile": params.profile,
+                  "mirror/online": f"{params.data.mirror or 'default'} / {params.data.online}",
+                  "raw files": len(manifest)}
+    publish_table("data-tables", summary, "Processed tables", workspace.reports / "data",
+                  provenance=provenance)
+    publish_table("data-manifest", manifest, "Raw assets (MANIFEST)", workspace.reports / "data")
+    return dict(zip(summary["table"], summary["rows"]))

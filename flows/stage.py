@@ -1,0 +1,54 @@
+"""Running one stage's flow: parameters, seed, task runner, run name and tags."""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from tasks.core.config import Params
+from tasks.core.errors import LingtestError
+from tasks.core.paths import Workspace
+from tasks.core.runtime import git_commit, seed_everything, set_threads
+
+from flows import STAGES
+
+
+def load_flow(stage: str):
+    if stage not in STAGES:
+        raise LingtestError(f"unknown stage `{stage}`; stages: {', '.join(STAGES)}")
+    module, name = STAGES[stage].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def task_runner(params: Params):
+    """Threads by default; a Dask cluster (local, or ``runtime.dask_address``) on request."""
+    if params.runtime.task_runner == "dask":
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError:
+            raise LingtestError("runtime.task_runner: dask needs prefect-dask: "
+                                "pip install 'lingtest[dask]'") from None
+        if params.runtime.dask_address:
+            return DaskTaskRunner(address=params.runtime.dask_address)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": params.runtime.max_workers,
+                                              "threads_per_worker": 1})
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner(max_workers=params.runtime.max_workers)
+
+
+def run_stage(stage: str, params: Params, workspace: Workspace) -> Any:
+    """Run ``stage``'s flow, named and tagged by stage, parameter hash and git commit."""
+    from prefect import tags
+
+    flow = load_flow(stage)
+    seed_everything(params.seed)
+    set_threads(params.runtime.threads)
+    commit = git_commit(workspace.root)
+    params_hash = params.section_hash()
+    configured = flow.with_options(
+        flow_run_name=f"{stage}-{params_hash[:8]}-{commit}",
+        task_runner=task_runner(params),
+    )
+    with tags(f"stage:{stage}", f"params:{params_hash}", f"commit:{commit}",
+              f"profile:{params.profile}", f"seed:{params.seed}"):
+        return configured(params=params, root=str(workspace.root))

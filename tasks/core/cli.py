@@ -1,0 +1,99 @@
+"""The ``lingtest`` command line: run stages, show parameters and models, start the UI.
+
+Every ``LingtestError`` is printed as one line (no traceback) and exits with status 2.
+"""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from tasks.core.errors import LingtestError
+from tasks.core.paths import Workspace
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Reproducible pipelines for testing NLP models.")
+
+SET_HELP = "Override a parameter, e.g. --set seed=7 --set data.online=false (repeatable)."
+PROFILE_HELP = "Merge params/<profile>.yaml over params.yaml (e.g. paper)."
+
+
+def _params(overrides: list[str] | None, profile: str | None):
+    from tasks.core.config import load_params
+
+    return load_params(Workspace.current().root, overrides or [], profile)
+
+
+@app.command()
+def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stages`)."),
+        set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+        profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
+    """Run one stage's Prefect flow (DVC's stages call this)."""
+    from tasks.core.runtime import configure_environment
+
+    workspace = Workspace.current()
+    params = _params(set_, profile)
+    api = configure_environment(workspace)
+    typer.echo(f"lingtest: stage {stage}, profile {params.profile}, seed {params.seed}, "
+               f"Prefect API {api or 'temporary local server'}", err=True)
+    from flows.stage import run_stage
+
+    run_stage(stage, params, workspace)
+
+
+@app.command()
+def stages() -> None:
+    """List the stages and the flow behind each."""
+    from flows import STAGES
+
+    for name, target in STAGES.items():
+        typer.echo(f"{name}\t{target}")
+
+
+@app.command()
+def params(set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+           profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
+    """Print the effective parameters (YAML) after profile and overrides."""
+    import yaml
+
+    effective = _params(set_, profile)
+    typer.echo(yaml.safe_dump(effective.model_dump(mode="json"), sort_keys=False).rstrip())
+
+
+@app.command()
+def models(set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+           profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
+    """List each configured model and where it resolves (package, hub, or missing and why)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tasks.models.registry import describe_models
+
+    rows = describe_models(_params(set_, profile).models)
+    table = Table("model", "kind", "source", "revision", "pooling", "path / reason")
+    for row in rows:
+        where = row.get("reason") if row["source"] == "missing" else row.get("path")
+        table.add_row(row["id"], row["kind"], row["source"], str(row.get("revision") or ""),
+                      str(row.get("pooling") or ""), str(where or ""))
+    Console(width=200).print(table)
+
+
+@app.command()
+def ui(host: str = "127.0.0.1", port: int = 4200) -> None:
+    """Start the Prefect server (SQLite under .prefect/); flows started meanwhile report to it."""
+    from tasks.core.server import serve_ui
+
+    serve_ui(Workspace.current(), host, port)
+
+
+def main() -> None:
+    try:
+        app()
+    except LingtestError as error:
+        typer.secho(f"lingtest: error: {error}", fg="red", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

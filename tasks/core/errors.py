@@ -1,0 +1,21 @@
+"""The one exception type users see: a message naming the file/line/key and the fix."""
+
+
+class LingtestError(Exception):
+    """A user-facing error: bad input, missing asset, unknown model, wrong parameter.
+
+    The CLI prints ``str(error)`` alone (no traceback), so the message must say what is
+    wrong, where (file and line, or parameter key), and how to fix it.
+    """
+
+
+class InputFormatError(LingtestError):
+    """Malformed input file; the message names the file and line."""
+
+    def __init__(self, path, line: int | None, problem: str, fix: str = ""):
+        where = f"{path}:{line}" if line is not None else f"{path}"
+        message = f"{where}: {problem}"
+        if fix:
+            message += f" ({fix})"
+        super().__init__(message)
+        self.path, self.line, self.problem = path, line, problem

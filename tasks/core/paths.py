@@ -1,0 +1,78 @@
+"""Where things live: the project root, the mirror, the data folders, Prefect's home.
+
+Every path is derived from one project root so that tests (and users) can run a stage
+into any folder: ``Workspace(root)`` holds them all.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def find_project_root(start: Path | None = None) -> Path:
+    """The nearest folder upward from ``start`` (default: cwd) holding ``params.yaml``.
+
+    ``LINGTEST_ROOT`` overrides the search; without a hit the source checkout is used.
+    """
+    if os.environ.get("LINGTEST_ROOT"):
+        return Path(os.environ["LINGTEST_ROOT"]).resolve()
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "params.yaml").is_file():
+            return folder
+    return PACKAGE_ROOT
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The folders of one project checkout (or of a test's temporary copy)."""
+
+    root: Path
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def raw(self) -> Path:
+        return self.data / "raw"
+
+    @property
+    def interim(self) -> Path:
+        return self.data / "interim"
+
+    @property
+    def processed(self) -> Path:
+        return self.data / "processed"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def nltk_data(self) -> Path:
+        return self.raw / "nltk_data"
+
+    @property
+    def prefect_home(self) -> Path:
+        return self.root / ".prefect"
+
+    @property
+    def manifest(self) -> Path:
+        return self.raw / "MANIFEST.tsv"
+
+    @classmethod
+    def current(cls) -> "Workspace":
+        return cls(find_project_root())
+
+
+def default_mirror(root: Path) -> Path | None:
+    """``$LINGTEST_MIRROR``, else ``../shared/mirror`` beside the project, else None."""
+    env = os.environ.get("LINGTEST_MIRROR")
+    if env:
+        return Path(env).expanduser().resolve()
+    candidate = (root / ".." / "shared" / "mirror").resolve()
+    return candidate if candidate.is_dir() else None

@@ -1,0 +1,88 @@
+"""Process set-up before Prefect or torch do anything: environment, telemetry, seeds, threads.
+
+``configure_environment`` must run before ``import prefect`` reads its settings, so the CLI
+calls it first. It points Prefect at a repo-local home, turns telemetry off, and joins the
+``lingtest ui`` server when one is running for this project.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+
+from tasks.core.paths import Workspace
+
+TELEMETRY_OFF = {
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DVC_NO_ANALYTICS": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+}
+
+
+def ui_state_file(workspace: Workspace) -> Path:
+    return workspace.prefect_home / "ui.json"
+
+
+def running_ui_url(workspace: Workspace, timeout: float = 2.0) -> str | None:
+    """The API URL of this project's ``lingtest ui`` server when it answers, else None."""
+    state = ui_state_file(workspace)
+    if not state.is_file():
+        return None
+    try:
+        url = json.loads(state.read_text())["api_url"]
+        import httpx
+
+        if httpx.get(f"{url}/health", timeout=timeout).status_code == 200:
+            return url
+    except Exception:  # a stale state file: the server is gone
+        return None
+    return None
+
+
+def configure_environment(workspace: Workspace, use_ui: bool = True) -> str | None:
+    """Set the process environment for Prefect, DVC and HF; return the UI's API URL if used."""
+    for key, value in TELEMETRY_OFF.items():
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("PREFECT_HOME", str(workspace.prefect_home))
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    api_url = running_ui_url(workspace) if use_ui and "PREFECT_API_URL" not in os.environ else None
+    if api_url:
+        os.environ["PREFECT_API_URL"] = api_url
+    return api_url or os.environ.get("PREFECT_API_URL")
+
+
+def seed_everything(seed: int) -> None:
+    """One seed for Python, NumPy and torch (torch only if already importable)."""
+    random.seed(seed)
+    import numpy as np
+
+    np.random.seed(seed % (2**32))
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return
+    torch.manual_seed(seed)
+
+
+def set_threads(threads: int) -> None:
+    """Cap torch's intra-op threads (the default profile targets 2 cores)."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def git_commit(root: Path) -> str:
+    """Short commit of the project checkout, with ``-dirty`` for uncommitted changes."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=root,
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "nogit"

@@ -1,0 +1,36 @@
+"""Test set-up: an isolated Prefect home, telemetry off, the mirror, and the Prefect harness."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+_HOME = tempfile.mkdtemp(prefix="lingtest-prefect-")
+os.environ["PREFECT_HOME"] = _HOME
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.pop("PREFECT_API_URL", None)
+
+import pytest  # noqa: E402
+
+from tasks.core.paths import PACKAGE_ROOT, default_mirror  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def mirror() -> Path:
+    found = default_mirror(PACKAGE_ROOT)
+    if found is None:
+        pytest.fail("the mirror is missing: set LINGTEST_MIRROR or put shared/mirror beside the repo")
+    return found
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """A throw-away Prefect API (SQLite) for every flow run of the session."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
