@@ -87,6 +87,27 @@ def ui(host: str = "127.0.0.1", port: int = 4200) -> None:
     serve_ui(Workspace.current(), host, port)
 
 
+@app.command()
+def serve(cron: str = typer.Option("0 3 * * *", help="When to rerun (cron, server time zone)."),
+          stage: Optional[List[str]] = typer.Option(None, "--stage", help="Stages (default all)."),
+          name: str = typer.Option("scheduled-repro", help="Deployment name.")) -> None:
+    """Serve a cron deployment that reruns `dvc repro` (needs `lingtest ui` running)."""
+    from tasks.core.runtime import configure_environment
+
+    workspace = Workspace.current()
+    if not configure_environment(workspace):
+        raise LingtestError("no Prefect server: start `lingtest ui` first (schedules only fire "
+                            "with a real server), or set PREFECT_API_URL")
+    from prefect import serve as prefect_serve
+
+    from flows.repro import repro_flow
+
+    deployment = repro_flow.to_deployment(
+        name=name, cron=cron, parameters={"root": str(workspace.root), "stages": stage or []})
+    typer.echo(f"serving deployment repro/{name} on cron {cron!r}; Ctrl-C stops it")
+    prefect_serve(deployment)
+
+
 def main() -> None:
     try:
         app()

@@ -37,23 +37,27 @@ def fetch_sst(stage: Path, timeout: float) -> None:
         _write(stage, f"sst/trees/{split}.txt", archive.read(f"trees/{split}.txt"))
 
 
-def _hf_parquet(repo: str, filename: str):
-    import pandas as pd
-    from huggingface_hub import hf_hub_download
+def _hf_parquet(repo: str, filename: str, timeout: float):
+    """A data set file from the Hugging Face hub (one request, no retry loop)."""
+    import os
 
-    return pd.read_parquet(hf_hub_download(repo, filename, repo_type="dataset"))
+    import pandas as pd
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    url = f"{endpoint}/datasets/{repo}/resolve/main/{filename}"
+    return pd.read_parquet(_io.BytesIO(_get(url, timeout)))
 
 
 def fetch_mrpc(stage: Path, timeout: float) -> None:
     for split in ("train", "validation", "test"):
-        df = _hf_parquet("nyu-mll/glue", f"mrpc/{split}-00000-of-00001.parquet")
+        df = _hf_parquet("nyu-mll/glue", f"mrpc/{split}-00000-of-00001.parquet", timeout)
         obj = {str(i): [f"{r.sentence1} [SEP] {r.sentence2}", int(r.label)]
                for i, r in enumerate(df.itertuples())}
         _write(stage, f"mrpc/mrpc_{split}.json", json.dumps(obj, indent=4).encode())
 
 
 def fetch_boolq(stage: Path, timeout: float) -> None:
-    df = _hf_parquet("google/boolq", "data/validation-00000-of-00001.parquet")
+    df = _hf_parquet("google/boolq", "data/validation-00000-of-00001.parquet", timeout)
     rows = [{"question": r.question, "answer": bool(r.answer), "passage": r.passage}
             for r in df.itertuples()]
     _write(stage, "boolq/validation.json", json.dumps(rows, indent=2).encode())

@@ -1,0 +1,79 @@
+"""The ``data`` stage end to end into a temporary project, on the mirror's real files."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from flows.stage import run_stage
+from tasks.core.config import load_params
+from tasks.core.io import sha256_file
+from tasks.core.paths import PACKAGE_ROOT, Workspace
+
+EXPECTED_ROWS = {"sst": 8544 + 1101 + 2210, "mrpc": 3668 + 408 + 1725,
+                 "questions": 3270 + 27, "contrast_pairs": 100 + 488, "ptb_trees": 3914}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, mirror: Path, prefect_harness) -> Workspace:
+    root = tmp_path_factory.mktemp("project")
+    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    params = load_params(root, [f"data.mirror={mirror}", "data.online=false"])
+    workspace = Workspace(root)
+    run_stage("data", params, workspace)
+    return workspace
+
+
+def test_processed_tables_have_the_expected_rows(project: Workspace) -> None:
+    rows = json.loads((project.reports / "data" / "tables.json").read_text())["rows"]
+    for name, expected in EXPECTED_ROWS.items():
+        assert rows[name] == expected, name
+        assert len(pd.read_parquet(project.processed / f"{name}.parquet")) == expected
+    sst = pd.read_parquet(project.processed / "sst.parquet")
+    assert sst.groupby("split").size().to_dict() == {"train": 8544, "dev": 1101, "test": 2210}
+    questions = pd.read_parquet(project.processed / "questions.parquet")
+    assert questions.groupby("source").size().to_dict() == {"boolq": 3270, "kommkonllm": 27}
+
+
+def test_manifest_lists_every_raw_file_with_its_hash(project: Workspace) -> None:
+    manifest = pd.read_csv(project.manifest, sep="\t")
+    assert len(manifest) == 23
+    for row in manifest.sample(5, random_state=0).itertuples():
+        assert sha256_file(project.raw / row.path) == row.sha256
+
+
+def test_reports_state_their_provenance(project: Workspace) -> None:
+    report = (project.reports / "data" / "data-tables.md").read_text()
+    assert "## Provenance" in report and "seed" in report and "| sst " in report
+
+
+def test_rerun_hits_the_cache_and_writes_identical_tables(project: Workspace, mirror: Path) -> None:
+    before = {p.name: sha256_file(p) for p in project.processed.glob("*.parquet")}
+    params = load_params(project.root, [f"data.mirror={mirror}", "data.online=false"])
+    from prefect import get_client  # noqa: F401  (the harness's API)
+
+    run_stage("data", params, project)
+    after = {p.name: sha256_file(p) for p in project.processed.glob("*.parquet")}
+    assert before == after
+    assert not [p for p in project.data.iterdir() if p.name.startswith(".")]
+    assert _cached_task_runs() >= len(before)
+
+
+def _cached_task_runs() -> int:
+    """Task runs of the newest `data` flow run that were served from the cache."""
+    import asyncio
+
+    from prefect import get_client
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    async def count() -> int:
+        async with get_client() as client:
+            runs = await client.read_flow_runs(sort=FlowRunSort.START_TIME_DESC, limit=1)
+            tasks = await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id={"any_": [runs[0].id]}))
+            return sum(1 for t in tasks if t.state and t.state.name == "Cached")
+
+    return asyncio.run(count())

@@ -1,0 +1,56 @@
+"""`lingtest ui`: a real Prefect server; flows started in the checkout report to it."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tasks.core.paths import PACKAGE_ROOT, Workspace
+from tasks.core.runtime import running_ui_url, ui_state_file
+from tasks.core.server import start_server, stop_server
+
+FLOW = """
+from tasks.core.paths import Workspace
+from tasks.core.runtime import configure_environment
+print(configure_environment(Workspace.current()))
+from prefect import flow
+
+@flow(name="ping")
+def ping():
+    return 1
+
+ping.with_options(flow_run_name="ping-from-checkout")()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_flow_runs_show_up_on_the_ui_server(tmp_path: Path) -> None:
+    shutil.copy(PACKAGE_ROOT / "params.yaml", tmp_path / "params.yaml")
+    workspace = Workspace(tmp_path)
+    process, api_url = start_server(workspace, "127.0.0.1", free_port())
+    try:
+        assert running_ui_url(workspace) == api_url
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+        env["PYTHONPATH"] = str(PACKAGE_ROOT)
+        result = subprocess.run([sys.executable, "-c", FLOW], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.strip().splitlines()[0] == api_url
+        runs = httpx.post(f"{api_url}/flow_runs/filter", json={}, timeout=10).json()
+        assert "ping-from-checkout" in [run["name"] for run in runs]
+        assert (tmp_path / ".prefect" / "prefect.db").exists() or any(
+            (tmp_path / ".prefect").glob("*.db"))
+    finally:
+        stop_server(process, workspace)
+    assert not ui_state_file(workspace).exists()
+    assert running_ui_url(workspace) is None
