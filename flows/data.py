@@ -7,7 +7,9 @@ from prefect import flow
 
 from tasks.core.artifacts import publish_table
 from tasks.core.config import Params
+from tasks.core.io import sha256_text
 from tasks.core.paths import Workspace
+from tasks.core.runtime import git_commit
 from tasks.data.pipeline import build_table, import_raw_assets, table_names, write_tables
 
 
@@ -20,8 +22,10 @@ def data_flow(params: Params, root: str) -> dict[str, int]:
     tables = {name: future.result() for name, future in futures.items()}
     summary = write_tables(tables, manifest, root)
     provenance = {"seed": params.seed, "profile": params.profile,
-                  "mirror/online": f"{params.data.mirror or 'default'} / {params.data.online}",
-                  "raw files": len(manifest)}
+                  "parameters (data)": params.data.model_dump_json(),
+                  "raw files": len(manifest),
+                  "raw MANIFEST sha256": sha256_text(manifest.to_csv(index=False))[:16],
+                  "code": git_commit(workspace.root)}
     publish_table("data-tables", summary, "Processed tables", workspace.reports / "data",
                   provenance=provenance)
     publish_table("data-manifest", manifest, "Raw assets (MANIFEST)", workspace.reports / "data")

@@ -52,11 +52,16 @@ def hash_modules(modules: tuple[str, ...]) -> str:
 
 @dataclass
 class ContentKey(CachePolicy):
-    """Cache key = file contents + chosen argument values + module sources + version."""
+    """Cache key = file contents + chosen argument values + module sources + version.
+
+    ``files`` name path arguments; ``data_files`` are fixed files the code reads (lexicons
+    shipped in the package); ``modules`` are the modules whose source computes the result.
+    """
 
     files: tuple[str, ...] = ()
     values: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
+    data_files: tuple[str, ...] = ()
     version: str = "1"
 
     def compute_key(self, task_ctx: Any, inputs: dict[str, Any],
@@ -66,5 +71,6 @@ class ContentKey(CachePolicy):
             value = inputs.get(name)
             paths = value if isinstance(value, (list, tuple)) else [value]
             parts += [hash_path(Path(p)) for p in paths if p is not None]
+        parts += [hash_path(Path(p)) for p in self.data_files]
         parts += [hash_value(inputs.get(name)) for name in self.values]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()

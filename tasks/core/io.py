@@ -44,9 +44,17 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 
 def write_parquet(path: str | os.PathLike, df: pd.DataFrame) -> Path:
-    """Write ``df`` without its index; deterministic bytes for identical frames."""
+    """Write ``df`` without its index; identical frames give identical bytes.
+
+    Columns are merged into one chunk first: a frame built by ``concat`` and its pickled
+    copy hold the same values in different chunks, which would change the file's bytes.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False).combine_chunks()
     with atomic_path(path) as tmp:
-        df.to_parquet(tmp, index=False, engine="pyarrow")
+        pq.write_table(table, tmp)
     return Path(path)
 
 

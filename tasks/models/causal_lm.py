@@ -1,0 +1,214 @@
+"""A local causal LM (offline: SmolLM2-135M-Instruct from a GGUF) behind one small interface.
+
+Used for greedy answers (consistency testing), for whole-sentence log-probabilities and
+next-word proposals (the offline substitute for BERT fill-mask in capability testing).
+Loading the GGUF costs ~20 s (transformers parses it and de-quantises to float32), so
+``load_causal_lm`` keeps one instance per (id, device, offline) per process.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tasks.core.errors import LingtestError
+from tasks.models.encoders import pick_device
+from tasks.models.registry import Resolution, hub_offline, resolve
+
+_CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+class CausalLM:
+    """Greedy generation, text scoring and next-word candidates from one causal LM."""
+
+    def __init__(self, resolution: Resolution, model, tokenizer, device: torch.device,
+                 load_seconds: float = 0.0):
+        self.resolution = resolution
+        self.model_id = resolution.model_id
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        self.load_seconds = load_seconds
+        self.revision = resolution.revision or getattr(model.config, "_commit_hash", None)
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self._start = self._start_ids()
+        self._word_ids: dict[bool, tuple[np.ndarray, list[str]]] = {}
+        self._lock = threading.Lock()  # one forward pass at a time on the shared instance
+
+    # ------------------------------------------------------------------ prompts
+
+    def _start_ids(self) -> list[int]:
+        """Token(s) a whole text is conditioned on, so its first word is scored too: nothing
+        when the tokenizer adds a BOS itself, else the document separator the model was
+        pre-trained with (``<|endoftext|>`` for GPT-2-style vocabularies such as SmolLM2's),
+        else BOS, else EOS."""
+        probe = self.tokenizer("a")["input_ids"]
+        if probe and probe[0] in self.tokenizer.all_special_ids:
+            return []
+        tok = self.tokenizer
+        for candidate in (tok.convert_tokens_to_ids("<|endoftext|>")
+                          if "<|endoftext|>" in tok.get_vocab() else None,
+                          tok.bos_token_id, tok.eos_token_id):
+            if candidate is not None:
+                return [int(candidate)]
+        raise LingtestError(f"model `{self.model_id}`: tokenizer has no BOS/EOS token to start "
+                            f"a text with")
+
+    def _prompt_ids(self, prompt: str, chat: bool, system: str | None) -> list[int]:
+        if not chat:
+            return self._start + self.tokenizer(prompt)["input_ids"]
+        if not self.tokenizer.chat_template:
+            raise LingtestError(f"model `{self.model_id}` has no chat template; call with "
+                                f"chat=False")
+        messages = ([{"role": "system", "content": system}] if system else [])
+        messages.append({"role": "user", "content": prompt})
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                 tokenize=True, return_dict=True)["input_ids"]
+        return list(ids)
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(self, prompt: str, max_new_tokens: int = 32, chat: bool = True,
+                 system: str | None = None) -> str:
+        """Greedy continuation of one prompt (chat template applied when ``chat``); only the
+        new text, stripped."""
+        return self.generate_batch([prompt], max_new_tokens, chat, system, batch_size=1)[0]
+
+    def generate_batch(self, prompts: list[str], max_new_tokens: int = 32, chat: bool = True,
+                       system: str | None = None, batch_size: int = 8) -> list[str]:
+        """Greedy continuations of several prompts, left-padded batches of ``batch_size``."""
+        if max_new_tokens < 1:
+            raise LingtestError(f"max_new_tokens must be >= 1 (got {max_new_tokens})")
+        answers: list[str] = []
+        pad = self.tokenizer.pad_token_id
+        for start in range(0, len(prompts), batch_size):
+            rows = [self._prompt_ids(p, chat, system) for p in prompts[start:start + batch_size]]
+            width = max(len(r) for r in rows)
+            ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=self.device)
+            mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows],
+                                device=self.device)
+            with self._lock, torch.inference_mode():
+                out = self.model.generate(
+                    input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                    do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None,
+                    pad_token_id=pad)
+            answers += [self.tokenizer.decode(row[width:], skip_special_tokens=True).strip()
+                        for row in out]
+        return answers
+
+    # ------------------------------------------------------------------ scoring
+
+    def _forward_logprobs(self, rows: list[list[int]]) -> list[torch.Tensor]:
+        """Per row, log p(token_i | tokens_<i) for i >= 1 (right-padded batch)."""
+        width = max(len(r) for r in rows)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=self.device)
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows],
+                            device=self.device)
+        with self._lock, torch.inference_mode():
+            logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], dim=-1)
+        picked = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+        return [picked[i, : len(r) - 1].cpu() for i, r in enumerate(rows)]
+
+    def score(self, texts: list[str], batch_size: int = 16) -> np.ndarray:
+        """Sum of token log-probabilities of each whole text (float64, natural log), each
+        conditioned only on the start token; higher is more probable."""
+        if isinstance(texts, str):
+            raise LingtestError("score() takes a list of texts, not one string")
+        scores = np.zeros(len(texts), dtype=np.float64)
+        rows = [self._start + self.tokenizer(t)["input_ids"] for t in texts]
+        scorable = [i for i, row in enumerate(rows) if len(row) > 1]  # else nothing to predict
+        for start in range(0, len(scorable), batch_size):
+            chunk = scorable[start:start + batch_size]
+            for i, row_logp in zip(chunk, self._forward_logprobs([rows[j] for j in chunk])):
+                scores[i] = float(row_logp.double().sum())
+        return scores
+
+    # ------------------------------------------------------------------ next words
+
+    def _word_table(self, sentence_start: bool) -> tuple[np.ndarray, list[str]]:
+        """Token ids that begin a whole alphabetic word, with the word: after a space
+        ('Ġword' / '▁word') mid-sentence; without the marker at the start of a text."""
+        if sentence_start not in self._word_ids:
+            special = set(self.tokenizer.all_special_ids)
+            ids, words = [], []
+            for token, idx in sorted(self.tokenizer.get_vocab().items(), key=lambda kv: kv[1]):
+                if idx in special:
+                    continue
+                marked = token[:1] in ("Ġ", "▁")
+                word = token[1:] if marked else token
+                if marked != sentence_start and word.isalpha() and word.isascii():
+                    ids.append(idx)
+                    words.append(word)
+            self._word_ids[sentence_start] = (np.asarray(ids, dtype=np.int64), words)
+        return self._word_ids[sentence_start]
+
+    def next_token_candidates(self, prefix: str, k: int = 10) -> list[tuple[str, float]]:
+        """Top-k next whole words after ``prefix`` with their log-probabilities (of the
+        word's first token, which for most common words is the whole word). A left-context
+        stand-in for fill-mask: callers re-score candidates on the whole sentence (`score`)."""
+        if k < 1:
+            raise LingtestError(f"k must be >= 1 (got {k})")
+        prefix = prefix.rstrip()
+        row = self._start + (self.tokenizer(prefix)["input_ids"] if prefix else [])
+        ids = torch.tensor([row], device=self.device)
+        with self._lock, torch.inference_mode():
+            logits = self.model(input_ids=ids).logits[0, -1].float()
+        logp = torch.log_softmax(logits, dim=-1).cpu().numpy()
+        word_ids, words = self._word_table(sentence_start=not prefix)
+        values = logp[word_ids]
+        top = np.argsort(-values, kind="stable")[:k]
+        return [(words[i], float(values[i])) for i in top]
+
+    # ------------------------------------------------------------------ recording
+
+    def parameters(self) -> dict[str, object]:
+        """What produced the outputs, for result rows, the store and reports."""
+        template = self.tokenizer.chat_template or ""
+        return {
+            "model_id": self.model_id, "revision": self.revision,
+            "source": self.resolution.source, "gguf_file": self.resolution.gguf_file,
+            "dtype": str(self.model.dtype).replace("torch.", ""), "device": str(self.device),
+            "decoding": {"do_sample": False, "num_beams": 1, "strategy": "greedy"},
+            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16],
+            "start_token_ids": self._start,
+        }
+
+    def __repr__(self) -> str:
+        return f"CausalLM({self.model_id!r}, revision={self.revision!r}, device={self.device})"
+
+
+def _load(res: Resolution, device: torch.device, offline: bool) -> CausalLM:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = res.path if res.source != "hub" else res.model_id
+    extra = {"gguf_file": res.gguf_file} if res.gguf_file else {}
+    began = time.perf_counter()
+    try:
+        with hub_offline(offline):
+            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline, **extra)
+            model = AutoModelForCausalLM.from_pretrained(source, local_files_only=offline,
+                                                         **extra)
+    except (OSError, ValueError, ImportError) as exc:
+        raise LingtestError(f"model `{res.model_id}` ({res.source}, {source}) failed to load: "
+                            f"{exc}") from exc
+    model.eval().to(device)
+    return CausalLM(res, model, tokenizer, device, time.perf_counter() - began)
+
+
+def load_causal_lm(model_id: str, offline: bool = True, device: str = "auto") -> CausalLM:
+    """The process-wide instance for (id, device, offline), loading it on first use."""
+    res = resolve(model_id, "causal_lm", offline=offline).require()
+    dev = pick_device(device)
+    key = (res.model_id if res.source != "local" else str(Path(res.path)), str(dev), offline)
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = _load(res, dev, offline)
+        return _CACHE[key]

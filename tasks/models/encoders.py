@@ -1,0 +1,224 @@
+"""Sentence encoders on plain transformers, with the pooling each model prescribes.
+
+One code path serves packaged sentence-transformers models (their own Pooling / Normalize
+config: MiniLM is mean pooling + L2 normalisation) and plain hub encoders such as
+``bert-base-uncased`` (COSTELLO's rule: the pooler output when the model has a pooler, else
+the [CLS] hidden state), so contrastive testing compares models as the paper did and each
+embedding records how it was pooled.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tasks.core.errors import LingtestError
+from tasks.models.registry import (
+    PLAIN_HF_POOLING, Resolution, hub_offline, pooling_from_files, resolve, transformer_dir,
+)
+
+log = logging.getLogger(__name__)
+POOLING_MODES = ("cls", "pooler", "mean", "max", "mean_sqrt_len", "lasttoken", "weightedmean")
+DEFAULT_MAX_LENGTH = 512  # COSTELLO truncates at 512 tokens
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """cuda when asked for (auto/cuda) and present, else cpu."""
+    if device not in ("auto", "cuda", "cpu"):
+        raise LingtestError(f"device `{device}`: expected auto, cuda or cpu")
+    if device in ("auto", "cuda") and torch.cuda.is_available():
+        return torch.device("cuda")
+    if device == "cuda":
+        log.warning("device cuda requested but CUDA is not available; using cpu")
+    return torch.device("cpu")
+
+
+def parse_pooling(pooling: str) -> tuple[str, bool]:
+    """"mean+norm" → ("mean", True)."""
+    mode, _, suffix = pooling.partition("+")
+    if mode not in POOLING_MODES or suffix not in ("", "norm"):
+        raise LingtestError(f"pooling `{pooling}`: expected one of {', '.join(POOLING_MODES)}, "
+                            f"optionally with +norm (L2-normalised)")
+    return mode, suffix == "norm"
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str,
+         pooler_output: torch.Tensor | None = None) -> torch.Tensor:
+    """Pool token states (batch, seq, dim) under the attention mask, as sentence-transformers
+    does for the same mode (right padding assumed)."""
+    maskf = mask.unsqueeze(-1).to(hidden.dtype)
+    if mode == "cls":
+        return hidden[:, 0]
+    if mode == "pooler":
+        if pooler_output is None:
+            raise LingtestError("pooling `pooler`: this model has no pooler layer; use cls")
+        return pooler_output
+    if mode in ("mean", "mean_sqrt_len"):
+        summed = (hidden * maskf).sum(1)
+        counts = maskf.sum(1).clamp(min=1e-9)
+        return summed / (counts if mode == "mean" else counts.sqrt())
+    if mode == "max":
+        return hidden.masked_fill(maskf == 0, -1e9).max(1).values
+    if mode == "lasttoken":
+        last = mask.sum(1).long() - 1
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+    if mode == "weightedmean":
+        weights = torch.arange(1, hidden.shape[1] + 1, device=hidden.device, dtype=hidden.dtype)
+        weights = weights.view(1, -1, 1) * maskf
+        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+    raise LingtestError(f"pooling mode `{mode}` unknown; expected one of {', '.join(POOLING_MODES)}")
+
+
+class Encoder:
+    """A loaded encoder: ``encode`` gives float32 sentence embeddings, one row per input."""
+
+    def __init__(self, resolution: Resolution, model, tokenizer, device: torch.device,
+                 pooling: str, max_length: int, lowercase: bool = False):
+        self.resolution = resolution
+        self.model_id = resolution.model_id
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        self.pooling = pooling
+        self._mode, self._normalize = parse_pooling(pooling)
+        self.max_length = max_length
+        self.lowercase = lowercase
+        commit = getattr(model.config, "_commit_hash", None)
+        self.revision = resolution.revision or commit  # hub: the commit actually loaded
+        self.dim = int(model.config.hidden_size)
+
+    def encode(self, sentences: list[str], batch_size: int = 32) -> np.ndarray:
+        """Embeddings (len(sentences), dim) float32, in input order; batched, no gradients."""
+        if isinstance(sentences, str):
+            raise LingtestError("encode() takes a list of sentences, not one string")
+        if batch_size < 1:
+            raise LingtestError(f"batch_size must be >= 1 (got {batch_size})")
+        out = np.empty((len(sentences), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(sentences), batch_size):
+                batch = [s.lower() if self.lowercase else s
+                         for s in sentences[start:start + batch_size]]
+                inputs = self.tokenizer(batch, padding=True, truncation=True,
+                                        max_length=self.max_length, return_tensors="pt")
+                inputs = {k: v.to(self.device) for k, v in inputs.items()}
+                output = self.model(**inputs)
+                pooled = pool(output.last_hidden_state, inputs["attention_mask"], self._mode,
+                              getattr(output, "pooler_output", None))
+                if self._normalize:
+                    pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
+                out[start:start + len(batch)] = pooled.float().cpu().numpy()
+        return out
+
+    def vocabulary(self, ascii_only: bool = True) -> list[str]:
+        """Whole-word entries of the tokenizer vocabulary, in id order: no special or
+        [unusedN] tokens, no continuation pieces (WordPiece '##x'; for byte-level BPE and
+        SentencePiece only word-initial 'Ġx' / '▁x'), letters only. COSTELLO's dictionary."""
+        return whole_words(self.tokenizer, ascii_only)
+
+    def parameters(self) -> dict[str, object]:
+        """What produced these embeddings, for result rows and reports."""
+        return {"model_id": self.model_id, "revision": self.revision,
+                "source": self.resolution.source, "pooling": self.pooling,
+                "max_length": self.max_length, "dim": self.dim, "dtype": str(self.model.dtype),
+                "device": str(self.device)}
+
+    def __repr__(self) -> str:
+        return (f"Encoder({self.model_id!r}, revision={self.revision!r}, pooling={self.pooling!r},"
+                f" dim={self.dim}, device={self.device})")
+
+
+def whole_words(tokenizer, ascii_only: bool = True) -> list[str]:
+    """Whole-word tokens of a tokenizer's vocabulary (see ``Encoder.vocabulary``)."""
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    special = set(tokenizer.all_special_tokens)
+    tokens = [t for t, _ in vocab if t not in special]
+    marker = next((m for m in ("Ġ", "▁") if sum(t.startswith(m) for t in tokens) > 1000), None)
+    words, seen = [], set()
+    for token in tokens:
+        if marker is not None:
+            if not token.startswith(marker):
+                continue
+            token = token[len(marker):]
+        elif token.startswith("##"):
+            continue
+        if not token.isalpha() or (ascii_only and not token.isascii()) or token in seen:
+            continue
+        seen.add(token)
+        words.append(token)
+    return words
+
+
+def _st_settings(folder: Path) -> tuple[int | None, bool]:
+    """max_seq_length and do_lower_case of a sentence-transformers model folder."""
+    cfg = folder / "sentence_bert_config.json"
+    if not cfg.is_file():
+        return None, False
+    try:
+        data = json.loads(cfg.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise LingtestError(f"{cfg}: not valid JSON ({exc})")
+    return data.get("max_seq_length"), bool(data.get("do_lower_case", False))
+
+
+def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
+                 pooling: str | None = None) -> Encoder:
+    """Resolve and load an encoder; ``pooling`` overrides the model's own (recorded either way).
+
+    Raises LingtestError when the id is missing offline (with the fix) or fails to load.
+    """
+    from transformers import AutoModel, AutoTokenizer
+
+    res = resolve(model_id, "encoder", offline=offline).require()
+    dev = pick_device(device)
+    # hub: fetch the small sentence-transformers files first, so an ST model keeps its pooling
+    folder = Path(res.path) if res.source != "hub" else _hub_st_folder(res.model_id)
+    source, subfolder = res.model_id, ""
+    if folder is not None and res.source != "hub":
+        source = str(transformer_dir(folder))
+    elif folder is not None:  # an old ST repo keeps the HF files in e.g. 0_Transformer/
+        relative = transformer_dir(folder).relative_to(folder)
+        subfolder = "" if relative == Path(".") else relative.as_posix()
+    try:
+        with hub_offline(offline):
+            tokenizer = AutoTokenizer.from_pretrained(source, subfolder=subfolder,
+                                                      local_files_only=offline)
+            model = AutoModel.from_pretrained(source, subfolder=subfolder,
+                                              local_files_only=offline)
+    except (OSError, ValueError) as exc:
+        raise LingtestError(f"model `{res.model_id}` ({res.source}, {source}) failed to load: "
+                            f"{exc}") from exc
+    model.eval().to(dev)
+    chosen = pooling or (pooling_from_files(folder) if folder is not None else PLAIN_HF_POOLING)
+    if chosen == PLAIN_HF_POOLING:  # COSTELLO: the pooler when the architecture has one
+        chosen = "pooler" if getattr(model, "pooler", None) is not None else "cls"
+    st_max, lowercase = _st_settings(folder) if folder is not None else (None, False)
+    limit = tokenizer.model_max_length if tokenizer.model_max_length < 100_000 else None
+    max_length = st_max or min(limit or DEFAULT_MAX_LENGTH, DEFAULT_MAX_LENGTH)
+    return Encoder(res, model, tokenizer, dev, chosen, int(max_length), lowercase)
+
+
+def _hub_st_folder(model_id: str) -> Path | None:
+    """Online: download a hub model's sentence-transformers files (modules.json, pooling and
+    sentence_bert configs) and return their snapshot folder; None for a plain HF model."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    try:
+        modules = Path(hf_hub_download(model_id, "modules.json"))
+    except EntryNotFoundError:
+        return None
+    except Exception as exc:  # network, auth, unknown repo: one clear message
+        raise LingtestError(f"model `{model_id}`: cannot reach the Hugging Face hub ({exc}); "
+                            f"fix: check network access and HF_TOKEN, or set models.offline: "
+                            f"true with a packaged or cached model") from exc
+    for module in json.loads(modules.read_text(encoding="utf-8")):
+        if module.get("type", "").endswith("Pooling"):
+            hf_hub_download(model_id, f"{module.get('path', '')}/config.json".lstrip("/"))
+    try:
+        hf_hub_download(model_id, "sentence_bert_config.json")
+    except EntryNotFoundError:
+        pass
+    return modules.parent

