@@ -55,12 +55,48 @@ class RuntimeParams(Section):
     dask_address: str | None = Field(None, description="dask scheduler; null: a local cluster")
 
 
+DISTANCES = ("l1", "l2", "cos")
+THRESHOLDS = ("zero", "min", "mu-2sigma", "mu-sigma")
+RELATIONS = ("CR1", "CR2", "CR3", "CR4")
+
+
+class ContrastiveParams(Section):
+    """COSTELLO: test generation, embedding, thresholds, ground truth (DESIGN.md, Method 2)."""
+
+    suite: str | None = Field(
+        None, description="a COSTELLO JSON suite to run instead of generating one")
+    relations: list[Literal[RELATIONS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(RELATIONS))
+    sst_split: Literal["train", "dev", "test"] = Field(
+        "test", description="SST split whose sentences seed CR1 and CR2")
+    mrpc_split: Literal["train", "validation", "test"] = Field(
+        "validation", description="MRPC split whose paraphrase pairs seed CR4")
+    contrast_split: Literal["dev", "test", "all"] = Field(
+        "all", description="IMDb contrast-set pairs that seed CR3")
+    max_seeds: int | None = Field(None, ge=1, description="cap on seeds per relation; null: all")
+    max_sentence_tokens: int = Field(
+        64, ge=5, description="CR3 keeps the contrast-set sentences up to this length")
+    encoders: list[str] | None = Field(None, description="models under test; null: models.encoders")
+    batch_size: int = Field(32, ge=1)
+    distances: list[Literal[DISTANCES]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(DISTANCES))
+    thresholds: list[Literal[THRESHOLDS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(THRESHOLDS))
+    dictionary_max_words: int | None = Field(
+        None, ge=2, description="cap on the vocabulary dictionary (sampled with the seed)")
+    block_size: int = Field(1024, ge=16, description="rows per block of the nearest-neighbour search")
+    n_classifiers: int = Field(14, ge=2, le=14)
+    classifier_epochs: int = Field(30, ge=1)
+    alpha: float = Field(0.05, gt=0, lt=1)
+
+
 class Params(Section):
     seed: int = Field(42, ge=0, description="drives Python, NumPy and torch")
     profile: str = Field("default", pattern=r"^[A-Za-z0-9_-]+$")
     data: DataParams = Field(default_factory=DataParams)
     models: ModelsParams = Field(default_factory=ModelsParams)
     runtime: RuntimeParams = Field(default_factory=RuntimeParams)
+    contrastive: ContrastiveParams = Field(default_factory=ContrastiveParams)
 
     def section_hash(self, *sections: str) -> str:
         """Short hash of the named sections (all when none): keys caches and run tags."""

@@ -1,0 +1,1 @@
+"""Contrastive testing of embedding models (COSTELLO): suites, embeddings, validation, ground truth."""
