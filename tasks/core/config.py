@@ -74,8 +74,6 @@ class ContrastiveParams(Section):
     contrast_split: Literal["dev", "test", "all"] = Field(
         "all", description="IMDb contrast-set pairs that seed CR3")
     max_seeds: int | None = Field(None, ge=1, description="cap on seeds per relation; null: all")
-    max_sentence_tokens: int = Field(
-        64, ge=5, description="CR3 keeps the contrast-set sentences up to this length")
     encoders: list[str] | None = Field(None, description="models under test; null: models.encoders")
     batch_size: int = Field(32, ge=1)
     distances: list[Literal[DISTANCES]] = Field(  # type: ignore[valid-type]

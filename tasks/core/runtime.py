@@ -77,11 +77,15 @@ def set_threads(threads: int) -> None:
 
 
 def git_commit(root: Path) -> str:
-    """Short commit of the project checkout, with ``-dirty`` for uncommitted changes."""
+    """Short commit of the project checkout, ``-dirty`` when its code has uncommitted changes.
+
+    Only code counts: under ``dvc repro`` the stage's own outputs are always modified.
+    """
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=root,
                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                "flows", "tasks", "pyproject.toml"],
                                cwd=root, capture_output=True, text=True).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):

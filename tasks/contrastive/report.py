@@ -1,0 +1,113 @@
+"""COSTELLO's reports: Table 1 (triples per relation), Table 2 (precision per distance and
+threshold), the precision-against-threshold figure (the paper's Figure 6), the violation list.
+
+Input is the long results table of the ``contrastive`` stage (one row per case × model ×
+distance × threshold; schema in ``tasks/contrastive/pipeline.py``). P_A / P_B are the shares
+of reported violations that the downstream classifiers call buggy under GT_A / GT_B; a cell
+with no violation has no precision (blank, not 0). "avg" is the mean over the relations that
+have a precision, as in the paper's Table 2.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tasks.core.io import atomic_path
+
+THRESHOLD_ORDER = ["zero", "min", "mu-2sigma", "mu-sigma"]
+THRESHOLD_LABEL = {"zero": "0", "min": "min", "mu-2sigma": "μ−2σ", "mu-sigma": "μ−σ"}
+#: The paper's averages over its 42 models (L2 rows and cosine at zero), for reference.
+PAPER_ROWS = {
+    ("l2", "zero", "vocab"): (51.22, 73.37),
+    ("l2", "mu-2sigma", "vocab"): (62.00, 80.14),
+    ("l2", "mu-sigma", "vocab"): (66.11, 83.39),
+    ("cos", "zero", "vocab"): (8.48, 20.64),
+}
+
+
+def _precision(group: pd.DataFrame, column: str) -> float:
+    violated = group["verdict"] == "fail"
+    return float(group.loc[violated, column].mean() * 100) if violated.any() else np.nan
+
+
+def table2(results: pd.DataFrame, model_id: str | None = None) -> pd.DataFrame:
+    """The paper's Table 2 layout for one model (or pooled over all when ``model_id`` is None).
+
+    Rows: distance × threshold (× dictionary); per relation N_V, P_A, P_B (%); averages;
+    N_M (models with at least one violation) when several models ran.
+    """
+    frame = results if model_id is None else results[results["model_id"] == model_id]
+    relations = sorted(frame["relation"].unique())
+    rows = []
+    keys = ["distance", "threshold_kind", "dictionary"]
+    for (distance, kind, dictionary), group in frame.groupby(keys, sort=False):
+        row: dict[str, object] = {"distance": distance, "threshold": THRESHOLD_LABEL[kind],
+                                  "dictionary": dictionary,
+                                  "θ": float(group["threshold"].mean())}
+        pas, pbs = [], []
+        for relation in relations:
+            part = group[group["relation"] == relation]
+            row[f"{relation} N_V"] = int((part["verdict"] == "fail").sum())
+            row[f"{relation} P_A"] = _precision(part, "gt_a")
+            row[f"{relation} P_B"] = _precision(part, "gt_b")
+            pas.append(row[f"{relation} P_A"])
+            pbs.append(row[f"{relation} P_B"])
+        row["avg N_V"] = float(np.mean([row[f"{r} N_V"] for r in relations]))
+        row["avg P_A"] = float(np.nanmean(pas)) if not np.all(np.isnan(pas)) else np.nan
+        row["avg P_B"] = float(np.nanmean(pbs)) if not np.all(np.isnan(pbs)) else np.nan
+        if model_id is None and frame["model_id"].nunique() > 1:
+            violated = group[group["verdict"] == "fail"]
+            row["N_M"] = int(violated["model_id"].nunique())
+        paper = PAPER_ROWS.get((distance, kind, dictionary))
+        row["paper avg P_A"], row["paper avg P_B"] = paper if paper else (np.nan, np.nan)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    order = {k: i for i, k in enumerate(THRESHOLD_LABEL[t] for t in THRESHOLD_ORDER)}
+    table["_d"] = table["dictionary"].map({"vocab": 0, "dataset": 1})
+    table["_t"] = table["threshold"].map(order)
+    table["_m"] = table["distance"].map({"l1": 0, "l2": 1, "cos": 2})
+    return table.sort_values(["_d", "_m", "_t"]).drop(columns=["_d", "_t", "_m"]).reset_index(drop=True)
+
+
+def violation_list(results: pd.DataFrame, suite: pd.DataFrame) -> pd.DataFrame:
+    """Every reported violation with its triple, margin and ground-truth verdicts."""
+    failed = results[results["verdict"] == "fail"]
+    columns = ["case_id", "relation", "seed", "positive", "negative"]
+    merged = failed.merge(suite[columns], on=["case_id", "relation"], how="left")
+    keep = ["model_id", "distance", "threshold_kind", "dictionary", "threshold", "relation",
+            "case_id", "d_pos", "d_neg", "margin", "gt_a", "gt_b", "p_greater", "p_less",
+            "seed", "positive", "negative"]
+    return merged[keep].sort_values(["model_id", "distance", "threshold_kind", "dictionary",
+                                     "relation", "margin"], ascending=[True] * 5 + [False])
+
+
+def precision_figure(table: pd.DataFrame, path: Path, title: str) -> Path:
+    """Average P_A (solid) and P_B (dashed) against the threshold, one line per distance."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    vocab = table[table["dictionary"] == "vocab"]
+    labels = [THRESHOLD_LABEL[t] for t in THRESHOLD_ORDER if THRESHOLD_LABEL[t] in
+              set(vocab["threshold"])]
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    for distance, colour in (("l1", "tab:blue"), ("l2", "tab:orange"), ("cos", "tab:green")):
+        rows = vocab[vocab["distance"] == distance].set_index("threshold").reindex(labels)
+        if rows["avg P_A"].notna().any():
+            ax.plot(labels, rows["avg P_A"], "-o", color=colour, label=f"{distance} P_A")
+        if rows["avg P_B"].notna().any():
+            ax.plot(labels, rows["avg P_B"], "--s", color=colour, label=f"{distance} P_B")
+    ax.set_xlabel("threshold θ (vocabulary dictionary)")
+    ax.set_ylabel("precision of reported violations (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
