@@ -6,4 +6,5 @@ runs one with the run's name, tags, seed and task runner.
 
 STAGES: dict[str, str] = {
     "data": "flows.data:data_flow",
+    "contrastive": "flows.contrastive:contrastive_flow",
 }

@@ -34,3 +34,19 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def data_project(tmp_path_factory, mirror: Path, prefect_harness):
+    """A temporary project whose ``data`` stage has run on the mirror (once per session)."""
+    import shutil
+
+    from flows.stage import run_stage
+    from tasks.core.config import load_params
+    from tasks.core.paths import Workspace
+
+    root = tmp_path_factory.mktemp("project")
+    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    overrides = [f"data.mirror={mirror}", "data.online=false"]
+    run_stage("data", load_params(root, overrides), Workspace(root))
+    return Workspace(root), overrides

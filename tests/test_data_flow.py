@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -11,20 +10,15 @@ import pytest
 from flows.stage import run_stage
 from tasks.core.config import load_params
 from tasks.core.io import sha256_file
-from tasks.core.paths import PACKAGE_ROOT, Workspace
+from tasks.core.paths import Workspace
 
 EXPECTED_ROWS = {"sst": 8544 + 1101 + 2210, "mrpc": 3668 + 408 + 1725,
                  "questions": 3270 + 27, "contrast_pairs": 100 + 488, "ptb_trees": 3914}
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory, mirror: Path, prefect_harness) -> Workspace:
-    root = tmp_path_factory.mktemp("project")
-    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
-    params = load_params(root, [f"data.mirror={mirror}", "data.online=false"])
-    workspace = Workspace(root)
-    run_stage("data", params, workspace)
-    return workspace
+def project(data_project) -> Workspace:
+    return data_project[0]
 
 
 def test_processed_tables_have_the_expected_rows(project: Workspace) -> None:

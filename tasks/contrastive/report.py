@@ -105,7 +105,11 @@ def precision_figure(table: pd.DataFrame, path: Path, title: str) -> Path:
     ax.set_ylim(0, 100)
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=3)
+    if ax.get_lines():
+        ax.legend(fontsize=7, ncol=3)
+    else:
+        ax.text(0.5, 0.5, "no violation reported at any threshold", ha="center",
+                transform=ax.transAxes)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png")

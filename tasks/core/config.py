@@ -85,6 +85,10 @@ class ContrastiveParams(Section):
     block_size: int = Field(1024, ge=16, description="rows per block of the nearest-neighbour search")
     n_classifiers: int = Field(14, ge=2, le=14)
     classifier_epochs: int = Field(30, ge=1)
+    classifier_max_train: int | None = Field(
+        None, ge=10, description="cap on training examples per downstream task (seeded sample)")
+    classifier_max_test: int | None = Field(
+        None, ge=10, description="cap on test examples per downstream task (seeded sample)")
     alpha: float = Field(0.05, gt=0, lt=1)
 
 

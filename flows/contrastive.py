@@ -1,0 +1,147 @@
+"""The ``contrastive`` stage (COSTELLO): suite → per-model embeddings, thresholds, downstream
+classifiers and ground truth → Table 1, Table 2, Figure 6 and the violation list."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from prefect import flow
+
+from tasks.contrastive import pipeline as cp
+from tasks.contrastive import report, suite, thresholds
+from tasks.contrastive.classifiers import spec_table
+from tasks.core import io
+from tasks.core.artifacts import publish_table
+from tasks.core.config import Params
+from tasks.core.paths import Workspace
+from tasks.core.runtime import git_commit
+
+SUBSTITUTES = ("Substitutes: the paper's 42 hub encoders → the packaged all-MiniLM-L6-v2 "
+               "(default profile); the paper's SST/MRPC downstream classifiers → 14 MLPs "
+               "trained here on the tested model's embeddings.")
+
+
+@flow(name="contrastive-model", flow_run_name="contrastive-{model_id}")
+def test_encoder(model_id: str, suite_frame: pd.DataFrame, data: dict,
+                 dataset_words: list[str], params: Params, root: str) -> dict:
+    """Validate every triple on one model: thresholds, ground truth, verdicts."""
+    c = params.contrastive
+    texts = cp.needed_texts(suite_frame, data, dataset_words)
+    info, embedded = cp.embed(model_id, texts, str(Workspace(Path(root)).data / "cache" / "embeddings"),
+                              params.models.offline, params.runtime.device, c.batch_size,
+                              c.dictionary_max_words, params.seed)
+    model_key = (info["model_id"], info["revision"], info["pooling"])
+    dictionaries = {"vocab": info["vocabulary"], "dataset": dataset_words}
+    thetas, nn_rows = {}, []
+    for metric in c.distances:
+        for name, words in dictionaries.items():
+            if name == "dataset" and metric != "l2":
+                continue  # the paper reports the dataset dictionary for L2 only
+            nn = cp.nearest_neighbour_distances(
+                cp.token(model_key, metric, words, c.block_size), embedded(words), metric, name,
+                c.block_size)
+            kinds = [k for k in c.thresholds if name == "vocab" or k != "zero"]
+            thetas[(metric, name)] = thresholds.thresholds(nn, kinds)
+            nn_rows.append({"model_id": model_id, "distance": metric, "dictionary": name,
+                            "words": len(words), "nn_mean": float(np.mean(nn)),
+                            "nn_std": float(np.std(nn)), "nn_min": float(np.min(nn)),
+                            **{f"θ {k}": v for k, v in thetas[(metric, name)].items()}})
+    banks = {}
+    for kind, split in data.items():
+        X_train = cp.features(kind, split["train"], embedded)
+        X_test = cp.features(kind, split["test"], embedded)
+        banks[kind] = cp.train_classifiers(
+            cp.token(model_key, kind, split["train"], split["test"], c.n_classifiers,
+                     c.classifier_epochs, params.seed),
+            kind, X_train, split["train_y"], X_test, split["test_y"], c.n_classifiers,
+            c.classifier_epochs, params.seed)
+    truth = cp.triple_truth(suite_frame, embedded, banks, c.alpha)
+    results = cp.validate(suite_frame, embedded, info, c, thetas, truth)
+    accuracy = pd.concat([spec_table(bank).assign(model_id=model_id, task=kind)
+                          for kind, bank in banks.items()], ignore_index=True)
+    return {"info": info, "results": results, "thresholds": pd.DataFrame(nn_rows),
+            "accuracy": accuracy, "banks": banks}
+
+
+@flow(name="contrastive", log_prints=True)
+def contrastive_flow(params: Params, root: str) -> dict:
+    workspace = Workspace(Path(root))
+    c = params.contrastive
+    out = workspace.interim / "contrastive"
+    reports = workspace.reports / "contrastive"
+    inputs = cp.suite_inputs(c, workspace)
+    suite_frame = cp.build_suite(inputs, cp.settings_of(params), params.seed, root,
+                                 params.models.spacy, params.models.offline)
+    io.write_parquet(out / "suite.parquet", suite_frame)
+    suite.write_costello_suite(suite_frame, out / "suite.json")
+
+    tables = {name: pd.read_parquet(workspace.processed / f"{name}.parquet")
+              for name in ("sst", "mrpc")}
+    data = cp.classifier_data(tables, c, params.seed)
+    dataset_words = thresholds.dictionary_from_dataset(suite_frame["seed"].drop_duplicates())
+    runs = [test_encoder(model_id, suite_frame, data, dataset_words, params, root)
+            for model_id in (c.encoders or params.models.encoders)]
+
+    results = pd.concat([r["results"] for r in runs], ignore_index=True)
+    io.write_parquet(out / "results.parquet", results)
+    for run in runs:
+        slug = run["info"]["model_id"].replace("/", "__")
+        for kind, bank in run["banks"].items():
+            bank.save(out / "classifiers" / f"{slug}-{kind}.pt")
+    provenance = _provenance(params, workspace, inputs, runs)
+    _publish(suite_frame, results, runs, reports, provenance, params)
+    return {"triples": len(suite_frame),
+            "violations": int((results["verdict"] == "fail").sum()),
+            "embedded_now": {r["info"]["model_id"]: r["info"]["embedded_now"] for r in runs}}
+
+
+def _provenance(params: Params, workspace: Workspace, inputs: list[str], runs: list[dict]) -> dict:
+    return {
+        "seed": params.seed, "profile": params.profile,
+        "parameters (contrastive)": params.contrastive.model_dump_json(),
+        "inputs (sha256)": ", ".join(f"{Path(f).name}={io.sha256_file(f)[:12]}" for f in inputs),
+        "models": "; ".join(f"{r['info']['model_id']} @ {r['info']['revision']} "
+                            f"({r['info']['pooling']})" for r in runs),
+        "code": git_commit(workspace.root),
+        "substitutes": SUBSTITUTES,
+    }
+
+
+def _publish(suite_frame: pd.DataFrame, results: pd.DataFrame, runs: list[dict], reports: Path,
+             provenance: dict, params: Params) -> None:
+    publish_table("costello-table1", suite.table1(suite_frame),
+                  "COSTELLO Table 1: triples per contrastive relation", reports,
+                  provenance=provenance)
+    accuracy = pd.concat([r["accuracy"] for r in runs], ignore_index=True)
+    summary = (accuracy.groupby(["model_id", "task"])["accuracy"]
+               .agg(["mean", "min", "max", "count"]).reset_index())
+    publish_table("costello-classifiers", summary,
+                  "Downstream classifiers: test accuracy (SST-2 sentiment, MRPC paraphrase)",
+                  reports, provenance=provenance)
+    publish_table("costello-thresholds", pd.concat([r["thresholds"] for r in runs]),
+                  "Adaptive thresholds: nearest-neighbour distances of dictionary words",
+                  reports, provenance=provenance)
+    for run in runs:
+        model_id = run["info"]["model_id"]
+        slug = model_id.replace("/", "-").replace("_", "-").lower()
+        table = report.table2(results, model_id)
+        publish_table(f"costello-table2-{slug}"[:120], table,
+                      f"COSTELLO Table 2 for {model_id}: violations (N_V) and precision "
+                      "(P_A, P_B, %) per distance and threshold", reports,
+                      provenance=provenance, notes=SUBSTITUTES)
+        report.precision_figure(table, reports / f"costello-figure6-{slug}.png",
+                                f"{model_id}: precision against threshold")
+    if results["model_id"].nunique() > 1:
+        publish_table("costello-table2", report.table2(results), "COSTELLO Table 2, all models",
+                      reports, provenance=provenance, notes=SUBSTITUTES)
+    violations = report.violation_list(results, suite_frame)
+    io.write_parquet(reports.parent.parent / "data" / "interim" / "contrastive" /
+                     "violations.parquet", violations)
+    headline = violations[(violations["distance"] == "l2") &
+                          (violations["dictionary"] == "vocab") &
+                          (violations["threshold_kind"] == "mu-sigma")]
+    publish_table("costello-violations", headline,
+                  "Violations at L2, θ = μ−σ (vocabulary dictionary), largest margin first; "
+                  "every setting's list: data/interim/contrastive/violations.parquet",
+                  reports, provenance=provenance)

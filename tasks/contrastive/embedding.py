@@ -1,0 +1,330 @@
+"""Embedding store: every distinct text is embedded once per model, cached on disk.
+
+COSTELLO embeds the three sentences of each triple as it meets them, so a sentence shared by
+many triples (a seed with several mutants, a dictionary word) is embedded many times. Here
+every distinct text goes through the model once per (model, revision, pooling), and the vectors
+are kept on disk so a rerun, another relation or another threshold reuses them.
+
+Layout under ``root``::
+
+    <model id with / replaced by __>/<key>/meta.json      model id, revision, pooling, dim
+    <model id with / replaced by __>/<key>/shard-<hex>.npz  hashes (S64) + vectors float32
+
+``key`` is a hash of model id, revision and pooling, so a new revision or another pooling
+never reads old vectors. A text's shard is given by the first hex characters of its sha256
+(``shard_of``): 16 shards use one character, 256 use two. A worker that owns a shard is the
+only writer of that file, so a cluster can split the work by shard (``embed_shard``); a
+writer in the same process or on the same machine takes a per-shard file lock as well. Each
+shard file is replaced atomically (``tasks.core.io.atomic_path``).
+
+What is not in the key: the device (CPU and GPU vectors differ by float rounding) and the
+batch composition (padding changes mean-pooled vectors by ~1e-7); ``max_length`` and lower-
+casing come from the model's own files, which the revision pins.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Iterable, Iterator, Protocol, Sequence
+
+import numpy as np
+
+from tasks.core.errors import LingtestError
+from tasks.core.io import atomic_path, sha256_text, write_json
+
+STORE_FORMAT = 1
+HASH_DTYPE = "S64"  # sha256 hex digests as fixed-width bytes: npz loads without pickle
+
+
+class SupportsEncode(Protocol):
+    """What ``embed_texts`` needs of an encoder (``tasks.models.encoders.Encoder`` fits)."""
+
+    def encode(self, sentences: list[str], batch_size: int = 32) -> np.ndarray: ...
+
+
+def text_hash(text: str) -> str:
+    """sha256 hex digest of the UTF-8 text: the cache key of one text."""
+    return sha256_text(text)
+
+
+def _hex_width(n_shards: int) -> int:
+    width = 0
+    while 16 ** width < n_shards:
+        width += 1
+    if 16 ** width != n_shards or width == 0:
+        raise LingtestError(f"n_shards={n_shards}: expected a power of 16 (16, 256, 4096)")
+    return width
+
+
+def shard_of(text_hash: str, n_shards: int = 16) -> int:
+    """Shard number of a text hash: its first hex characters read as an integer."""
+    return int(text_hash[:_hex_width(n_shards)], 16)
+
+
+def split_by_shard(texts: Iterable[str], n_shards: int = 16) -> dict[int, list[str]]:
+    """Distinct texts grouped by shard (first-seen order inside each), for per-shard fan-out."""
+    groups: dict[int, list[str]] = {}
+    for text in dict.fromkeys(texts):
+        groups.setdefault(shard_of(text_hash(text), n_shards), []).append(text)
+    return dict(sorted(groups.items()))
+
+
+class EmbeddingStore:
+    """On-disk vectors of one model (id + revision + pooling), sharded by text hash."""
+
+    def __init__(self, root: Path, model_id: str, revision: str, pooling: str,
+                 n_shards: int = 16):
+        if not revision:
+            raise LingtestError(f"model `{model_id}`: revision unknown, so its embeddings "
+                                f"cannot be cached safely; fix: load a pinned revision")
+        self.model_id, self.revision, self.pooling = model_id, str(revision), pooling
+        self.n_shards = n_shards
+        self._width = _hex_width(n_shards)
+        key = hashlib.sha256(f"{model_id}\0{revision}\0{pooling}".encode()).hexdigest()[:16]
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model_id.replace("/", "__"))
+        self.path = Path(root) / slug / key
+        self._shards: dict[int, tuple[dict[bytes, int], np.ndarray]] = {}
+        self.dim: int | None = None
+        meta = self.read_meta()
+        if meta is not None:
+            self._check_meta(meta)
+            self.dim = meta.get("dim")
+
+    @classmethod
+    def for_encoder(cls, root: Path, encoder, n_shards: int = 16) -> "EmbeddingStore":
+        """The store of a loaded encoder (its model id, revision and pooling)."""
+        return cls(root, encoder.model_id, encoder.revision, encoder.pooling, n_shards)
+
+    # ----------------------------------------------------------------- files
+    @property
+    def meta_path(self) -> Path:
+        return self.path / "meta.json"
+
+    def shard_path(self, shard: int) -> Path:
+        return self.path / f"shard-{shard:0{self._width}x}.npz"
+
+    def shard_files(self) -> list[Path]:
+        """Shard files present on disk, in shard order."""
+        return sorted(self.path.glob("shard-*.npz"))
+
+    def read_meta(self) -> dict | None:
+        if not self.meta_path.is_file():
+            return None
+        try:
+            return json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise LingtestError(f"{self.meta_path}: not valid JSON ({exc}); fix: delete the "
+                                f"folder {self.path} to rebuild the cache")
+
+    def _check_meta(self, meta: dict) -> None:
+        wanted = {"model_id": self.model_id, "revision": self.revision,
+                  "pooling": self.pooling, "n_shards": self.n_shards}
+        wrong = {k: meta.get(k) for k, v in wanted.items() if meta.get(k) != v}
+        if wrong:
+            raise LingtestError(f"{self.meta_path}: cache made for {wrong}, expected "
+                                f"{ {k: wanted[k] for k in wrong} }; fix: use another store "
+                                f"root or delete {self.path}")
+
+    def _write_meta(self, dim: int) -> None:
+        write_json(self.meta_path, {"format": STORE_FORMAT, "model_id": self.model_id,
+                                    "revision": self.revision, "pooling": self.pooling,
+                                    "dim": dim, "n_shards": self.n_shards})
+
+    @contextlib.contextmanager
+    def _locked(self, shard: int) -> Iterator[None]:
+        """Exclusive lock on one shard while it is read, merged and rewritten."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / f".shard-{shard:0{self._width}x}.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _read_shard(self, shard: int) -> tuple[dict[bytes, int], np.ndarray]:
+        path = self.shard_path(shard)
+        if not path.is_file():
+            return {}, np.empty((0, self.dim or 0), dtype=np.float32)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                hashes, vectors = data["hashes"], data["vectors"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise LingtestError(f"{path}: unreadable embedding shard ({exc}); fix: delete it "
+                                f"and rerun (its texts are embedded again)")
+        return {h: i for i, h in enumerate(hashes.tolist())}, vectors
+
+    def _shard(self, shard: int) -> tuple[dict[bytes, int], np.ndarray]:
+        if shard not in self._shards:
+            self._shards[shard] = self._read_shard(shard)
+        return self._shards[shard]
+
+    # ----------------------------------------------------------------- API
+    def _hashes(self, texts: Sequence[str]) -> list[bytes]:
+        if isinstance(texts, str):
+            raise LingtestError("the embedding store takes a list of texts, not one string")
+        return [text_hash(t).encode("ascii") for t in texts]
+
+    def _shard_no(self, digest: bytes) -> int:
+        return int(digest[:self._width], 16)
+
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """Distinct texts not in the store, in first-seen order."""
+        distinct = list(dict.fromkeys(texts))
+        return [t for t, h in zip(distinct, self._hashes(distinct))
+                if h not in self._shard(self._shard_no(h))[0]]
+
+    def __contains__(self, text: str) -> bool:
+        digest = text_hash(text).encode("ascii")
+        return digest in self._shard(self._shard_no(digest))[0]
+
+    def add(self, texts: Sequence[str], vectors: np.ndarray) -> int:
+        """Store vectors (one row per text); texts already stored keep their vectors.
+
+        Returns how many texts were new. Each touched shard is re-read under its lock,
+        merged and rewritten atomically, so concurrent writers on one machine lose nothing.
+        """
+        vectors = np.asarray(vectors)
+        if len(texts) == 0:
+            return 0
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            raise LingtestError(f"add(): {len(texts)} texts but vectors of shape {vectors.shape}")
+        if not np.isfinite(vectors).all():
+            raise LingtestError(f"add(): model `{self.model_id}` gave non-finite embeddings")
+        if self.dim is None:
+            self.dim = int(vectors.shape[1])
+            self._write_meta(self.dim)
+        elif vectors.shape[1] != self.dim:
+            raise LingtestError(f"add(): vectors of dim {vectors.shape[1]}, but {self.path} "
+                                f"holds dim {self.dim}")
+        by_shard: dict[int, dict[bytes, int]] = {}
+        for row, digest in enumerate(self._hashes(texts)):
+            by_shard.setdefault(self._shard_no(digest), {}).setdefault(digest, row)
+        added = 0
+        for shard, rows in sorted(by_shard.items()):
+            with self._locked(shard):
+                index, stored = self._read_shard(shard)
+                new = [(h, r) for h, r in rows.items() if h not in index]
+                if new:
+                    hashes = np.array(list(index) + [h for h, _ in new], dtype=HASH_DTYPE)
+                    merged = np.concatenate(
+                        [stored.reshape(-1, self.dim),
+                         vectors[[r for _, r in new]].astype(np.float32)])
+                    with atomic_path(self.shard_path(shard)) as tmp, open(tmp, "wb") as fh:
+                        np.savez(fh, hashes=hashes, vectors=merged)
+                    index = {h: i for i, h in enumerate(hashes.tolist())}
+                    stored = merged
+                    added += len(new)
+                self._shards[shard] = (index, stored)
+        return added
+
+    def get(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts`` as a (len(texts), dim) float32 matrix, rows in the order asked.
+
+        Raises LingtestError naming the missing texts when any is not stored.
+        """
+        hashes = self._hashes(texts)
+        if self.dim is None:  # another process may have created the store since
+            meta = self.read_meta()
+            self.dim = None if meta is None else meta.get("dim")
+        out = np.empty((len(texts), self.dim or 0), dtype=np.float32)
+        absent: list[str] = []
+        for attempt in range(2):
+            absent = []
+            for row, (text, digest) in enumerate(zip(texts, hashes)):
+                index, stored = self._shard(self._shard_no(digest))
+                at = index.get(digest)
+                if at is None:
+                    absent.append(text)
+                else:
+                    out[row] = stored[at]
+            if not absent or attempt:
+                break
+            self.refresh()  # shards written by other workers since they were read here
+        if absent:
+            shown = ", ".join(repr(t[:60]) for t in absent[:3])
+            raise LingtestError(f"{self.path}: {len(absent)} of {len(texts)} texts are not "
+                                f"embedded yet ({shown}{', …' if len(absent) > 3 else ''}); "
+                                f"fix: run embed_texts on them first")
+        return out
+
+    def refresh(self) -> None:
+        """Forget the shards read so far, e.g. after other workers filled them."""
+        self._shards.clear()
+
+    def __len__(self) -> int:
+        """Number of texts stored (all shards on disk)."""
+        return sum(len(self._shard(int(f.stem[len("shard-"):], 16))[0])
+                   for f in self.shard_files())
+
+    def __repr__(self) -> str:
+        return (f"EmbeddingStore({self.model_id!r}, revision={self.revision!r}, "
+                f"pooling={self.pooling!r}, path={str(self.path)!r})")
+
+
+# --------------------------------------------------------------------- embedding
+
+def _check_encoder(encoder, store: EmbeddingStore) -> None:
+    """Refuse to file one model's vectors under another model's key."""
+    for attr in ("model_id", "revision", "pooling"):
+        have = getattr(encoder, attr, None)
+        if have is not None and str(have) != str(getattr(store, attr)):
+            raise LingtestError(f"encoder {attr} `{have}` does not match the store's "
+                                f"`{getattr(store, attr)}` ({store.path})")
+
+
+def length_order(texts: Sequence[str]) -> np.ndarray:
+    """Indices of ``texts`` longest first (by characters; stable), so each batch pads little.
+
+    Characters track token counts closely enough for batching and cost no tokenizer pass.
+    """
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    return np.argsort(-lengths, kind="stable")
+
+
+def _embed_missing(encoder: SupportsEncode, todo: list[str], store: EmbeddingStore,
+                   batch_size: int, flush_every: int) -> int:
+    """Embed ``todo`` (distinct, all missing) in length-sorted batches, storing every chunk."""
+    if batch_size < 1:
+        raise LingtestError(f"batch_size must be >= 1 (got {batch_size})")
+    if not todo:
+        return 0
+    ordered = [todo[i] for i in length_order(todo)]
+    chunk = max(batch_size, flush_every // batch_size * batch_size)  # whole batches per chunk
+    for start in range(0, len(ordered), chunk):
+        part = ordered[start:start + chunk]
+        vectors = np.asarray(encoder.encode(part, batch_size=batch_size), dtype=np.float32)
+        if vectors.shape[0] != len(part):
+            raise LingtestError(f"encoder returned {vectors.shape[0]} rows for {len(part)} texts")
+        store.add(part, vectors)
+    return len(ordered)
+
+
+def embed_texts(encoder: SupportsEncode, texts: Sequence[str], store: EmbeddingStore,
+                batch_size: int = 32, flush_every: int = 4096) -> np.ndarray:
+    """Embeddings of ``texts`` (rows in input order), embedding only what the store lacks.
+
+    Duplicates are embedded once; the missing texts go to the model longest first in batches
+    of ``batch_size`` and are stored every ``flush_every`` texts, so an interrupted run keeps
+    what it finished. A rerun on the same texts makes no model call.
+    """
+    _check_encoder(encoder, store)
+    _embed_missing(encoder, store.missing(texts), store, batch_size, flush_every)
+    return store.get(list(texts))
+
+
+def embed_shard(encoder: SupportsEncode, texts: Sequence[str], store: EmbeddingStore,
+                shard: int, batch_size: int = 32, flush_every: int = 4096) -> int:
+    """Embed the missing texts of one shard (texts of other shards are ignored).
+
+    One Prefect task per shard can run this in parallel: each writes only its shard file.
+    Returns how many texts were embedded.
+    """
+    _check_encoder(encoder, store)
+    if not 0 <= shard < store.n_shards:
+        raise LingtestError(f"shard {shard} outside 0..{store.n_shards - 1}")
+    mine = [t for t in dict.fromkeys(texts) if shard_of(text_hash(t), store.n_shards) == shard]
+    return _embed_missing(encoder, store.missing(mine), store, batch_size, flush_every)

