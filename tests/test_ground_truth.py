@@ -155,6 +155,7 @@ def test_the_14_configurations_differ(bank, blobs):
     assert len(set(bank.seeds)) == N and bank.seeds[3] == classifier_seed(7, 3)
     table = spec_table(bank)
     assert list(table["architecture"])[:2] == ["identity-256", "identity-512"]
+    assert table["best_epoch"].between(1, 8).all()
 
 
 def test_training_is_deterministic_and_leaves_global_rng_alone(bank, blobs):

@@ -45,6 +45,7 @@ def wilcoxon_p(diff: np.ndarray, alternative: str) -> np.ndarray:
             warnings.simplefilter("ignore", UserWarning)
             result = wilcoxon(diff[informative], axis=1, zero_method="wilcox",
                               correction=False, alternative=alternative, method="auto")
+        # NaN cannot arise from a row with a non-zero difference; mapped to 1 all the same
         p[informative] = np.nan_to_num(np.asarray(result.pvalue, dtype=np.float64), nan=1.0)
     return p
 
