@@ -23,12 +23,18 @@ SUBSTITUTES = ("Substitutes: the paper's 42 hub encoders → the packaged all-Mi
 
 
 @flow(name="contrastive-model", flow_run_name="contrastive-{model_id}")
-def test_encoder(model_id: str, suite_frame: pd.DataFrame, data: dict,
-                 dataset_words: list[str], params: Params, root: str) -> dict:
-    """Validate every triple on one model: thresholds, ground truth, verdicts."""
+def test_encoder(model_id: str, params: Params, root: str) -> dict:
+    """Validate every triple of the stage's suite on one model: thresholds, ground truth,
+    verdicts. Takes paths, not tables: flow-run parameters must stay small."""
     c = params.contrastive
+    workspace = Workspace(Path(root))
+    suite_frame = pd.read_parquet(workspace.interim / "contrastive" / "suite.parquet")
+    tables = {name: pd.read_parquet(workspace.processed / f"{name}.parquet")
+              for name in ("sst", "mrpc")}
+    data = cp.classifier_data(tables, c, params.seed)
+    dataset_words = thresholds.dictionary_from_dataset(suite_frame["seed"].drop_duplicates())
     texts = cp.needed_texts(suite_frame, data, dataset_words)
-    info, embedded = cp.embed(model_id, texts, str(Workspace(Path(root)).data / "cache" / "embeddings"),
+    info, embedded = cp.embed(model_id, texts, str(workspace.data / "cache" / "embeddings"),
                               params.models.offline, params.runtime.device, c.batch_size,
                               c.dictionary_max_words, params.seed)
     model_key = (info["model_id"], info["revision"], info["pooling"])
@@ -75,12 +81,7 @@ def contrastive_flow(params: Params, root: str) -> dict:
                                  params.models.spacy, params.models.offline)
     io.write_parquet(out / "suite.parquet", suite_frame)
     suite.write_costello_suite(suite_frame, out / "suite.json")
-
-    tables = {name: pd.read_parquet(workspace.processed / f"{name}.parquet")
-              for name in ("sst", "mrpc")}
-    data = cp.classifier_data(tables, c, params.seed)
-    dataset_words = thresholds.dictionary_from_dataset(suite_frame["seed"].drop_duplicates())
-    runs = [test_encoder(model_id, suite_frame, data, dataset_words, params, root)
+    runs = [test_encoder(model_id, params, root)
             for model_id in (c.encoders or params.models.encoders)]
 
     results = pd.concat([r["results"] for r in runs], ignore_index=True)

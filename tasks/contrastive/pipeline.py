@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
 from tasks.contrastive import classifiers, distances, embedding, ground_truth, suite, thresholds
@@ -109,7 +110,7 @@ class Embedded:
         return self.matrix[[self.row[t] for t in texts]]
 
 
-@task(name="embed", task_run_name="embed-{model_id}")
+@task(name="embed", task_run_name="embed-{model_id}", cache_policy=NO_CACHE)
 def embed(model_id: str, texts: list[str], store_root: str, offline: bool, device: str,
           batch_size: int, max_words: int | None, seed: int) -> tuple[dict, Embedded]:
     """Embed ``texts`` and the model's vocabulary dictionary, each distinct text once.

@@ -92,6 +92,29 @@ class ContrastiveParams(Section):
     alpha: float = Field(0.05, gt=0, lt=1)
 
 
+class CapabilitiesParams(Section):
+    """S²LCT: specifications, seed search, parsing, expansion, models under test (Method 1)."""
+
+    specs_dir: str = Field("tasks/capabilities/specs",
+                           description="folder of capability specification files (YAML)")
+    capabilities: list[str] | None = Field(None, description="LC ids to run; null: every spec")
+    seeds_per_lc: int = Field(50, ge=1, description="seeds sampled per capability")
+    word_sentiment: Literal["lexicon", "sentiwordnet"] = Field(
+        "lexicon", description="word polarity: SST + Hu & Liu lexicon, or SentiWordNet")
+    parser: Literal["pcfg", "benepar"] = "pcfg"
+    pcfg_heldout: int = Field(200, ge=0, description="treebank sentences held out for bracket F1")
+    max_masks_per_seed: int = Field(10, ge=1, description="k: masked sentences sampled per seed")
+    fill_model: str = Field("HuggingFaceTB/SmolLM2-135M-Instruct",
+                            description="masked LM (fill-mask) or causal LM proposing words")
+    fill_candidates: int = Field(10, ge=1, description="candidates proposed per mask")
+    max_expansions_per_seed: int = Field(5, ge=1)
+    neutral_band: tuple[float, float] = Field(
+        (1 / 3, 2 / 3), description="a binary model predicts neutral when P(pos) is inside")
+    models: list[str] = Field(
+        default_factory=lambda: ["lingtest/minilm-sst2", "vader"],
+        description="sentiment models under test")
+
+
 class Params(Section):
     seed: int = Field(42, ge=0, description="drives Python, NumPy and torch")
     profile: str = Field("default", pattern=r"^[A-Za-z0-9_-]+$")
@@ -99,6 +122,7 @@ class Params(Section):
     models: ModelsParams = Field(default_factory=ModelsParams)
     runtime: RuntimeParams = Field(default_factory=RuntimeParams)
     contrastive: ContrastiveParams = Field(default_factory=ContrastiveParams)
+    capabilities: CapabilitiesParams = Field(default_factory=CapabilitiesParams)
 
     def section_hash(self, *sections: str) -> str:
         """Short hash of the named sections (all when none): keys caches and run tags."""

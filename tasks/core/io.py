@@ -16,6 +16,9 @@ from typing import Any, Iterator
 
 import pandas as pd
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
@@ -27,6 +30,7 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs are shared files
         os.replace(tmp_path, target)
     finally:
         if tmp_path.exists():

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
 from tasks.core import assets, io
@@ -23,7 +24,7 @@ from tasks.data.lexicons import GENDER_PAIRS_TSV
 READER_MODULES = tuple(sorted({fn.__module__ for fn in TABLES.values()}))
 
 
-@task(name="import-raw-assets")
+@task(name="import-raw-assets", cache_policy=NO_CACHE)
 def import_raw_assets(params: DataParams, root: str) -> pd.DataFrame:
     manifest = assets.import_raw_assets(params, Workspace(Path(root)))
     get_run_logger().info("imported %d raw files (%.1f MB)", len(manifest),
@@ -43,7 +44,7 @@ def build_table(name: str, raw: str, manifest_file: str) -> pd.DataFrame:
     return table
 
 
-@task(name="write-tables")
+@task(name="write-tables", cache_policy=NO_CACHE)
 def write_tables(tables: dict[str, pd.DataFrame], manifest: pd.DataFrame, root: str) -> pd.DataFrame:
     """Write every table into a staging folder that replaces ``data/processed`` whole."""
     workspace = Workspace(Path(root))
