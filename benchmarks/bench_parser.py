@@ -133,7 +133,7 @@ def main() -> None:
     table = pd.DataFrame(rows)
     nltk_per, ours_per = table["nltk_s"].mean(), table["ours_s"].mean()
     agree = np.isclose(table["nltk_logp"], table["ours_logp"], rtol=0, atol=1e-9)
-    print(f"\n| side | sentences | tags | seconds/sentence | sentences/s |\n|---|---:|---:|---:|---:|")
+    print("\n| side | sentences | tags | seconds/sentence | sentences/s |\n|---|---:|---:|---:|---:|")
     print(f"| nltk ViterbiParser | {len(table)} | {table['tags'].min()}–{table['tags'].max()} "
           f"| {nltk_per:.2f} | {1 / nltk_per:.3f} |")
     print(f"| ours, same subset | {len(table)} | {table['tags'].min()}–{table['tags'].max()} "

@@ -50,3 +50,36 @@ def data_project(tmp_path_factory, mirror: Path, prefect_harness):
     overrides = [f"data.mirror={mirror}", "data.online=false"]
     run_stage("data", load_params(root, overrides), Workspace(root))
     return Workspace(root), overrides
+
+
+@pytest.fixture(scope="session")
+def processed(data_project) -> Path:
+    """The processed tables of the session's temporary project (built from the mirror)."""
+    return data_project[0].processed
+
+
+@pytest.fixture(scope="session")
+def nltk_data(data_project) -> Path:
+    return data_project[0].nltk_data
+
+
+@pytest.fixture(scope="session")
+def nlp():
+    from tasks.models.nlp import load_spacy
+
+    return load_spacy("en_core_web_sm")
+
+
+@pytest.fixture(scope="session")
+def wn(nltk_data: Path):
+    from tasks.text.wordnet import wordnet
+
+    return wordnet(nltk_data)
+
+
+@pytest.fixture(scope="session")
+def table(processed: Path):
+    """``table("sst")``: a processed table of the session's temporary project."""
+    import pandas as pd
+
+    return lambda name: pd.read_parquet(processed / f"{name}.parquet")

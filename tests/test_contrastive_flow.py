@@ -9,7 +9,6 @@ import pytest
 from flows.stage import run_stage
 from tasks.contrastive.suite import read_costello_suite
 from tasks.core.config import load_params
-from tasks.core.paths import Workspace
 
 SMALL = ["contrastive.max_seeds=3", "contrastive.dictionary_max_words=300",
          "contrastive.classifier_epochs=3", "contrastive.classifier_max_train=240",

@@ -3,16 +3,13 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import pytest
 
 from tasks.capabilities.grammar import (Grammar, bracket_f1, gold_tags_words, induce_pcfg,
                                         parse_benepar, split_heldout)
 from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
 from tasks.data.treebank import leaves, parse_one, to_string
 
-PTB = PACKAGE_ROOT / "data" / "processed" / "ptb_trees.parquet"
 SENTENCE_LABELS = {"S", "SINV", "SQ", "SBARQ"}
 
 # A toy treebank with a PP-attachment ambiguity (noun attachment twice, verb once).
@@ -26,10 +23,8 @@ TOY = [
 
 
 @pytest.fixture(scope="module")
-def ptb() -> list[str]:
-    if not PTB.is_file():
-        pytest.fail(f"{PTB} is missing: run `lingtest run data` first")
-    return list(pd.read_parquet(PTB)["tree"])
+def ptb(table) -> list[str]:
+    return list(table("ptb_trees")["tree"])
 
 
 @pytest.fixture(scope="module")

@@ -4,25 +4,20 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from tasks.capabilities.masks import (MASK, PTB_TAGS, embeddings, is_subsequence, mask_candidates,
                                       masked_sentences, reference_cfg, seed_productions)
 from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
 from tasks.data.treebank import parse_one
 
-PTB = PACKAGE_ROOT / "data" / "processed" / "ptb_trees.parquet"
 OR_BOTH = "(FRAG (CC Or) (NP (DT both)) (. .))"
 MOVIE = "(S (NP (DT The) (NN movie)) (VP (VBZ works)) (. .))"
 
 
 @pytest.fixture(scope="module")
-def ptb_cfg():
-    if not PTB.is_file():
-        pytest.fail(f"{PTB} is missing: run `lingtest run data` first")
-    return reference_cfg(pd.read_parquet(PTB)["tree"])
+def ptb_cfg(table):
+    return reference_cfg(table("ptb_trees")["tree"])
 
 
 def _cfg(lhs: str, *rhss: tuple[str, ...]) -> dict[str, Counter]:
@@ -124,12 +119,12 @@ def test_sampling_prefers_frequent_reference_rules():
     assert picks[("JJ",)] > 45
 
 
-def test_parsed_seed_end_to_end(ptb_cfg):
+def test_parsed_seed_end_to_end(ptb_cfg, table):
     from tasks.capabilities.grammar import induce_pcfg
     from tasks.models.nlp import load_spacy
 
     doc = load_spacy("en_core_web_sm")("The acting is wonderful.")
-    grammar = induce_pcfg(pd.read_parquet(PTB)["tree"].iloc[:-200])
+    grammar = induce_pcfg(table("ptb_trees")["tree"].iloc[:-200])
     seed = grammar.parse_doc(doc).tree
     found = masked_sentences(seed, ptb_cfg, 10, np.random.default_rng(42))
     words = [t.text for t in doc]

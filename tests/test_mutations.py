@@ -1,54 +1,29 @@
 """Mutation operators on hand-made sentences, with the real spaCy pipeline, WordNet and tables."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
 from tasks.text import lexicon_lookup as lex
 from tasks.text.mutations import (antonyms, gender_swap, invert, match_case, replace_lemma,
                                   slots, synonyms)
 
-PROCESSED = PACKAGE_ROOT / "data" / "processed"
 
-
-def _table(name: str) -> pd.DataFrame:
-    path = PROCESSED / f"{name}.parquet"
-    if not path.is_file():
-        pytest.fail(f"{path} is missing: run `lingtest run data` first")
-    return pd.read_parquet(path)
+@pytest.fixture(scope="module")
+def polarity(table) -> dict[str, str]:
+    return lex.polarity_lookup(table("word_polarity"))
 
 
 @pytest.fixture(scope="module")
-def nlp():
-    from tasks.models.nlp import load_spacy
-
-    return load_spacy("en_core_web_sm")
+def pairs(table) -> dict[str, str]:
+    return lex.pair_swaps(table("gender_pairs"))
 
 
 @pytest.fixture(scope="module")
-def wn():
-    from tasks.text.wordnet import wordnet
-
-    return wordnet(Path(PACKAGE_ROOT) / "data" / "raw" / "nltk_data")
-
-
-@pytest.fixture(scope="module")
-def polarity() -> dict[str, str]:
-    return lex.polarity_lookup(_table("word_polarity"))
-
-
-@pytest.fixture(scope="module")
-def pairs() -> dict[str, str]:
-    return lex.pair_swaps(_table("gender_pairs"))
-
-
-@pytest.fixture(scope="module")
-def names_table() -> pd.DataFrame:
-    return _table("names")
+def names_table(table) -> pd.DataFrame:
+    return table("names")
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +140,7 @@ def test_gender_swap_plain_text_and_case(pairs, names):
     assert gender_swap("The film is long .", pairs, names) is None
 
 
-def test_names_swap_gender_and_keep_case(nlp, pairs, names, names_table):
+def test_names_swap_gender_and_keep_case(table, nlp, pairs, names, names_table):
     gender = names_table.groupby(names_table["name"].str.lower())["gender"].agg(set)
     mutant = gender_swap("Michael met SARAH today .", pairs, names)
     first, second = mutant.edits
@@ -173,7 +148,7 @@ def test_names_swap_gender_and_keep_case(nlp, pairs, names, names_table):
     assert second.original == "SARAH" and second.replacement.isupper()
     assert gender[second.replacement.lower()] == {"male"}
     assert gender_swap("Michael met SARAH today .", pairs, names) == mutant  # deterministic
-    assert gender_swap("Michael met SARAH today .", _table("gender_pairs"), names_table) == mutant
+    assert gender_swap("Michael met SARAH today .", table("gender_pairs"), names_table) == mutant
     # only the first word of a name: the surname Grant is also a first name, and stays
     for source in ("Michael Grant thanked the crew .", nlp("Michael Grant thanked the crew .")):
         edits = gender_swap(source, pairs, names).edits
@@ -199,8 +174,8 @@ def test_match_case():
 
 # --------------------------------------------------------------------------- inversion
 
-def test_invert_looks_up_the_contrast():
-    table = _table("contrast_pairs")
+def test_invert_looks_up_the_contrast(table):
+    table = table("contrast_pairs")
     lookup = lex.contrast_lookup(table)
     row = table.iloc[5]
     mutant = invert(row["original"], lookup)

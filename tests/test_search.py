@@ -120,11 +120,8 @@ def test_fillers_are_matches_but_not_seeds(tag, polarity) -> None:
     assert list(S.sample_seeds(matches, 5, np.random.default_rng(0))["label"]) == ["pos"]
 
 
-def test_real_lexicon_finds_lc2_sentences(tag) -> None:
-    table = PACKAGE_ROOT / "data" / "processed" / "word_polarity.parquet"
-    if not table.is_file():
-        pytest.fail(f"{table} is missing: run `lingtest run data` first")
-    real = S.load_word_polarity("lexicon", pd.read_parquet(table))
+def test_real_lexicon_finds_lc2_sentences(tag, table) -> None:
+    real = S.load_word_polarity("lexicon", table("word_polarity"))
     tagged = tag(("pos", "A wonderful film ."), ("neg", "A dreadful film ."),
                  ("pos", "A wonderful film with a dreadful plot ."), ("neutral", "A red car ."))
     matches = S.search_seeds(SPECS["LC2"], tagged, real)

@@ -2,54 +2,30 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tasks.core.config import ContrastiveParams
 from tasks.core.errors import InputFormatError, LingtestError
-from tasks.core.paths import PACKAGE_ROOT
 from tasks.contrastive.suite import (COLUMNS, generate_suite, read_costello_suite, table1,
                                      write_costello_suite)
 
-PROCESSED = PACKAGE_ROOT / "data" / "processed"
 MAX_SEEDS = 6
 SEED = 7
 
 
-def _table(name: str) -> pd.DataFrame:
-    path = PROCESSED / f"{name}.parquet"
-    if not path.is_file():
-        pytest.fail(f"{path} is missing: run `lingtest run data` first")
-    return pd.read_parquet(path)
-
-
 @pytest.fixture(scope="module")
-def nlp():
-    from tasks.models.nlp import load_spacy
-
-    return load_spacy("en_core_web_sm")
-
-
-@pytest.fixture(scope="module")
-def wn():
-    from tasks.text.wordnet import wordnet
-
-    return wordnet(Path(PACKAGE_ROOT) / "data" / "raw" / "nltk_data")
-
-
-@pytest.fixture(scope="module")
-def tables() -> dict[str, pd.DataFrame]:
+def tables(table) -> dict[str, pd.DataFrame]:
     """Small slices: enough seeds for MAX_SEEDS triples per relation, fast to parse."""
-    sst = _table("sst")
+    sst = table("sst")
     test = sst[sst["split"] == "test"].head(120)
-    contrast = _table("contrast_pairs")
-    mrpc = _table("mrpc")
+    contrast = table("contrast_pairs")
+    mrpc = table("mrpc")
     return {"sst": test, "contrast_pairs": contrast.head(12),
             "mrpc": mrpc[mrpc["split"] == "validation"].head(90),
-            "word_polarity": _table("word_polarity"), "names": _table("names"),
-            "gender_pairs": _table("gender_pairs")}
+            "word_polarity": table("word_polarity"), "names": table("names"),
+            "gender_pairs": table("gender_pairs")}
 
 
 @pytest.fixture(scope="module")

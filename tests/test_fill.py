@@ -1,0 +1,157 @@
+"""Fill-in and validation of masked seeds (S²LCT step 6) with the packaged SmolLM2 and spaCy."""
+from __future__ import annotations
+
+from collections import Counter
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from tasks.capabilities.fill import (Candidate, Expansions, MaskedFiller, Tagged, check,
+                                     expand, fill_kind, load_fill_model, propose,
+                                     spec_still_matches, tag, validate)
+from tasks.capabilities.masks import MASK, Masked, mask_candidates
+from tasks.capabilities.specs import load_spec
+from tasks.core.errors import LingtestError
+from tasks.core.paths import PACKAGE_ROOT
+
+POLARITY = PACKAGE_ROOT / "data" / "processed" / "word_polarity.parquet"
+SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
+OR_BOTH = "(FRAG (CC Or) (NP (DT both)) (. .))"
+TWO_MASKS = Masked(("The", MASK, MASK, "movie", "works", "."), (1, 2), ("JJ", "NN"),
+                   ("NP", ("DT", "NN"), ("DT", "JJ", "NN", "NN")), 1, (0, 2))
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return load_fill_model(SMOLLM, offline=True)
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    from tasks.models.nlp import load_spacy
+    return load_spacy("en_core_web_sm")
+
+
+@pytest.fixture(scope="module")
+def polarity() -> pd.DataFrame:
+    if not POLARITY.is_file():
+        pytest.fail(f"{POLARITY} is missing: run `lingtest run data` first")
+    return pd.read_parquet(POLARITY)
+
+
+@pytest.fixture(scope="module")
+def or_both() -> Masked:
+    [masked] = mask_candidates(OR_BOTH, {"NP": Counter({("DT", "NNS"): 1})})
+    assert masked.text == "Or both {MASK} ." and masked.mask_symbols == ("NNS",)
+    return masked
+
+
+def test_running_example_accepts_only_plural_nouns(lm, nlp, polarity, or_both):
+    found = propose(or_both, lm, 10)
+    assert 1 <= len(found) <= 10
+    assert [c.score for c in found] == sorted((c.score for c in found), reverse=True)
+    kept = expand([or_both], lm, nlp, polarity, k=10, max_keep=5)
+    assert isinstance(kept, Expansions) and kept, kept.report()
+    for exp in kept:
+        assert exp.text == f"Or both {exp.words[0]}."
+        doc_tags = tag([list(exp.tokens)], nlp)[0].tag
+        assert doc_tags[2] == "NNS" and exp.symbols == ("NNS",)
+    report = kept.report()
+    assert report["proposed"] == len(found)
+    assert report["proposed"] == report["valid"] + sum(
+        report[f"rejected_{r}"] for r in ("pos", "polarity", "rule", "duplicate"))
+    assert report["rejected_pos"] >= 1  # SmolLM2 proposes "are", "can" ... after "Or both"
+
+
+def test_pos_filter_rejects_wrong_tag(nlp, polarity, or_both):
+    verb = Candidate(or_both, ("are",), -1.0)
+    noun = Candidate(or_both, ("sides",), -2.0)
+    kept, rejected = validate([verb, noun], nlp, polarity)
+    assert kept == [noun]
+    assert rejected == Counter({"pos": 1})
+
+
+def test_neutrality_filter_rejects_sentiment_words(nlp, polarity):
+    masked = Masked(("A", MASK, "movie", "."), (1,), ("JJ",), ("NP", ("DT", "NN"),
+                    ("DT", "JJ", "NN")), 1, (0, 2))
+    wonderful = Candidate(masked, ("wonderful",), -1.0)
+    french = Candidate(masked, ("French",), -2.0)
+    kept, rejected = validate([wonderful, french], nlp, polarity)
+    assert [c.words for c in kept] == [("French",)]
+    assert rejected == Counter({"polarity": 1})
+
+
+def test_still_matches_callback_is_applied(lm, nlp, polarity, or_both):
+    seen: list[Tagged] = []
+
+    def refuse(tagged: Tagged) -> bool:
+        seen.append(tagged)
+        return False
+
+    refused = expand([or_both], lm, nlp, polarity, k=10, max_keep=5, still_matches=refuse)
+    assert len(refused) == 0 and refused.report()["rejected_rule"] == len(seen) >= 1
+    assert all(t.tokens[:2] == ["Or", "both"] for t in seen)
+    allowed = expand([or_both], lm, nlp, polarity, k=10, max_keep=5,
+                     still_matches=lambda t: t.tag[2] == "NNS")
+    assert allowed and allowed.report()["rejected_rule"] == 0
+
+
+def test_spec_rule_callback_for_lc1(nlp, polarity):
+    spec = load_spec(PACKAGE_ROOT / "tasks" / "capabilities" / "specs" / "LC1.yaml")
+    rule = spec_still_matches(spec, "neutral", polarity)
+    masked = Masked(("A", MASK, "movie", "about", "trains", "."), (1,), ("JJ",),
+                    ("NP", ("DT", "NN"), ("DT", "JJ", "NN")), 1, (0, 2))
+    neutral = Candidate(masked, ("French",), -1.0)
+    good = Candidate(masked, ("wonderful",), -1.0)
+    [t_neutral, t_good] = tag([neutral.tokens, good.tokens], nlp)
+    assert rule(t_neutral) and not rule(t_good)
+    # with a label the rule does not accept, even the neutral expansion fails
+    assert not spec_still_matches(spec, "pos", polarity)(t_neutral)
+    assert check(neutral, t_neutral, lambda w, p: None, rule) is None
+
+
+def test_ranking_is_deterministic(lm, nlp, polarity, or_both):
+    first = expand([or_both, TWO_MASKS], lm, nlp, polarity, k=6, max_keep=3)
+    second = expand([or_both, TWO_MASKS], lm, nlp, polarity, k=6, max_keep=3)
+    assert first == second and first.report() == second.report()
+    assert [e.score for e in first] == sorted((e.score for e in first), reverse=True)
+
+
+def test_two_mask_beam(lm):
+    found = propose(TWO_MASKS, lm, 5)
+    assert 1 <= len(found) <= 5
+    assert all(len(c.words) == 2 and all(w.isalpha() for w in c.words) for c in found)
+    assert len({c.words for c in found}) == len(found)
+    for c in found:
+        assert c.tokens == ["The", c.words[0], c.words[1], "movie", "works", "."]
+    # batched and one-by-one re-scoring agree
+    single = propose(TWO_MASKS, lm, 5, batched=False)
+    assert [c.words for c in single] == [c.words for c in found]
+    assert [c.score for c in single] == pytest.approx([c.score for c in found], abs=1e-3)
+
+
+def test_masked_lm_path_uses_the_mask_token_and_beam():
+    calls: list[str] = []
+
+    def pipe(text: str, top_k: int):
+        calls.append(text)
+        first = [{"token_str": w, "score": s} for w, s in (("big", 0.5), ("old", 0.3))]
+        second = [{"token_str": w, "score": s} for w, s in (("red", 0.6), ("##s", 0.2))]
+        return [first, second][:top_k] if text.count("[MASK]") == 2 else second
+
+    pipe.tokenizer = SimpleNamespace(mask_token="[MASK]")  # what MaskedFiller reads
+    filler = MaskedFiller("fake", pipe)
+    found = propose(TWO_MASKS, filler, 2)
+    assert calls[0] == "The [MASK] [MASK] movie works."
+    assert found[0].words == ("big", "red")  # "##s" is no whole word and is dropped
+    assert {c.words for c in found} == {("big", "red"), ("old", "red")}
+
+
+def test_fill_model_kind_and_offline_error():
+    assert fill_kind(SMOLLM) == "causal_lm"
+    assert fill_kind("bert-base-uncased") == "masked_lm"
+    with pytest.raises(LingtestError, match="not as a masked or causal LM"):
+        fill_kind("sentence-transformers/all-MiniLM-L6-v2")
+    with pytest.raises(LingtestError, match="bert-base-uncased.*missing"):
+        load_fill_model("bert-base-uncased", offline=True)

