@@ -18,7 +18,6 @@ from tasks.capabilities.checklist_run import (
 )
 from tasks.core.cases import case_id
 from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
 
 CLASSES = ("neg", "neutral", "pos")
 
@@ -182,11 +181,8 @@ def test_sampling_caps_each_test_and_is_seeded():
     assert out["example_id"].tolist() == one["example_id"].tolist()
 
 
-def test_smoke_on_the_released_suite():
-    path = PACKAGE_ROOT / "data" / "processed" / "checklist_suite.parquet"
-    if not path.exists():
-        pytest.skip(f"{path} not built (run `lingtest run data`)")
-    full = pd.read_parquet(path)
+def test_smoke_on_the_released_suite(table):
+    full = table("checklist_suite")
     names = ["single positive words", "typos", "add negative phrases"]
     part = pd.concat([full[full["test"] == n].head(5) for n in names])
     assert len(part) == 15

@@ -1,0 +1,242 @@
+"""Neuron boundary coverage of a test suite (DESIGN Method 1, step 8; S²LCT Eq. 3–4).
+
+S²LCT (and ALiCT after it) measure how diverse a suite is by the DeepGauge corner-region
+criteria (Ma et al., 2018). For each neuron n of the chosen layers, training inputs give
+``low_n = min_x φ(x, n)`` and ``high_n = max_x φ(x, n)``; for a test set T:
+
+* UpperCorner(T) = {n : ∃ x ∈ T, φ(x, n) > high_n}
+* LowerCorner(T) = {n : ∃ x ∈ T, φ(x, n) < low_n}
+* BoundCov(T) = (|UpperCorner(T)| + |LowerCorner(T)|) / (2 |N|)   (Eq. 3; DeepGauge NBCov)
+* SActCov(T) = |UpperCorner(T)| / |N|                             (Eq. 4; DeepGauge SNACov)
+
+Neurons and per-example activations (documented choices):
+
+* Layers — for a Hugging Face encoder classifier, every transformer block's FFN
+  intermediate output: the ``*Intermediate`` modules of BERT / RoBERTa / ELECTRA (output
+  after the activation function, the FFN's hidden units) and DistilBERT's ``ffn.lin1``
+  (before its activation: the module holding the same units). Any other network falls back
+  to every ``nn.Linear``. Each output feature of a layer is one neuron.
+* Reduction — a layer output with a token axis (batch, tokens, features) is averaged over
+  the tokens the attention mask keeps (all tokens without a mask), so a neuron's activation
+  reflects the whole sentence rather than the [CLS] position alone; a (batch, features)
+  output is used as it is.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from tasks.core.errors import LingtestError
+from tasks.core.io import atomic_path
+
+Batch = Mapping[str, torch.Tensor] | torch.Tensor
+Bounds = tuple[np.ndarray, np.ndarray]
+CURVE_COLUMNS = ["suite", "size", "boundcov", "sactcov"]
+
+
+def default_layers(model: nn.Module) -> dict[str, nn.Module]:
+    """The FFN intermediate modules of a HF encoder, else every ``nn.Linear`` (see module doc)."""
+    found = {name: module for name, module in model.named_modules()
+             if type(module).__name__.endswith("Intermediate")}
+    if not found:
+        found = {name: module for name, module in model.named_modules()
+                 if name.endswith("ffn.lin1") and isinstance(module, nn.Linear)}
+    if not found:
+        found = {name: module for name, module in model.named_modules()
+                 if isinstance(module, nn.Linear)}
+    if not found:
+        raise LingtestError(f"{type(model).__name__} has no FFN intermediate or nn.Linear "
+                            "layer to measure coverage on; pass layers explicitly")
+    return found
+
+
+def _reduce(output: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """(batch, features) per example: masked mean over tokens for a 3-D output."""
+    if isinstance(output, tuple):
+        output = output[0]
+    output = output.detach().float()
+    if output.dim() == 2:
+        return output
+    if output.dim() != 3:
+        raise LingtestError(f"layer output of shape {tuple(output.shape)}: expected "
+                            "(batch, features) or (batch, tokens, features)")
+    if mask is None:
+        return output.mean(dim=1)
+    weights = mask.to(output.dtype).unsqueeze(-1)
+    return (output * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+
+
+def iter_activations(model: nn.Module, batches: Iterable[Batch],
+                     layers: Mapping[str, nn.Module] | None = None) -> Iterator[np.ndarray]:
+    """(batch, neurons) float32 activations of ``layers`` (default: ``default_layers``), batch
+    by batch, so bounds over a large training set never hold all activations at once.
+
+    A batch is a tensor (the model's one positional input) or a mapping of keyword inputs,
+    e.g. a tokenizer's output; its ``attention_mask`` drives the token mean. Neurons are
+    ordered layer by layer in the order ``layers`` lists them.
+    """
+    layers = dict(layers) if layers is not None else default_layers(model)
+    captured: dict[str, torch.Tensor] = {}
+    mask_box: list[torch.Tensor | None] = [None]
+
+    def hook_for(name: str):
+        def hook(_module: nn.Module, _inputs: tuple, output: torch.Tensor) -> None:
+            captured[name] = _reduce(output, mask_box[0])
+        return hook
+
+    handles = [module.register_forward_hook(hook_for(name)) for name, module in layers.items()]
+    was_training = model.training
+    model.eval()
+    try:
+        for batch in batches:
+            captured.clear()
+            with torch.no_grad():
+                if isinstance(batch, torch.Tensor):
+                    mask_box[0] = None
+                    model(batch)
+                else:
+                    mask_box[0] = batch.get("attention_mask")
+                    model(**batch)
+            absent = [name for name in layers if name not in captured]
+            if absent:
+                raise LingtestError(f"layers {absent} did not run in the forward pass")
+            yield torch.cat([captured[name] for name in layers], dim=1).numpy()
+    finally:
+        for handle in handles:
+            handle.remove()
+        model.train(was_training)
+
+
+def activations(model: nn.Module, batches: Iterable[Batch],
+                layers: Mapping[str, nn.Module] | None = None) -> np.ndarray:
+    """(examples, neurons) float32 activations: ``iter_activations`` stacked.
+
+    Memory is examples × neurons × 4 bytes (BERT-base FFN: 36,864 neurons ≈ 147 KB per
+    example), so sample a suite before recording it.
+    """
+    rows = list(iter_activations(model, batches, layers))
+    if not rows:
+        raise LingtestError("no input batches: cannot record activations")
+    return np.concatenate(rows, axis=0)
+
+
+def text_batches(tokenizer, texts: Sequence[str], batch_size: int = 32,
+                 max_length: int = 128) -> Iterable[dict[str, torch.Tensor]]:
+    """Tokenized batches of ``texts`` (padded, truncated) for ``activations``."""
+    for start in range(0, len(texts), batch_size):
+        yield dict(tokenizer(list(texts[start:start + batch_size]), padding=True,
+                             truncation=True, max_length=max_length, return_tensors="pt"))
+
+
+def bounds_from_activations(train: np.ndarray) -> Bounds:
+    """Per-neuron (low, high): the minimum and maximum training activation."""
+    train = np.asarray(train, dtype=np.float64)
+    if train.ndim != 2 or len(train) == 0:
+        raise LingtestError(f"training activations of shape {train.shape}: expected a "
+                            "non-empty (examples, neurons) array")
+    return train.min(axis=0), train.max(axis=0)
+
+
+def bounds(model: nn.Module, train_inputs: Iterable[Batch],
+           layers: Mapping[str, nn.Module] | None = None) -> Bounds:
+    """Per-neuron (low, high) over the training inputs' activations, as a running min/max."""
+    low = high = None
+    for rows in iter_activations(model, train_inputs, layers):
+        if len(rows) == 0:
+            continue
+        rows = rows.astype(np.float64)
+        low = rows.min(axis=0) if low is None else np.minimum(low, rows.min(axis=0))
+        high = rows.max(axis=0) if high is None else np.maximum(high, rows.max(axis=0))
+    if low is None or high is None:
+        raise LingtestError("no training inputs: cannot set activation bounds")
+    return low, high
+
+
+def _corners(bounds_: Bounds, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    low, high = bounds_
+    test = np.asarray(test, dtype=np.float64)
+    if test.ndim != 2 or test.shape[1] != len(high) or len(low) != len(high):
+        raise LingtestError(f"test activations of shape {test.shape} do not match "
+                            f"{len(high)} bounded neurons")
+    if len(test) == 0:
+        return np.zeros(len(high), bool), np.zeros(len(high), bool)
+    return (test > high).any(axis=0), (test < low).any(axis=0)
+
+
+def boundcov(bounds_: Bounds, test: np.ndarray) -> float:
+    """(|upper-corner neurons| + |lower-corner neurons|) / (2 |N|), Eq. 3."""
+    upper, lower = _corners(bounds_, test)
+    return float((upper.sum() + lower.sum()) / (2 * len(upper)))
+
+
+def sactcov(bounds_: Bounds, test: np.ndarray) -> float:
+    """|upper-corner neurons| / |N|: strong activations above the training maximum, Eq. 4."""
+    upper, _ = _corners(bounds_, test)
+    return float(upper.sum() / len(upper))
+
+
+def coverage_curve(bounds_: Bounds, activations_by_suite: Mapping[str, np.ndarray],
+                   sizes: Sequence[int], seed: int, repeats: int = 1) -> pd.DataFrame:
+    """BoundCov / SActCov of equal-size random samples of each suite, per size.
+
+    Every suite is sampled at the same sizes (without replacement), so the suites are
+    compared at equal cost; with ``repeats`` > 1 the metrics are averaged over that many
+    samples. A size larger than the smallest suite is an error: the samples would no longer
+    be of equal size.
+    """
+    if not activations_by_suite:
+        raise LingtestError("coverage_curve needs at least one suite's activations")
+    if repeats < 1:
+        raise LingtestError(f"repeats={repeats}: must be ≥ 1")
+    smallest = min(len(a) for a in activations_by_suite.values())
+    for size in sizes:
+        if not 1 <= size <= smallest:
+            raise LingtestError(f"suite size {size}: must be between 1 and {smallest}, the "
+                                "size of the smallest suite")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for size in sorted({int(s) for s in sizes}):
+        for suite, acts in activations_by_suite.items():
+            acts = np.asarray(acts, dtype=np.float64)
+            scores = []
+            for _ in range(repeats):
+                sample = acts[rng.choice(len(acts), size, replace=False)]
+                scores.append((boundcov(bounds_, sample), sactcov(bounds_, sample)))
+            mean = np.mean(scores, axis=0)
+            rows.append((suite, size, float(mean[0]), float(mean[1])))
+    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+def plot_coverage_curve(curve: pd.DataFrame, path: str | os.PathLike,
+                        title: str = "") -> None:
+    """BoundCov and SActCov against suite size, one line per suite (the paper's Figure 4)."""
+    missing = set(CURVE_COLUMNS) - set(curve.columns)
+    if missing:
+        raise LingtestError(f"coverage curve lacks columns {sorted(missing)}")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    # a bare Figure on the Agg canvas: no pyplot state, no display needed
+    figure = Figure(figsize=(9, 3.6))
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(1, 2, sharex=True)
+    for axis, metric, label in ((axes[0], "boundcov", "BoundCov"),
+                                (axes[1], "sactcov", "SActCov")):
+        for suite, group in curve.groupby("suite", sort=False):
+            group = group.sort_values("size")
+            axis.plot(group["size"], 100 * group[metric], marker="o", label=str(suite))
+        axis.set_xlabel("number of test cases")
+        axis.set_ylabel(f"{label} (%)")
+        axis.grid(alpha=0.3)
+    axes[1].legend()
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    suffix = os.path.splitext(os.fspath(path))[1].lstrip(".") or "png"
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format=suffix, dpi=150)
