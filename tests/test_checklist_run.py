@@ -29,12 +29,12 @@ class TableModel:
         self.probs = probs
         self.calls = 0
 
-    def predict_proba3(self, texts: Sequence[str]) -> np.ndarray:
+    def probabilities3(self, texts: Sequence[str]) -> np.ndarray:
         self.calls += 1
         return np.array([self.probs[t] for t in texts], dtype=float)
 
     def predict(self, texts: Sequence[str]) -> list[str]:
-        return [CLASSES[int(np.argmax(p))] for p in self.predict_proba3(texts)]
+        return [CLASSES[int(np.argmax(p))] for p in self.probabilities3(texts)]
 
 
 class HashModel(TableModel):
@@ -43,7 +43,7 @@ class HashModel(TableModel):
     def __init__(self):
         super().__init__({})
 
-    def predict_proba3(self, texts: Sequence[str]) -> np.ndarray:
+    def probabilities3(self, texts: Sequence[str]) -> np.ndarray:
         rows = []
         for text in texts:
             raw = np.frombuffer(hashlib.sha256(text.encode()).digest()[:3], np.uint8) + 1.0

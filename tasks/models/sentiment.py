@@ -1,0 +1,298 @@
+"""Sentiment models under test (S²LCT), behind one interface whatever their label set.
+
+S²LCT and the CheckList suite label cases neg / neutral / pos, while most classifiers are
+binary. CheckList's rule makes them comparable: a binary model predicts ``neutral`` when
+P(pos) lies inside a band ([1/3, 2/3] by default, bounds inclusive). Three kinds of model:
+
+- ``vader``: the VADER lexicon/rule model (3-way from its ``compound`` score);
+- ``lingtest/minilm-sst2``: MiniLM fine-tuned on SST-2 by ``lingtest run train-sentiment``
+  (the offline substitute for the paper's SST-2 BERT/RoBERTa/DistilBERT);
+- any Hugging Face text-classification checkpoint (id or folder), e.g.
+  ``textattack/bert-base-uncased-SST-2``, resolved through the model registry.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tasks.core.errors import LingtestError
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+
+LABELS3 = ("neg", "neutral", "pos")
+LABELS2 = ("neg", "pos")
+DEFAULT_BAND = (1 / 3, 2 / 3)
+MINILM_SST2_ID = "lingtest/minilm-sst2"
+MINILM_SST2_DIR = Path("data") / "models" / "minilm-sst2"  # relative to the project root
+MINILM_CONFIG = "lingtest_classifier.json"   # marks a folder as a MeanPoolClassifier
+HEAD_FILE = "head.safetensors"
+VADER_THRESHOLD = 0.05  # VADER's README: compound >= 0.05 positive, <= -0.05 negative
+# Hub checkpoints name their labels differently; all of these mean the same two (or three).
+_LABEL_NAMES = {"negative": "neg", "neg": "neg", "positive": "pos", "pos": "pos",
+                "neutral": "neutral", "neu": "neutral"}
+
+
+def check_band(band: tuple[float, float]) -> tuple[float, float]:
+    """The band as floats, or an error naming the parameter when it is not 0 <= low <= high <= 1."""
+    low, high = (float(b) for b in band)
+    if not 0.0 <= low <= high <= 1.0:
+        raise LingtestError(f"capabilities.neutral_band {band}: expected 0 <= low <= high <= 1")
+    return low, high
+
+
+def three_way(p_pos: float, band: tuple[float, float] = DEFAULT_BAND) -> str:
+    """CheckList's reading of a binary model: neutral when low <= P(pos) <= high."""
+    low, high = check_band(band)
+    if p_pos > high:
+        return "pos"
+    if p_pos < low:
+        return "neg"
+    return "neutral"
+
+
+class SentimentModel(ABC):
+    """A model under test: probabilities over its own ``labels``, predictions in LABELS3."""
+
+    model_id: str
+    revision: str | None
+    labels: tuple[str, ...]
+
+    def __init__(self, model_id: str, revision: str | None, labels: tuple[str, ...],
+                 neutral_band: tuple[float, float] = DEFAULT_BAND):
+        if labels not in (LABELS2, LABELS3):
+            raise LingtestError(f"model `{model_id}`: labels {labels}; expected {LABELS2} "
+                                f"or {LABELS3}")
+        self.model_id, self.revision, self.labels = model_id, revision, labels
+        self.neutral_band = check_band(neutral_band)
+
+    @abstractmethod
+    def predict_proba(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), len(labels)) float array, rows summing to 1, columns in ``labels``."""
+
+    def predict(self, texts: list[str]) -> list[str]:
+        """One of neg / neutral / pos per text (binary models: CheckList's neutral band)."""
+        probs = self.predict_proba(texts)
+        if self.labels == LABELS2:
+            return [three_way(float(p), self.neutral_band) for p in probs[:, 1]]
+        return [self.labels[i] for i in probs.argmax(axis=1)]
+
+    def probabilities3(self, texts: list[str]) -> np.ndarray:
+        """(n, 3) columns neg / neutral / pos for CheckList's DIR/INV checks. A binary model
+        gets [P(neg), 0, P(pos)], as CheckList's own sentiment tutorial pads binary models."""
+        probs = self.predict_proba(texts)
+        if self.labels == LABELS3:
+            return probs
+        return np.column_stack([probs[:, 0], np.zeros(len(probs)), probs[:, 1]])
+
+    def parameters(self) -> dict[str, object]:
+        """What produced the predictions, for result rows and reports."""
+        return {"model_id": self.model_id, "revision": self.revision,
+                "labels": "/".join(self.labels), "kind": type(self).__name__,
+                "neutral_band": list(self.neutral_band) if self.labels == LABELS2 else None}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model_id!r}, revision={self.revision!r})"
+
+
+def _check_texts(texts: list[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise LingtestError("sentiment models take a list of texts, not one string")
+    return list(texts)
+
+
+# --------------------------------------------------------------------------- VADER
+
+class VaderModel(SentimentModel):
+    """VADER. ``predict`` uses the compound score with the usual ±0.05 thresholds;
+    ``predict_proba`` is VADER's neg / neu / pos proportions (the shares of the text's
+    sentiment intensity, summing to 1), so its argmax is usually `neutral` and can differ from
+    ``predict``: the proportions serve the DIR/INV checks (how P(pos) moves), not labelling."""
+
+    def __init__(self, neutral_band: tuple[float, float] = DEFAULT_BAND):
+        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+        version = importlib.metadata.version("vaderSentiment")
+        super().__init__("vader", f"vaderSentiment=={version}", LABELS3, neutral_band)
+        self.analyzer = SentimentIntensityAnalyzer()
+
+    def scores(self, texts: list[str]) -> list[dict[str, float]]:
+        return [self.analyzer.polarity_scores(t) for t in _check_texts(texts)]
+
+    def predict_proba(self, texts: list[str]) -> np.ndarray:
+        rows = np.array([[s["neg"], s["neu"], s["pos"]] for s in self.scores(texts)],
+                        dtype=np.float64).reshape(-1, 3)
+        totals = rows.sum(axis=1, keepdims=True)
+        rows[totals[:, 0] == 0] = (0.0, 1.0, 0.0)  # empty / no tokens: all neutral
+        return rows / rows.sum(axis=1, keepdims=True)
+
+    def predict(self, texts: list[str]) -> list[str]:
+        out = []
+        for s in self.scores(texts):
+            c = s["compound"]
+            out.append("pos" if c >= VADER_THRESHOLD else "neg" if c <= -VADER_THRESHOLD
+                       else "neutral")
+        return out
+
+
+# --------------------------------------------------------------------------- torch models
+
+def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of the token states under the attention mask (MiniLM's own pooling)."""
+    maskf = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * maskf).sum(1) / maskf.sum(1).clamp(min=1e-9)
+
+
+def build_classifier(encoder: torch.nn.Module, n_labels: int = 2,
+                     dropout: float = 0.1) -> torch.nn.Module:
+    """MiniLM + mean pooling + dropout + a linear head; an ``nn.Module`` returning logits."""
+    import torch
+
+    class MeanPoolClassifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = encoder
+            self.dropout = torch.nn.Dropout(dropout)
+            self.head = torch.nn.Linear(int(encoder.config.hidden_size), n_labels)
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    **extra: torch.Tensor) -> torch.Tensor:
+            hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                  **extra).last_hidden_state
+            return self.head(self.dropout(mean_pool(hidden, attention_mask)))
+
+    return MeanPoolClassifier()
+
+
+class TorchClassifier(SentimentModel):
+    """A torch classifier whose forward returns logits over ``labels`` (after ``order``)."""
+
+    def __init__(self, model_id: str, revision: str | None, labels: tuple[str, ...], model,
+                 tokenizer, order: list[int], max_length: int = 128, batch_size: int = 32,
+                 neutral_band: tuple[float, float] = DEFAULT_BAND, hf_logits: bool = False):
+        super().__init__(model_id, revision, labels, neutral_band)
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.order, self.max_length, self.batch_size = order, max_length, batch_size
+        self.hf_logits = hf_logits  # HF models return an output object with .logits
+
+    def predict_proba(self, texts: list[str]) -> np.ndarray:
+        import torch
+
+        texts = _check_texts(texts)
+        out = np.empty((len(texts), len(self.labels)), dtype=np.float64)
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                batch = texts[start:start + self.batch_size]
+                inputs = self.tokenizer(batch, padding=True, truncation=True,
+                                        max_length=self.max_length, return_tensors="pt")
+                logits = self.model(**inputs)
+                logits = logits.logits if self.hf_logits else logits
+                probs = torch.softmax(logits.float(), dim=-1)[:, self.order]
+                out[start:start + len(batch)] = probs.double().numpy()
+        return out
+
+
+def save_minilm_classifier(model: torch.nn.Module, tokenizer: object, folder: Path,
+                           info: dict) -> None:
+    """Encoder + tokenizer (HF format), head weights and the loader's settings into ``folder``."""
+    from safetensors.torch import save_file
+
+    model.encoder.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    save_file({k: v.detach().contiguous() for k, v in model.head.state_dict().items()},
+              str(folder / HEAD_FILE))
+    (folder / MINILM_CONFIG).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n",
+                                        encoding="utf-8")
+
+
+def load_minilm_classifier(folder: Path, model_id: str = MINILM_SST2_ID,
+                           neutral_band: tuple[float, float] = DEFAULT_BAND) -> TorchClassifier:
+    """The classifier saved by ``save_minilm_classifier`` (fine-tuned by lingtest)."""
+    from safetensors.torch import load_file
+    from transformers import AutoModel, AutoTokenizer
+
+    from tasks.models.registry import weights_sha16
+
+    info = json.loads((folder / MINILM_CONFIG).read_text(encoding="utf-8"))
+    try:
+        encoder = AutoModel.from_pretrained(folder, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        model = build_classifier(encoder, len(info["labels"]))
+        model.head.load_state_dict(load_file(str(folder / HEAD_FILE)))
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise LingtestError(f"{folder}: the fine-tuned classifier failed to load ({exc}); fix: "
+                            f"lingtest run train-sentiment") from exc
+    revision = (f"local@sha256:{weights_sha16(folder / 'model.safetensors')}"
+                f"+{weights_sha16(folder / HEAD_FILE)}")
+    return TorchClassifier(model_id, revision, tuple(info["labels"]), model, tokenizer,
+                           list(range(len(info["labels"]))), int(info["max_length"]),
+                           neutral_band=neutral_band)
+
+
+def label_order(id2label: dict[int, str], model_id: str) -> tuple[tuple[str, ...], list[int]]:
+    """Map a checkpoint's labels (LABEL_0/1[/2], NEGATIVE/POSITIVE, …) to LABELS2/LABELS3:
+    the label set and, per label, the logit column holding it."""
+    n = len(id2label)
+    names = {int(i): str(name).strip().lower() for i, name in id2label.items()}
+    if all(name == f"label_{i}" for i, name in names.items()) and n in (2, 3):
+        # Generic names: textattack's SST-2 convention (0 negative, 1 positive); three labels
+        # as cardiffnlp's sentiment models (0 negative, 1 neutral, 2 positive).
+        return (LABELS2, [0, 1]) if n == 2 else (LABELS3, [0, 1, 2])
+    mapped = {_LABEL_NAMES.get(name): i for i, name in names.items()}
+    for labels in (LABELS2, LABELS3):
+        if len(mapped) == n and set(mapped) == set(labels):
+            return labels, [mapped[label] for label in labels]
+    raise LingtestError(f"model `{model_id}`: labels {sorted(id2label.items())} are not a "
+                        f"sentiment label set (negative/positive[/neutral] or LABEL_0..2)")
+
+
+def load_hf_classifier(model_id: str, offline: bool = True,
+                       neutral_band: tuple[float, float] = DEFAULT_BAND) -> TorchClassifier:
+    """A Hugging Face sequence-classification checkpoint via the registry (offline: packaged,
+    cached or local only; a missing one is the registry's error with the fix)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from tasks.models.registry import hub_offline, resolve
+
+    res = resolve(model_id, "classifier", offline=offline).require()
+    try:
+        with hub_offline(offline):
+            tokenizer = AutoTokenizer.from_pretrained(res.path, local_files_only=offline)
+            model = AutoModelForSequenceClassification.from_pretrained(
+                res.path, local_files_only=offline)
+    except (OSError, ValueError) as exc:
+        raise LingtestError(f"model `{res.model_id}` ({res.source}, {res.path}) failed to "
+                            f"load: {exc}") from exc
+    labels, order = label_order(model.config.id2label, res.model_id)
+    limit = tokenizer.model_max_length if tokenizer.model_max_length < 100_000 else 512
+    revision = res.revision or getattr(model.config, "_commit_hash", None)
+    return TorchClassifier(res.model_id, revision, labels, model, tokenizer, order,
+                           min(int(limit), 512), neutral_band=neutral_band, hf_logits=True)
+
+
+def load_sentiment_model(model_id: str, neutral_band: tuple[float, float] = DEFAULT_BAND,
+                         offline: bool = True, root: Path | None = None) -> SentimentModel:
+    """Load a model under test by id: ``vader``, ``lingtest/minilm-sst2`` (from
+    ``root/data/models/minilm-sst2``), a folder, or a hub classifier id."""
+    if model_id == "vader":
+        return VaderModel(neutral_band)
+    if model_id == MINILM_SST2_ID:
+        from tasks.core.paths import find_project_root
+
+        folder = (root or find_project_root()) / MINILM_SST2_DIR
+        if not (folder / MINILM_CONFIG).is_file():
+            raise LingtestError(f"model `{MINILM_SST2_ID}` is missing: {folder} holds no "
+                                f"fine-tuned classifier; fix: lingtest run train-sentiment")
+        return load_minilm_classifier(folder, MINILM_SST2_ID, neutral_band)
+    folder = Path(model_id).expanduser()
+    if (folder / MINILM_CONFIG).is_file():
+        return load_minilm_classifier(folder, str(folder), neutral_band)
+    return load_hf_classifier(model_id, offline, neutral_band)
