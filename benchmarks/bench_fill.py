@@ -1,0 +1,125 @@
+"""Fill-in throughput (S²LCT step 6): candidates per second, batched vs one-by-one re-scoring.
+
+Seeds: ``--seeds`` (default 20) short SST test sentences (4–``--max-tokens`` tokens, sampled
+with seed 0), tagged by en_core_web_sm, parsed by the offline PCFG (``induce_pcfg`` on the PTB
+sample), masked by Algorithm 1 (``masked_sentences`` with the PTB reference CFG, at most
+``--masks`` masked sentences per seed, the run's numpy seed 0). Fill model: SmolLM2-135M
+(the offline default), ``--k`` candidates per mask, the word_polarity table, no rule callback.
+
+Both sides run the whole step (proposal + whole-sentence re-scoring + validation via
+``expand``) on the same masked sentences and must keep the same expansions:
+
+- baseline: ``expand(..., batched=False)``: one ``CausalLM.score`` call per candidate;
+- ours: ``expand(..., batched=True)``: one ``score`` call (batches of 16) per masked sentence.
+
+Rounds alternate (baseline, ours) ``--repeats`` times; the best time of each side is shown.
+Run: ``.venv/bin/python benchmarks/bench_fill.py`` (about 3–6 min on 2 shared cores).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tasks.capabilities.fill import expand, load_fill_model  # noqa: E402
+from tasks.capabilities.grammar import induce_pcfg  # noqa: E402
+from tasks.capabilities.masks import Masked, masked_sentences, reference_cfg  # noqa: E402
+from tasks.core.paths import PACKAGE_ROOT  # noqa: E402
+from tasks.models.nlp import load_spacy  # noqa: E402
+
+PROCESSED = PACKAGE_ROOT / "data" / "processed"
+SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def masked_seeds(n: int, max_tokens: int, masks: int, nlp) -> list[list[Masked]]:
+    """Masked sentences of ``n`` short SST test seeds that Algorithm 1 can expand."""
+    trees = pd.read_parquet(PROCESSED / "ptb_trees.parquet")["tree"]
+    grammar, cfg = induce_pcfg(trees), reference_cfg(trees)
+    sst = pd.read_parquet(PROCESSED / "sst.parquet")
+    texts = sst[sst["split"] == "test"]["text"].sample(frac=1.0, random_state=0)
+    rng = np.random.default_rng(0)
+    out: list[list[Masked]] = []
+    for doc in nlp.pipe(texts, batch_size=64):
+        toks = [t for t in doc if not t.is_space]
+        if not 4 <= len(toks) <= max_tokens:
+            continue
+        parse = grammar.parse([t.tag_ for t in toks], [t.text for t in toks])
+        if parse.fallback:
+            continue
+        found = masked_sentences(parse.tree, cfg, masks, rng)
+        if found:
+            out.append(found)
+            if len(out) == n:
+                break
+    return out
+
+
+def run(seeds: list[list[Masked]], model, nlp, polarity, k: int, keep: int,
+        batched: bool) -> tuple[float, Counter, list]:
+    """Seconds, summed ``Expansions.report()`` counts, and the kept expansions per seed."""
+    began = time.perf_counter()
+    totals: Counter = Counter()
+    kept = []
+    for masked in seeds:
+        result = expand(masked, model, nlp, polarity, k, keep, batched=batched)
+        totals.update(result.report())
+        kept.append(list(result))
+    return time.perf_counter() - began, totals, kept
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--max-tokens", type=int, default=12)
+    ap.add_argument("--masks", type=int, default=3, help="masked sentences per seed")
+    ap.add_argument("--k", type=int, default=10, help="candidates per mask (fill_candidates)")
+    ap.add_argument("--keep", type=int, default=5, help="max_expansions_per_seed")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (shared machine)")
+    args = ap.parse_args()
+
+    import torch
+    torch.set_num_threads(args.threads)
+    nlp = load_spacy("en_core_web_sm")
+    seeds = masked_seeds(args.seeds, args.max_tokens, args.masks, nlp)
+    n_masked = sum(len(s) for s in seeds)
+    n_two = sum(len(m.mask_positions) > 1 for s in seeds for m in s)
+    model = load_fill_model(SMOLLM, offline=True)
+    polarity = pd.read_parquet(PROCESSED / "word_polarity.parquet")
+    run(seeds[:1], model, nlp, polarity, args.k, args.keep, True)  # warm-up (tables, caches)
+
+    best = {False: float("inf"), True: float("inf")}
+    counts, kept = {}, {}
+    for _ in range(args.repeats):
+        for batched in (False, True):
+            secs, proposed, result = run(seeds, model, nlp, polarity, args.k, args.keep, batched)
+            best[batched] = min(best[batched], secs)
+            counts[batched], kept[batched] = proposed, result
+    same = [[(e.text, e.words) for e in s] for s in kept[False]] == \
+        [[(e.text, e.words) for e in s] for s in kept[True]]
+
+    print(f"{len(seeds)} seeds, {n_masked} masked sentences ({n_two} with two masks), "
+          f"k={args.k}, keep={args.keep}; torch threads {args.threads}; "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"load {os.getloadavg()[0]:.1f}")
+    print(f"{'side':<44} {'seconds':>8} {'candidates':>10} {'cand/s':>8}")
+    for batched, name in ((False, "baseline: one score() call per candidate"),
+                          (True, "ours: batched score() per masked sentence")):
+        print(f"{name:<44} {best[batched]:8.2f} {counts[batched]['proposed']:10d} "
+              f"{counts[batched]['proposed'] / best[batched]:8.1f}")
+    print(f"ratio (baseline / ours): x{best[False] / best[True]:.2f}; "
+          f"same expansions kept: {same}; kept {sum(len(s) for s in kept[True])} expansions")
+    print("validation counts: " + ", ".join(f"{key} {val}" for key, val in counts[True].items()))
+
+
+if __name__ == "__main__":
+    main()

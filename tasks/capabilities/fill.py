@@ -1,0 +1,335 @@
+"""S²LCT fill-in and validation (DESIGN.md, Method 1, step 6): masked seeds → expansions.
+
+Why: Algorithm 1 (``masks.py``) only says *which* POS tag may be inserted where; a language
+model has to propose the word, and only words that keep the tag, carry no sentiment and (for
+LC1/LC2) keep the seed inside its search rule leave the expected label unchanged.
+
+Two proposal paths, chosen from the registry's kind of ``capabilities.fill_model``:
+
+- ``causal_lm`` (offline default, SmolLM2): for each mask, left to right, the top-k next whole
+  words after the left context (``CausalLM.next_token_candidates``); with several masks a beam
+  of width k (ranked by the summed proposal log-probs) carries the partial fills. Every
+  surviving fill is then **re-scored on the whole sentence** with ``CausalLM.score``, so the
+  right context (the words after the mask) counts too.
+- ``masked_lm`` (the paper's BERT): transformers ``pipeline("fill-mask")`` with the model's
+  own mask token, masks filled left to right with the same beam; the score is the summed
+  log-probability the pipeline gives each word. Offline, hub ids resolve to ``missing`` in
+  the registry and loading fails with its error and fix.
+
+Score choice: the **total** (not length-normalised) log-probability of the filled sentence.
+The candidates of one masked sentence share every other word, so ranking by log P(sentence)
+is ranking by P(fill | left and right context) — what a fill-mask score estimates. Across the
+masked sentences of one seed the total also prefers expansions that insert fewer, more
+probable words, which is the conservative direction for label-preserving expansions.
+
+Validation, in this order, each rejection counted under its first failed reason:
+``pos`` (spaCy's PTB tag of the filled word, tagged in the filled sentence, must equal the
+masked symbol), ``polarity`` (the word is absent from the polarity source or ``neutral``),
+``rule`` (the optional ``still_matches`` callback on the tagged expansion), ``duplicate``
+(an expansion text already kept for this seed, or the seed itself).
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tasks.capabilities.masks import MASK, Masked
+from tasks.capabilities.search import LexiconPolarity, WordPolarity, search_seeds
+from tasks.capabilities.specs import CapabilitySpec
+from tasks.core.errors import LingtestError
+from tasks.data.sst import detokenize
+from tasks.models.causal_lm import CausalLM, load_causal_lm
+from tasks.models.registry import ALIASES, KNOWN, hub_offline, resolve
+
+REASONS = ("pos", "polarity", "rule", "duplicate")
+UNUSED_PIPES = ("parser", "ner", "senter", "lemmatizer")
+NEUTRAL = "neutral"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One proposed fill of a masked sentence: a word per mask, and its confidence."""
+
+    masked: Masked
+    words: tuple[str, ...]
+    score: float  # total natural-log probability of the filled sentence (higher: better)
+
+    @property
+    def tokens(self) -> list[str]:
+        return self.masked.fill(self.words)
+
+    @property
+    def text(self) -> str:
+        return detokenize(self.tokens)
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """A filled sentence as spaCy tags it: coarse ``pos`` (search rules) and PTB ``tag``."""
+
+    tokens: list[str]
+    pos: list[str]
+    tag: list[str]
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """A validated expansion of a seed (one kept candidate)."""
+
+    text: str
+    tokens: tuple[str, ...]
+    words: tuple[str, ...]
+    symbols: tuple[str, ...]
+    score: float
+    production: tuple[str, tuple[str, ...], tuple[str, ...]]
+    masked_text: str
+
+
+class Expansions(list):
+    """``expand``'s kept expansions (a list) plus why the other candidates were dropped."""
+
+    def __init__(self, kept: Sequence[Expansion] = (), proposed: int = 0,
+                 rejected: Counter | None = None):
+        super().__init__(kept)
+        self.proposed = proposed  # candidates proposed over all masked sentences of the seed
+        self.rejected: Counter = rejected if rejected is not None else Counter()
+        self.valid = 0  # candidates that passed every check, before the max_keep cut
+
+    def report(self) -> dict[str, int]:
+        """Counts for the capability report: proposed, valid, kept, rejected per reason."""
+        return {"proposed": self.proposed, "valid": self.valid, "kept": len(self),
+                **{f"rejected_{r}": int(self.rejected.get(r, 0)) for r in REASONS}}
+
+
+# --------------------------------------------------------------------------- models
+
+class MaskedFiller:
+    """A transformers fill-mask pipeline with its mask token (the paper's BERT path)."""
+
+    def __init__(self, model_id: str, pipe: Any):
+        self.model_id = model_id
+        self.pipe = pipe
+        self.mask_token: str = pipe.tokenizer.mask_token
+
+    def top_words(self, text: str, k: int) -> list[list[tuple[str, float]]]:
+        """Per mask in ``text`` (left to right), the top-k whole words with log-probabilities."""
+        out = self.pipe(text, top_k=k)
+        per_mask = out if out and isinstance(out[0], list) else [out]
+        return [[(str(d["token_str"]).strip(), math.log(max(float(d["score"]), 1e-300)))
+                 for d in preds if str(d["token_str"]).strip().isalpha()] for preds in per_mask]
+
+
+FillModel = CausalLM | MaskedFiller
+
+
+def fill_kind(model_id: str) -> str:
+    """``causal_lm`` or ``masked_lm``: the registry's kind of ``model_id`` (a local folder:
+    its config's architecture). Why: the two need different proposal code."""
+    folder = Path(model_id).expanduser()
+    if folder.is_dir():
+        try:
+            arch = " ".join(json.loads((folder / "config.json").read_text())["architectures"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise LingtestError(f"fill_model {model_id}: no readable config.json "
+                                f"architectures ({exc})") from exc
+        if "MaskedLM" in arch or "CausalLM" in arch:
+            return "masked_lm" if "MaskedLM" in arch else "causal_lm"
+        raise LingtestError(f"fill_model {model_id}: architecture {arch} is neither a masked "
+                            f"nor a causal LM")
+    spec = KNOWN.get(ALIASES.get(model_id, model_id))
+    if spec is None:
+        raise LingtestError(f"capabilities.fill_model `{model_id}` is not a registered model; "
+                            f"use a masked or causal LM from `lingtest models`, or a local "
+                            f"model folder")
+    for kind in ("masked_lm", "causal_lm"):
+        if kind in spec.kinds:
+            return kind
+    raise LingtestError(f"capabilities.fill_model `{model_id}` is registered as "
+                        f"{' / '.join(spec.kinds)}, not as a masked or causal LM")
+
+
+def load_fill_model(model_id: str, offline: bool = True) -> FillModel:
+    """The fill-in model for ``capabilities.fill_model`` (causal LMs cached per process)."""
+    if fill_kind(model_id) == "causal_lm":
+        return load_causal_lm(model_id, offline=offline)
+    res = resolve(model_id, "masked_lm", offline=offline).require()
+    from transformers import pipeline
+    source = res.path if res.source != "hub" else res.model_id
+    try:
+        with hub_offline(offline):
+            pipe = pipeline("fill-mask", model=source, tokenizer=source, device=-1)
+    except (OSError, ValueError) as exc:
+        raise LingtestError(f"fill_model `{model_id}` ({res.source}) failed to load: "
+                            f"{exc}") from exc
+    return MaskedFiller(res.model_id, pipe)
+
+
+# --------------------------------------------------------------------------- proposals
+
+def _prefix(tokens: Sequence[str]) -> str:
+    return detokenize(list(tokens))
+
+
+def _beam_causal(masked: Masked, model: CausalLM, k: int) -> list[tuple[tuple[str, ...], float]]:
+    """Partial fills left to right; each step keeps the k best by summed proposal log-prob."""
+    beam: list[tuple[tuple[str, ...], float]] = [((), 0.0)]
+    for i, pos in enumerate(masked.mask_positions):
+        grown = []
+        for words, logp in beam:
+            left = list(masked.tokens[:pos])
+            for j, w in zip(masked.mask_positions[:i], words):
+                left[j] = w
+            for word, lp in model.next_token_candidates(_prefix(left), k):
+                grown.append((words + (word,), logp + lp))
+        grown.sort(key=lambda c: (-c[1], c[0]))
+        beam = grown[:k]
+    return beam
+
+
+def _beam_masked(masked: Masked, model: MaskedFiller, k: int) -> list[tuple[tuple[str, ...], float]]:
+    """Fill-mask beam: the leftmost open mask is filled from the pipeline's top-k each step."""
+    beam: list[tuple[tuple[str, ...], float]] = [((), 0.0)]
+    for i in range(len(masked.mask_positions)):
+        grown = []
+        for words, logp in beam:
+            toks = list(masked.tokens)
+            for j, pos in enumerate(masked.mask_positions):
+                toks[pos] = words[j] if j < i else model.mask_token
+            for word, lp in model.top_words(detokenize(toks), k)[0]:
+                grown.append((words + (word,), logp + lp))
+        grown.sort(key=lambda c: (-c[1], c[0]))
+        beam = grown[:k]
+    return beam
+
+
+def rescore(candidates: list[Candidate], model: CausalLM, batched: bool = True) -> list[Candidate]:
+    """Candidates with ``score`` = total log P(filled sentence); one ``score`` call for all
+    when ``batched`` (the default), else one call per candidate (the benchmark's baseline)."""
+    texts = [c.text for c in candidates]
+    if batched:
+        scores = list(model.score(texts)) if texts else []
+    else:
+        scores = [float(model.score([t])[0]) for t in texts]
+    return [Candidate(c.masked, c.words, float(s)) for c, s in zip(candidates, scores)]
+
+
+def _ranked(candidates: list[Candidate]) -> list[Candidate]:
+    """Best score first; ties broken by the words, so the order is deterministic."""
+    return sorted(candidates, key=lambda c: (-c.score, c.masked.tokens, c.words))
+
+
+def propose_unscored(masked: Masked, model: FillModel, k: int) -> list[Candidate]:
+    """The beam's fills (score: summed proposal log-probs), before any re-scoring."""
+    if k < 1:
+        raise LingtestError(f"capabilities.fill_candidates must be >= 1 (got {k})")
+    if not masked.mask_positions:
+        raise LingtestError(f"nothing to fill: no {MASK} in {masked.text}")
+    beam = (_beam_masked(masked, model, k) if isinstance(model, MaskedFiller)
+            else _beam_causal(masked, model, k))
+    return [Candidate(masked, words, logp) for words, logp in beam]
+
+
+def propose(masked: Masked, model: FillModel, k: int, batched: bool = True) -> list[Candidate]:
+    """Up to k fills of ``masked``, most confident first (causal LM: re-scored on the whole
+    sentence; masked LM: the pipeline's own log-probabilities)."""
+    found = propose_unscored(masked, model, k)
+    if isinstance(model, CausalLM):
+        found = rescore(found, model, batched)
+    return _ranked(found)
+
+
+# --------------------------------------------------------------------------- validation
+
+def as_polarity(polarity: WordPolarity | pd.DataFrame) -> WordPolarity:
+    """A ``word_polarity`` table or any ``WordPolarity`` callable, as a callable."""
+    return LexiconPolarity(polarity) if isinstance(polarity, pd.DataFrame) else polarity
+
+
+def tag(token_lists: list[list[str]], nlp: Any) -> list[Tagged]:
+    """spaCy tags of pre-tokenised sentences (one tag per token, as ``search.tag_sst``)."""
+    from spacy.tokens import Doc
+
+    docs = (Doc(nlp.vocab, words=[detokenize([t]) or t for t in toks]) for toks in token_lists)
+    disable = [p for p in UNUSED_PIPES if p in nlp.pipe_names]
+    return [Tagged(list(toks), [t.pos_ for t in doc], [t.tag_ for t in doc])
+            for toks, doc in zip(token_lists, nlp.pipe(docs, disable=disable))]
+
+
+def check(candidate: Candidate, tagged: Tagged, polarity: WordPolarity,
+          still_matches: Callable[[Tagged], bool] | None = None) -> str | None:
+    """The first failed reason (``pos``, ``polarity``, ``rule``), or None when it is valid."""
+    masked = candidate.masked
+    if any(tagged.tag[p] != s for p, s in zip(masked.mask_positions, masked.mask_symbols)):
+        return "pos"
+    for p, word in zip(masked.mask_positions, candidate.words):
+        if polarity(word, tagged.pos[p]) not in (None, NEUTRAL):
+            return "polarity"
+    if still_matches is not None and not still_matches(tagged):
+        return "rule"
+    return None
+
+
+def validate(candidates: list[Candidate], nlp: Any, polarity: WordPolarity | pd.DataFrame,
+             still_matches: Callable[[Tagged], bool] | None = None
+             ) -> tuple[list[Candidate], Counter]:
+    """The valid candidates (input order) and the count of rejections per reason."""
+    polarity = as_polarity(polarity)
+    rejected: Counter = Counter()
+    kept = []
+    for cand, tagged in zip(candidates, tag([c.tokens for c in candidates], nlp)):
+        reason = check(cand, tagged, polarity, still_matches)
+        if reason is None:
+            kept.append(cand)
+        else:
+            rejected[reason] += 1
+    return kept, rejected
+
+
+def expand(seed_masked: Sequence[Masked], model: FillModel, nlp: Any,
+           polarity: WordPolarity | pd.DataFrame, k: int, max_keep: int,
+           still_matches: Callable[[Tagged], bool] | None = None,
+           batched: bool = True) -> Expansions:
+    """The ``max_keep`` most confident valid expansions over all masked sentences of a seed.
+
+    ``batched=False`` re-scores one candidate per ``score`` call (benchmark baseline only).
+    """
+    if max_keep < 1:
+        raise LingtestError(f"capabilities.max_expansions_per_seed must be >= 1 (got {max_keep})")
+    proposed = [c for m in seed_masked for c in propose(m, model, k, batched)]
+    valid, rejected = validate(proposed, nlp, polarity, still_matches)
+    seen = {detokenize([t for t in m.tokens if t != MASK]) for m in seed_masked}  # the seed
+    kept: list[Expansion] = []
+    for cand in _ranked(valid):
+        text = cand.text
+        if text in seen:
+            rejected["duplicate"] += 1
+            continue
+        seen.add(text)
+        if len(kept) < max_keep:
+            kept.append(Expansion(text, tuple(cand.tokens), cand.words, cand.masked.mask_symbols,
+                                  cand.score, cand.masked.production, cand.masked.text))
+    out = Expansions(kept, len(proposed), rejected)
+    out.valid = len(valid) - rejected["duplicate"]
+    return out
+
+
+def spec_still_matches(spec: CapabilitySpec, label: str,
+                       polarity: WordPolarity | pd.DataFrame) -> Callable[[Tagged], bool]:
+    """``still_matches`` for LC1/LC2: the expansion, with the seed's label, meets one of the
+    spec's search rules (through the public ``search_seeds`` on a one-row table)."""
+    polarity = as_polarity(polarity)
+
+    def still_matches(tagged: Tagged) -> bool:
+        row = pd.DataFrame({"sentence_id": [0], "split": [""], "tokens": [tagged.tokens],
+                            "text": [detokenize(tagged.tokens)], "label": [label],
+                            "pos": [tagged.pos]})
+        return not search_seeds(spec, row, polarity).empty
+
+    return still_matches
