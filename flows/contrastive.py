@@ -44,9 +44,9 @@ def test_encoder(model_id: str, params: Params, root: str) -> dict:
         for name, words in dictionaries.items():
             if name == "dataset" and metric != "l2":
                 continue  # the paper reports the dataset dictionary for L2 only
+            vectors = embedded(words)
             nn = cp.nearest_neighbour_distances(
-                cp.token(model_key, metric, words, c.block_size), embedded(words), metric, name,
-                c.block_size)
+                cp.token(model_key, metric, vectors), vectors, metric, name, c.block_size)
             kinds = [k for k in c.thresholds if name == "vocab" or k != "zero"]
             thetas[(metric, name)] = thresholds.thresholds(nn, kinds)
             nn_rows.append({"model_id": model_id, "distance": metric, "dictionary": name,
@@ -58,8 +58,8 @@ def test_encoder(model_id: str, params: Params, root: str) -> dict:
         X_train = cp.features(kind, split["train"], embedded)
         X_test = cp.features(kind, split["test"], embedded)
         banks[kind] = cp.train_classifiers(
-            cp.token(model_key, kind, split["train"], split["test"], c.n_classifiers,
-                     c.classifier_epochs, params.seed),
+            cp.token(model_key, kind, X_train, split["train_y"], X_test, split["test_y"],
+                     c.n_classifiers, c.classifier_epochs, params.seed),
             kind, X_train, split["train_y"], X_test, split["test_y"], c.n_classifiers,
             c.classifier_epochs, params.seed)
     truth = cp.triple_truth(suite_frame, embedded, banks, c.alpha)
@@ -91,7 +91,9 @@ def contrastive_flow(params: Params, root: str) -> dict:
         for kind, bank in run["banks"].items():
             bank.save(out / "classifiers" / f"{slug}-{kind}.pt")
     provenance = _provenance(params, workspace, inputs, runs)
-    _publish(suite_frame, results, runs, reports, provenance, params)
+    violations = report.violation_list(results, suite_frame)
+    io.write_parquet(out / "violations.parquet", violations)
+    _publish(suite_frame, results, violations, runs, reports, provenance)
     return {"triples": len(suite_frame),
             "violations": int((results["verdict"] == "fail").sum()),
             "embedded_now": {r["info"]["model_id"]: r["info"]["embedded_now"] for r in runs}}
@@ -109,8 +111,8 @@ def _provenance(params: Params, workspace: Workspace, inputs: list[str], runs: l
     }
 
 
-def _publish(suite_frame: pd.DataFrame, results: pd.DataFrame, runs: list[dict], reports: Path,
-             provenance: dict, params: Params) -> None:
+def _publish(suite_frame: pd.DataFrame, results: pd.DataFrame, violations: pd.DataFrame,
+             runs: list[dict], reports: Path, provenance: dict) -> None:
     publish_table("costello-table1", suite.table1(suite_frame),
                   "COSTELLO Table 1: triples per contrastive relation", reports,
                   provenance=provenance)
@@ -136,9 +138,6 @@ def _publish(suite_frame: pd.DataFrame, results: pd.DataFrame, runs: list[dict],
     if results["model_id"].nunique() > 1:
         publish_table("costello-table2", report.table2(results), "COSTELLO Table 2, all models",
                       reports, provenance=provenance, notes=SUBSTITUTES)
-    violations = report.violation_list(results, suite_frame)
-    io.write_parquet(reports.parent.parent / "data" / "interim" / "contrastive" /
-                     "violations.parquet", violations)
     headline = violations[(violations["distance"] == "l2") &
                           (violations["dictionary"] == "vocab") &
                           (violations["threshold_kind"] == "mu-sigma")]

@@ -52,9 +52,17 @@ SUITE_MODULES = ("tasks.contrastive.suite", "tasks.text.mutations", "tasks.text.
 SUITE_SETTINGS = ("suite", "relations", "sst_split", "mrpc_split", "contrast_split", "max_seeds")
 
 
+def _stable(value: object) -> object:
+    """JSON stand-in for a value: arrays by the sha256 of their bytes, the rest as text."""
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype}{value.shape}:" + hashlib.sha256(value.tobytes()).hexdigest()
+    return str(value)
+
+
 def token(*parts: object) -> str:
-    """A cache token: sha256 of the JSON of what determines a task's result."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+    """A cache token: sha256 of what determines a task's result (arrays by their bytes, so
+    a cached result never outlives a change in the embeddings it was computed from)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=_stable).encode()).hexdigest()
 
 
 def suite_inputs(params: ContrastiveParams, workspace: Workspace) -> list[str]:

@@ -33,8 +33,7 @@ def publish_table(key: str, df: pd.DataFrame, title: str, report_dir: Path | Non
     if not _KEY.match(key):
         raise ValueError(f"artifact key {key!r}: use lower-case letters, digits and dashes")
     if report_dir is not None:
-        body = f"# {title}\n\n{notes}\n\n{markdown_table(df)}\n\n" if notes else \
-            f"# {title}\n\n{markdown_table(df)}\n\n"
+        body = f"# {title}\n\n" + (f"{notes}\n\n" if notes else "") + f"{markdown_table(df)}\n\n"
         if provenance:
             body += provenance_block(provenance)
         io.write_text(report_dir / f"{key}.md", body)
