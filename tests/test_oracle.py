@@ -1,0 +1,169 @@
+"""The consistency oracle: free-text LLM responses → true / false / undefined, and its CLI."""
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from tasks.consistency.oracle import classify_csv, parse_answer
+from tasks.core import cli
+from tasks.core.errors import InputFormatError, LingtestError
+
+CASES = [
+    # bare booleans
+    ("true", "true"),
+    ("False", "false"),
+    ("TRUE.", "true"),
+    ("  false\n", "false"),
+    # yes/no words, leading word decides when nothing contradicts it
+    ("Yes", "true"),
+    ("no.", "false"),
+    ("Yes, it is.", "true"),
+    ("No, it does not.", "false"),
+    ("**Yes**", "true"),
+    ("Answer: no", "false"),
+    ("The answer is yes.", "true"),
+    ("**Answer:** True", "true"),
+    # JSON and Python literals
+    ('"true"', "true"),
+    ('"no"', "false"),
+    ('{"response": "false"}', "false"),
+    ('{"answer": {"boolean": true}}', "true"),
+    ('{"answer": "yes"}', "true"),
+    ('{"result": true}', "true"),
+    ('{"Answer": false, "explanation": "yes, the passage says no"}', "false"),
+    ('{"output": {"value": "True"}, "result": true}', "true"),
+    ("{'answer': True}", "true"),
+    # code fences
+    ('```json\n{"answer": false}\n```', "false"),
+    ('Here you go:\n```\n{"result": true}\n```', "true"),
+    ('```json\n{"answer": true}\n```\n```json\n{"answer": "no"}\n```', "undefined"),
+    ('```json\n{"answer": true}', "undefined"),
+    # reasoning blocks
+    ("<think>Is it? No... wait.</think>Yes", "true"),
+    ("<think>\nhmm\n</think>\n\n```json\n{\"answer\": false}\n```", "false"),
+    ("<think>Let me consider whether the answer is yes", "undefined"),
+    ("The passage says so, hence yes.</think> No", "false"),
+    ("<think>yes</think>", "undefined"),
+    # undefined: nothing, hedges, refusals, both polarities
+    (None, "undefined"),
+    ("", "undefined"),
+    ("   ", "undefined"),
+    ("maybe", "undefined"),
+    ("I cannot answer", "undefined"),
+    ("I don't know.", "undefined"),
+    ("true or false", "undefined"),
+    ("Yes. No.", "undefined"),
+    ("Yes and no", "undefined"),
+    ("Yes.\n\nActually, the statement is false.", "undefined"),
+    ("No answer.", "undefined"),
+    ("No idea", "undefined"),
+    # tricky negatives: words that merely start like an answer, or negate it
+    ("Yesterday it rained.", "undefined"),
+    ("Nothing is certain.", "undefined"),
+    ("Not true", "undefined"),
+    ("It is true.", "undefined"),
+    ("1", "undefined"),
+    ("[true]", "undefined"),
+    ('{"answer": tru', "undefined"),
+    ('{"answer": true, "value": false}', "undefined"),
+    ('{"answer": "maybe"}', "undefined"),
+    ('{"confidence": true}', "undefined"),
+    ('"yes or no"', "undefined"),
+]
+
+
+@pytest.mark.parametrize(("response", "expected"), CASES)
+def test_parse_answer(response: str | None, expected: str) -> None:
+    assert parse_answer(response) == expected
+
+
+@pytest.fixture
+def responses(tmp_path):
+    path = tmp_path / "answers.csv"
+    path.write_text("id,response,code\n"
+                    "1,Yes,007\n"
+                    "2,\"{\"\"answer\"\": false}\",010\n"
+                    "3,,011\n"
+                    "4,TRUE,012\n", encoding="utf-8")
+    return path
+
+
+def test_cli_adds_parsed_column_in_place(responses) -> None:
+    result = CliRunner().invoke(cli.app, ["classify-answers", str(responses),
+                                          "--column", "response"])
+    assert result.exit_code == 0, result.output
+    assert "true\t2" in result.output and "false\t1" in result.output
+    assert "undefined\t1" in result.output
+    table = pd.read_csv(responses, dtype=str, keep_default_na=False)
+    assert table["parsed"].tolist() == ["true", "false", "undefined", "true"]
+    # the other cells come back as written (text, not re-typed numbers or booleans)
+    assert table["code"].tolist() == ["007", "010", "011", "012"]
+    assert table["response"].tolist()[3] == "TRUE"
+    assert sorted(p.name for p in responses.parent.iterdir()) == ["answers.csv"]
+
+
+def test_cli_output_leaves_input_alone(responses, tmp_path) -> None:
+    before = responses.read_bytes()
+    out = tmp_path / "out" / "parsed.csv"
+    result = CliRunner().invoke(cli.app, ["classify-answers", str(responses),
+                                          "--column", "response", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert responses.read_bytes() == before
+    assert pd.read_csv(out)["parsed"].tolist() == ["true", "false", "undefined", "true"]
+
+
+def test_rerun_replaces_parsed_column(responses) -> None:
+    first = classify_csv(responses, "response")
+    assert classify_csv(responses, "response") == first == {"true": 2, "false": 1,
+                                                            "undefined": 1}
+    assert list(pd.read_csv(responses).columns) == ["id", "response", "code", "parsed"]
+
+
+def test_missing_column_lists_columns_and_changes_nothing(responses, monkeypatch,
+                                                          capsys) -> None:
+    before = responses.read_bytes()
+    monkeypatch.setattr(sys, "argv", ["lingtest", "classify-answers", str(responses),
+                                      "--column", "answer"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    assert exit_.value.code == 2
+    message = capsys.readouterr().err
+    assert "no column 'answer'" in message and "columns: id, response, code" in message
+    assert "--column" in message
+    assert responses.read_bytes() == before
+
+
+def test_missing_file(tmp_path) -> None:
+    with pytest.raises(LingtestError, match="no such file"):
+        classify_csv(tmp_path / "absent.csv", "response")
+
+
+def test_unreadable_csv(tmp_path) -> None:
+    path = tmp_path / "binary.csv"
+    path.write_bytes(b"response\n\xff\xfe\x00yes\n")
+    with pytest.raises(InputFormatError, match="not a readable CSV"):
+        classify_csv(path, "response")
+
+
+def test_parsed_is_not_a_source_column(responses) -> None:
+    with pytest.raises(LingtestError, match="overwrite"):
+        classify_csv(responses, "parsed")
+
+
+def test_failed_write_leaves_file_whole(responses, monkeypatch) -> None:
+    """A write that dies half-way leaves the old file and no temporary file behind."""
+    before = responses.read_bytes()
+
+    def half_write(self, path, *args, **kwargs):
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write("id,resp")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", half_write)
+    with pytest.raises(OSError, match="disk full"):
+        classify_csv(responses, "response")
+    assert responses.read_bytes() == before
+    assert sorted(p.name for p in responses.parent.iterdir()) == ["answers.csv"]
