@@ -7,7 +7,9 @@ LC1/LC2) keep the seed inside its search rule leave the expected label unchanged
 Two proposal paths, chosen from the registry's kind of ``capabilities.fill_model``:
 
 - ``causal_lm`` (offline default, SmolLM2): for each mask, left to right, the top-k next whole
-  words after the left context (``CausalLM.next_token_candidates``); with several masks a beam
+  words after the left context (``CausalLM.next_token_candidates``) — with a tag lexicon
+  (``tag_lexicon``: words seen with each PTB tag in SST and the treebank), only words seen
+  with the mask's tag, from the top 10·k; with several masks a beam
   of width k (ranked by the summed proposal log-probs) carries the partial fills. Every
   surviving fill is then **re-scored on the whole sentence** with ``CausalLM.score``, so the
   right context (the words after the mask) counts too.
@@ -33,14 +35,14 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from tasks.capabilities.masks import MASK, Masked
+from tasks.capabilities.masks import MASK, PTB_TAGS, Masked
 from tasks.capabilities.search import LexiconPolarity, WordPolarity, search_seeds
 from tasks.capabilities.specs import CapabilitySpec
 from tasks.core.errors import LingtestError
@@ -49,6 +51,8 @@ from tasks.models.causal_lm import CausalLM, load_causal_lm
 from tasks.models.registry import ALIASES, KNOWN, hub_offline, resolve
 
 REASONS = ("pos", "polarity", "rule", "duplicate")
+OVERSAMPLE = 10  # causal-LM proposals looked at per kept one when a tag lexicon narrows them
+TagLexicon = Mapping[str, frozenset[str]]  # lowercased word → PTB tags it was seen with
 UNUSED_PIPES = ("parser", "ner", "senter", "lemmatizer")
 NEUTRAL = "neutral"
 
@@ -177,20 +181,44 @@ def _prefix(tokens: Sequence[str]) -> str:
     return detokenize(list(tokens))
 
 
-def _beam_causal(masked: Masked, model: CausalLM, k: int) -> list[tuple[tuple[str, ...], float]]:
-    """Partial fills left to right; each step keeps the k best by summed proposal log-prob."""
-    beam: list[tuple[tuple[str, ...], float]] = [((), 0.0)]
-    for i, pos in enumerate(masked.mask_positions):
-        grown = []
-        for words, logp in beam:
-            left = list(masked.tokens[:pos])
-            for j, w in zip(masked.mask_positions[:i], words):
-                left[j] = w
-            for word, lp in model.next_token_candidates(_prefix(left), k):
-                grown.append((words + (word,), logp + lp))
-        grown.sort(key=lambda c: (-c[1], c[0]))
-        beam = grown[:k]
-    return beam
+def _can_be(word: str, symbol: str, tags: TagLexicon | None) -> bool:
+    """Whether ``word`` was seen with the POS tag ``symbol`` (always true without a lexicon
+    or for a phrase-level symbol, which no single tag decides)."""
+    if tags is None or symbol not in PTB_TAGS:
+        return True
+    return symbol in tags.get(word.lower(), ())
+
+
+def _beams_causal(masked: Sequence[Masked], model: CausalLM, k: int,
+                  tags: TagLexicon | None = None) -> list[list[tuple[tuple[str, ...], float]]]:
+    """Per masked sentence, partial fills left to right; each step keeps the k best by summed
+    proposal log-prob. One batched forward pass per step serves every sentence's beam.
+
+    With a tag lexicon, the model's top ``OVERSAMPLE × k`` next words are narrowed to those
+    seen with the mask's POS tag before the k best are taken: the causal LM does not know
+    the tag, and most of its raw proposals would fail the POS check later."""
+    beams: list[list[tuple[tuple[str, ...], float]]] = [[((), 0.0)] for _ in masked]
+    wanted = k * OVERSAMPLE if tags is not None else k
+    for i in range(max((len(m.mask_positions) for m in masked), default=0)):
+        jobs = []
+        for index, m in enumerate(masked):
+            if i >= len(m.mask_positions):
+                continue
+            for words, logp in beams[index]:
+                left = list(m.tokens[:m.mask_positions[i]])
+                for j, w in zip(m.mask_positions[:i], words):
+                    left[j] = w
+                jobs.append((index, words, logp, _prefix(left)))
+        proposals = model.next_token_candidates_batch([job[3] for job in jobs], wanted)
+        grown: dict[int, list[tuple[tuple[str, ...], float]]] = {}
+        for (index, words, logp, _), found in zip(jobs, proposals):
+            symbol = masked[index].mask_symbols[i]
+            fits = [(word, lp) for word, lp in found if _can_be(word, symbol, tags)]
+            grown.setdefault(index, []).extend((words + (w,), logp + lp) for w, lp in fits[:k])
+        for index, items in grown.items():
+            items.sort(key=lambda c: (-c[1], c[0]))
+            beams[index] = items[:k]
+    return beams
 
 
 def _beam_masked(masked: Masked, model: MaskedFiller, k: int) -> list[tuple[tuple[str, ...], float]]:
@@ -225,24 +253,53 @@ def _ranked(candidates: list[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: (-c.score, c.masked.tokens, c.words))
 
 
-def propose_unscored(masked: Masked, model: FillModel, k: int) -> list[Candidate]:
+def propose_unscored(masked: Masked, model: FillModel, k: int,
+                     tags: TagLexicon | None = None) -> list[Candidate]:
     """The beam's fills (score: summed proposal log-probs), before any re-scoring."""
+    return propose_all_unscored([masked], model, k, tags)
+
+
+def propose_all_unscored(masked: Sequence[Masked], model: FillModel, k: int,
+                         tags: TagLexicon | None = None) -> list[Candidate]:
     if k < 1:
         raise LingtestError(f"capabilities.fill_candidates must be >= 1 (got {k})")
-    if not masked.mask_positions:
-        raise LingtestError(f"nothing to fill: no {MASK} in {masked.text}")
-    beam = (_beam_masked(masked, model, k) if isinstance(model, MaskedFiller)
-            else _beam_causal(masked, model, k))
-    return [Candidate(masked, words, logp) for words, logp in beam]
+    for m in masked:
+        if not m.mask_positions:
+            raise LingtestError(f"nothing to fill: no {MASK} in {m.text}")
+    beams = ([_beam_masked(m, model, k) for m in masked] if isinstance(model, MaskedFiller)
+             else _beams_causal(masked, model, k, tags))
+    return [Candidate(m, words, logp) for m, beam in zip(masked, beams) for words, logp in beam]
 
 
-def propose(masked: Masked, model: FillModel, k: int, batched: bool = True) -> list[Candidate]:
+def propose(masked: Masked, model: FillModel, k: int, batched: bool = True,
+            tags: TagLexicon | None = None) -> list[Candidate]:
     """Up to k fills of ``masked``, most confident first (causal LM: re-scored on the whole
-    sentence; masked LM: the pipeline's own log-probabilities)."""
-    found = propose_unscored(masked, model, k)
+    sentence; masked LM: the pipeline's own log-probabilities). ``tags``: see _beams_causal."""
+    return propose_all([masked], model, k, batched, tags)
+
+
+def propose_all(masked: Sequence[Masked], model: FillModel, k: int, batched: bool = True,
+                tags: TagLexicon | None = None) -> list[Candidate]:
+    """``propose`` over a seed's masked sentences at once (shared batches), grouped by
+    masked sentence in input order, each group most confident first."""
+    found = propose_all_unscored(masked, model, k, tags)
     if isinstance(model, CausalLM):
         found = rescore(found, model, batched)
-    return _ranked(found)
+    groups: dict[int, list[Candidate]] = {}
+    index = {id(m): i for i, m in enumerate(masked)}
+    for cand in found:
+        groups.setdefault(index[id(cand.masked)], []).append(cand)
+    return [c for i in sorted(groups) for c in _ranked(groups[i])]
+
+
+def tag_lexicon(tagged_sentences: Iterable[tuple[Sequence[str], Sequence[str]]]) -> dict:
+    """Lowercased word → the PTB tags it carries in (words, tags) sentences (SST as spaCy
+    tags it, the treebank's gold preterminals): which words can fill a mask of a tag."""
+    seen: dict[str, set[str]] = {}
+    for words, tags in tagged_sentences:
+        for word, tag in zip(words, tags):
+            seen.setdefault(str(word).lower(), set()).add(str(tag))
+    return {word: frozenset(tags) for word, tags in seen.items()}
 
 
 # --------------------------------------------------------------------------- validation
@@ -295,14 +352,14 @@ def validate(candidates: list[Candidate], nlp: Any, polarity: WordPolarity | pd.
 def expand(seed_masked: Sequence[Masked], model: FillModel, nlp: Any,
            polarity: WordPolarity | pd.DataFrame, k: int, max_keep: int,
            still_matches: Callable[[Tagged], bool] | None = None,
-           batched: bool = True) -> Expansions:
+           batched: bool = True, tags: TagLexicon | None = None) -> Expansions:
     """The ``max_keep`` most confident valid expansions over all masked sentences of a seed.
 
     ``batched=False`` re-scores one candidate per ``score`` call (benchmark baseline only).
     """
     if max_keep < 1:
         raise LingtestError(f"capabilities.max_expansions_per_seed must be >= 1 (got {max_keep})")
-    proposed = [c for m in seed_masked for c in propose(m, model, k, batched)]
+    proposed = propose_all(seed_masked, model, k, batched, tags)
     valid, rejected = validate(proposed, nlp, polarity, still_matches)
     seen = {detokenize([t for t in m.tokens if t != MASK]) for m in seed_masked}  # the seed
     kept: list[Expansion] = []

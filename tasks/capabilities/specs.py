@@ -52,6 +52,7 @@ UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART
         "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X", "SPACE")
 SEED_SLOT = "s"
 SUFFIXES = (".yaml", ".yml")
+BUILTIN_SPECS = Path(__file__).resolve().parent / "specs"  # LC1–LC11, shipped with the package
 _ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 

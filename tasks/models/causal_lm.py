@@ -160,12 +160,40 @@ class CausalLM:
         row = self._start + (self.tokenizer(prefix)["input_ids"] if prefix else [])
         ids = torch.tensor([row], device=self.device)
         with self._lock, torch.inference_mode():
-            logits = self.model(input_ids=ids).logits[0, -1].float()
+            logits = self.model(input_ids=ids, logits_to_keep=1).logits[0, -1].float()
         logp = torch.log_softmax(logits, dim=-1).cpu().numpy()
         word_ids, words = self._word_table(sentence_start=not prefix)
         values = logp[word_ids]
         top = np.argsort(-values, kind="stable")[:k]
         return [(words[i], float(values[i])) for i in top]
+
+    def next_token_candidates_batch(self, prefixes: list[str], k: int = 10,
+                                    batch_size: int = 16) -> list[list[tuple[str, float]]]:
+        """``next_token_candidates`` for many prefixes, right-padded batches of ``batch_size``
+        (each row read at its own last token, so positions match the unbatched call)."""
+        if k < 1:
+            raise LingtestError(f"k must be >= 1 (got {k})")
+        prefixes = [p.rstrip() for p in prefixes]
+        rows = [self._start + (self.tokenizer(p)["input_ids"] if p else []) for p in prefixes]
+        out: list[list[tuple[str, float]]] = []
+        pad = self.tokenizer.pad_token_id
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start:start + batch_size]
+            width = max(len(r) for r in chunk)
+            ids = torch.tensor([r + [pad] * (width - len(r)) for r in chunk], device=self.device)
+            mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in chunk],
+                                device=self.device)
+            last = torch.tensor([len(r) - 1 for r in chunk], device=self.device)
+            with self._lock, torch.inference_mode():
+                hidden = self.model.model(input_ids=ids, attention_mask=mask).last_hidden_state
+                logits = self.model.lm_head(hidden[torch.arange(len(chunk)), last]).float()
+            logp = torch.log_softmax(logits, dim=-1).cpu().numpy()
+            for i, prefix in enumerate(prefixes[start:start + batch_size]):
+                word_ids, words = self._word_table(sentence_start=not prefix)
+                values = logp[i][word_ids]
+                top = np.argsort(-values, kind="stable")[:k]
+                out.append([(words[j], float(values[j])) for j in top])
+        return out
 
     # ------------------------------------------------------------------ recording
 

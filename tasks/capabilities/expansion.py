@@ -1,0 +1,116 @@
+"""S²LCT expansion of seed cases (DESIGN.md, Method 1, steps 4–6): parse → masks → fill.
+
+Each seed case's text is tagged by spaCy and parsed into a PTB-style tree (the induced PCFG,
+or benepar); Algorithm 1 (``masks.masked_sentences``) proposes up to k masked sentences from
+the reference CFG, sampled with a generator seeded by (run seed, case id), so a case's
+expansions do not depend on which other cases run; ``fill.expand`` fills and validates them.
+
+A case without a transformation *is* its SST seed (LC1, LC2): its expansions must still meet
+the capability's search rule with the seed's label, or the expected label would no longer
+follow. Cases made by a template keep their expected label by construction of the template.
+
+Expansion rows follow the seed cases' columns (``search.CASE_COLUMNS``) with ``kind``
+``expansion`` and ``parent_case_id`` naming the seed case; the expected label is the seed's.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tasks.capabilities.fill import (UNUSED_PIPES, FillModel, TagLexicon, expand,
+                                    spec_still_matches)
+from tasks.capabilities.grammar import Grammar, parse_benepar
+from tasks.capabilities.masks import Cfg, masked_sentences
+from tasks.capabilities.search import CASE_COLUMNS, METHOD, WordPolarity
+from tasks.capabilities.specs import CapabilitySpec
+from tasks.core.cases import case_id, provenance_json
+from tasks.data.treebank import Node
+
+GENERATOR = "lingtest.capabilities.expansion"
+SUITE_COLUMNS = CASE_COLUMNS + ["parent_case_id"]
+STATS_COLUMNS = ["capability", "cases", "parse_fallbacks", "masked", "proposed", "valid",
+                 "kept", "rejected_pos", "rejected_polarity", "rejected_rule",
+                 "rejected_duplicate"]
+
+
+def case_rng(seed: int, case: str) -> np.random.Generator:
+    """A generator for one case: the same case draws the same masks in any company."""
+    return np.random.default_rng([seed, zlib.crc32(case.encode("utf-8"))])
+
+
+def parse_texts(texts: Sequence[str], nlp: Any, grammar: Grammar | None,
+                parser: str = "pcfg") -> list[tuple[Node, bool]]:
+    """(tree, is_fallback) per text: spaCy's tokens and PTB tags, parsed by ``parser``."""
+    disable = [p for p in UNUSED_PIPES if p in nlp.pipe_names]
+    docs = [[t for t in doc if not t.is_space] for doc in nlp.pipe(texts, disable=disable)]
+    if parser == "benepar":
+        trees = parse_benepar([([t.text for t in d], [t.tag_ for t in d]) for d in docs])
+        return [(tree, False) for tree in trees]
+    if grammar is None:
+        raise ValueError("parser=pcfg needs the induced grammar")
+    out = []
+    for doc in docs:
+        parsed = grammar.parse([t.tag_ for t in doc], [t.text for t in doc])
+        out.append((parsed.tree, parsed.fallback))
+    return out
+
+
+def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tuple[Node, bool]],
+                      cfg: Cfg, fill_model: FillModel, fill_model_id: str, nlp: Any,
+                      polarity: WordPolarity, settings: dict[str, Any], seed: int,
+                      tags: TagLexicon | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The expansions of one capability's seed cases and the capability's fill statistics.
+
+    ``settings``: max_masks_per_seed, fill_candidates, max_expansions_per_seed (also written
+    into each expansion's provenance).
+    """
+    rows: list[dict[str, str]] = []
+    stats = dict.fromkeys(STATS_COLUMNS[1:], 0)
+    stats["cases"] = len(cases)
+    for case, (tree, fallback) in zip(cases.itertuples(index=False), trees):
+        stats["parse_fallbacks"] += int(fallback)
+        masked = masked_sentences(tree, cfg, settings["max_masks_per_seed"],
+                                  case_rng(seed, case.case_id))
+        stats["masked"] += len(masked)
+        if not masked:
+            continue
+        keeps_rule = (spec_still_matches(spec, case.expected, polarity)
+                      if spec.transform is None else None)
+        found = expand(masked, fill_model, nlp, polarity, settings["fill_candidates"],
+                       settings["max_expansions_per_seed"], keeps_rule, tags=tags)
+        for key, value in found.report().items():
+            stats[key] += value
+        for rank, exp in enumerate(found):
+            lhs, seed_rhs, ref_rhs = exp.production
+            rows.append({
+                "case_id": case_id(METHOD, [exp.text], case.expected), "method": METHOD,
+                "capability": spec.id, "seed_id": case.seed_id, "text": exp.text,
+                "expected": case.expected, "label_source": case.label_source,
+                "provenance": provenance_json(
+                    generator=GENERATOR, spec=spec.id, parent_case_id=case.case_id,
+                    production=f"{lhs} -> {' '.join(seed_rhs)} => {' '.join(ref_rhs)}",
+                    masked=exp.masked_text, words=list(exp.words), symbols=list(exp.symbols),
+                    score=round(exp.score, 6), rank=rank, fill_model=fill_model_id,
+                    parse_fallback=fallback, parameters={"seed": seed, **settings}),
+                "kind": "expansion", "parent_case_id": case.case_id})
+    frame = pd.DataFrame(rows, columns=SUITE_COLUMNS)
+    return frame.drop_duplicates("case_id").reset_index(drop=True), stats
+
+
+def write_suite_jsonl(suite: pd.DataFrame, path) -> None:
+    """The generated suite as JSONL test cases (DESIGN.md's contract), provenance as an object."""
+    from tasks.core.io import write_text
+
+    lines = []
+    for row in suite[SUITE_COLUMNS].itertuples(index=False):
+        record = row._asdict()
+        record["expected"] = record["expected"].split("|")
+        record["provenance"] = json.loads(record["provenance"])
+        record["parent_case_id"] = record["parent_case_id"] or None
+        lines.append(json.dumps(record, ensure_ascii=False, sort_keys=True))
+    write_text(path, "\n".join(lines) + ("\n" if lines else ""))

@@ -1,0 +1,155 @@
+"""Prefect tasks of the ``capabilities`` stage (S²LCT): the plain functions, cached by content.
+
+The expensive steps (tagging SST, inducing the PCFG, expanding each capability with the fill
+model) are cached on what determines them — file contents, parameters, the code of the
+modules that compute them — so a rerun after an unrelated change recomputes nothing, and a
+new capability only expands itself. Model calls are not cached: they take seconds.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.capabilities import checklist_run, coverage, expansion, grammar, search
+from tasks.capabilities.fill import tag_lexicon
+from tasks.capabilities.masks import reference_cfg
+from tasks.capabilities.specs import CapabilitySpec
+from tasks.core.caching import ContentKey
+from tasks.core.config import CapabilitiesParams
+from tasks.models.sentiment import SentimentModel, load_sentiment_model
+
+EXPANSION_MODULES = ("tasks.capabilities.expansion", "tasks.capabilities.fill",
+                     "tasks.capabilities.masks", "tasks.capabilities.grammar",
+                     "tasks.capabilities.search")
+RESULT_COLUMNS = ["case_id", "model_id", "revision", "capability", "kind", "parent_case_id",
+                  "text", "expected", "prediction", "p_neg", "p_neutral", "p_pos", "verdict"]
+
+
+def frame_token(frame: pd.DataFrame, columns: list[str]) -> str:
+    """sha256 of a table's chosen columns: the cache key of the cases a task receives."""
+    digest = hashlib.sha256()
+    for row in frame[columns].itertuples(index=False):
+        digest.update("\x1f".join(map(str, row)).encode("utf-8") + b"\x1e")
+    return digest.hexdigest()
+
+
+@task(name="tag-sst", persist_result=True,
+      cache_policy=ContentKey(files=("sst_path",), values=("spacy_model",),
+                              modules=("tasks.capabilities.search",)))
+def tag_sentences(sst_path: str, spacy_model: str, offline: bool) -> pd.DataFrame:
+    """spaCy tags of every SST sentence, shared by all capabilities' searches."""
+    from tasks.models.nlp import load_spacy
+
+    return search.tag_sst(pd.read_parquet(sst_path), load_spacy(spacy_model, offline=offline))
+
+
+@task(name="induce-pcfg", persist_result=True,
+      cache_policy=ContentKey(files=("ptb_path",), values=("heldout",),
+                              modules=("tasks.capabilities.grammar",)))
+def induce_grammar(ptb_path: str, heldout: int, out_path: str) -> dict:
+    """The PCFG from the treebank's training part, saved; its bracket F1 on the held-out part
+    (parsed from their gold tags, so the figure is the grammar's, not the tagger's)."""
+    trees = pd.read_parquet(ptb_path)["tree"].tolist()
+    train, held = grammar.split_heldout(trees, heldout)
+    pcfg = grammar.induce_pcfg(train)
+    from tasks.core.io import atomic_path
+
+    with atomic_path(out_path) as tmp:
+        pcfg.save(tmp)
+    predicted = [pcfg.parse(*grammar.gold_tags_words(t)).tree for t in held]
+    scores = grammar.bracket_f1(held, predicted) if held else {}
+    return {"grammar": pcfg.describe(), "bracket": scores, "train_trees": len(train)}
+
+
+@task(name="seed-cases", cache_policy=NO_CACHE)
+def seed_cases(specs: list[CapabilitySpec], tagged: pd.DataFrame, polarity: search.WordPolarity,
+               seeds_per_lc: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Search, sample and transform (seconds): not worth a cache entry."""
+    return search.seed_cases(specs, tagged, polarity, seeds_per_lc, seed)
+
+
+@task(name="expand", task_run_name="expand-{spec.id}", persist_result=True,
+      cache_policy=ContentKey(files=("grammar_path", "polarity_path"),
+                              values=("cases_token", "tagged_token", "settings", "seed", "fill_model_id",
+                                      "parser", "spacy_model", "spec_json"),
+                              modules=EXPANSION_MODULES))
+def expand_capability(spec: CapabilitySpec, spec_json: str, cases: pd.DataFrame,
+                      cases_token: str, grammar_path: str, polarity_path: str | None,
+                      polarity: search.WordPolarity, treebank_path: str,
+                      tagged: pd.DataFrame, tagged_token: str, settings: dict,
+                      seed: int, fill_model_id: str, parser: str, spacy_model: str,
+                      offline: bool) -> tuple[pd.DataFrame, dict]:
+    """One capability's expansions (parse → Algorithm 1 masks → fill → validate)."""
+    from tasks.capabilities.fill import load_fill_model
+    from tasks.models.nlp import load_spacy
+
+    nlp = load_spacy(spacy_model, offline=offline)
+    pcfg = grammar.Grammar.load(grammar_path) if parser == "pcfg" else None
+    trees = expansion.parse_texts(cases["text"].tolist(), nlp, pcfg, parser)
+    treebank = pd.read_parquet(treebank_path)["tree"].tolist()
+    cfg = reference_cfg(treebank)
+    tags = tag_lexicon([grammar.gold_tags_words(t)[::-1] for t in treebank]
+                       + list(zip(tagged["tokens"], tagged["tag"])))
+    model = load_fill_model(fill_model_id, offline=offline)
+    frame, stats = expansion.expand_capability(spec, cases, trees, cfg, model, fill_model_id,
+                                               nlp, polarity, settings, seed, tags)
+    get_run_logger().info("%s: %d seed cases → %d expansions (%d proposed, %d valid)",
+                          spec.id, len(cases), len(frame), stats["proposed"], stats["valid"])
+    return frame, {"capability": spec.id, **stats}
+
+
+def load_models(c: CapabilitiesParams, offline: bool, root: str) -> list[SentimentModel]:
+    return [load_sentiment_model(m, tuple(c.neutral_band), offline, Path(root)) for m in c.models]
+
+
+@task(name="run-suite", task_run_name="run-suite-{model.model_id}", cache_policy=NO_CACHE)
+def run_suite(model: SentimentModel, suite: pd.DataFrame) -> pd.DataFrame:
+    """Every seed case and expansion on one model: pass when its 3-way label is expected."""
+    probs = model.probabilities3(suite["text"].tolist()) if len(suite) else np.zeros((0, 3))
+    labels = np.array(checklist_run.CLASSES)[probs.argmax(axis=1)] if len(suite) else []
+    prediction = [str(x) for x in labels]
+    verdict = ["pass" if p in e.split("|") else "fail"
+               for p, e in zip(prediction, suite["expected"])]
+    return pd.DataFrame({
+        "case_id": suite["case_id"], "model_id": model.model_id,
+        "revision": model.revision or "", "capability": suite["capability"],
+        "kind": suite["kind"], "parent_case_id": suite["parent_case_id"],
+        "text": suite["text"], "expected": suite["expected"], "prediction": prediction,
+        "p_neg": probs[:, 0].round(6), "p_neutral": probs[:, 1].round(6),
+        "p_pos": probs[:, 2].round(6), "verdict": verdict})[RESULT_COLUMNS]
+
+
+@task(name="run-checklist", task_run_name="checklist-{model.model_id}", cache_policy=NO_CACHE)
+def run_checklist(model: SentimentModel, suite: pd.DataFrame, max_examples: int | None,
+                  seed: int, batch_size: int) -> pd.DataFrame:
+    """The released CheckList sentiment suite (a seeded sample per test) on one model."""
+    verdicts = checklist_run.run_checklist(suite, model, max_examples_per_test=max_examples,
+                                           seed=seed, batch_size=batch_size)
+    return verdicts.assign(model_id=model.model_id)
+
+
+@task(name="coverage", cache_policy=NO_CACHE)
+def coverage_curve(model: SentimentModel, train_texts: list[str],
+                   suites: dict[str, list[str]], sizes: list[int], repeats: int,
+                   seed: int) -> tuple[pd.DataFrame, dict]:
+    """BoundCov / SActCov of equal-size samples of each suite, bounds from training text.
+
+    Sizes above the smaller suite are dropped (the samples must be of equal size)."""
+    torch_model, tokenizer = model.model, model.tokenizer
+    layers = coverage.default_layers(torch_model)
+    low_high = coverage.bounds(torch_model, coverage.text_batches(tokenizer, train_texts),
+                               layers)
+    acts = {name: coverage.activations(torch_model, coverage.text_batches(tokenizer, texts),
+                                       layers) for name, texts in suites.items()}
+    smallest = min(len(a) for a in acts.values())
+    usable = sorted({s for s in sizes if s <= smallest} | {smallest})
+    curve = coverage.coverage_curve(low_high, acts, usable, seed, repeats)
+    info = {"neurons": int(len(low_high[0])), "layers": len(layers),
+            "train_sentences": len(train_texts), "sizes": usable,
+            **{f"{name} texts": len(a) for name, a in acts.items()}}
+    return curve, info

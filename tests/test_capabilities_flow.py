@@ -1,0 +1,118 @@
+"""The ``train-sentiment`` and ``capabilities`` stages end to end: two capabilities × two seeds,
+a MiniLM fine-tuned on a small SST-2 sample, VADER, the packaged SmolLM2 filling masks."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from flows.stage import run_stage
+from tasks.core.config import load_params
+
+TRAIN = ["capabilities.train_sentiment.max_train=96", "capabilities.train_sentiment.max_test=64",
+         "capabilities.train_sentiment.batch_size=16"]
+SMALL = ["capabilities.capabilities=[LC2,LC9]", "capabilities.seeds_per_lc=2",
+         "capabilities.max_masks_per_seed=4", "capabilities.fill_candidates=4",
+         "capabilities.pcfg_heldout=10", "capabilities.checklist_max_examples=3",
+         "capabilities.coverage_sizes=[4,8]", "capabilities.coverage_repeats=2",
+         "capabilities.coverage_max_train=64", "capabilities.bootstrap=200"]
+
+
+def task_states(flow_run_id: str, prefix: str) -> list[str]:
+    """State names of the flow run's tasks whose name starts with ``prefix``."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.sorting import TaskRunSort
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+            sort=TaskRunSort.EXPECTED_START_TIME_ASC, limit=200)
+    return [r.state.name for r in runs if r.name.startswith(prefix)]
+
+
+@pytest.fixture(scope="module")
+def capabilities_run(data_project):
+    workspace, overrides = data_project
+    trained = run_stage("train-sentiment", load_params(workspace.root, overrides + TRAIN),
+                        workspace)
+    params = load_params(workspace.root, overrides + SMALL)
+    first = run_stage("capabilities", params, workspace)
+    return workspace, params, trained, first
+
+
+@pytest.mark.slow
+def test_train_sentiment_writes_model_and_metrics(capabilities_run) -> None:
+    workspace, _, trained, _ = capabilities_run
+    metrics = json.loads((workspace.reports / "train-sentiment" / "minilm-sst2-metrics.json"
+                          ).read_text())
+    assert metrics == trained
+    assert (metrics["train_size"], metrics["test_size"]) == (96, 64)
+    assert 0.0 <= metrics["accuracy"] <= 1.0
+    assert (workspace.root / "data" / "models" / "minilm-sst2" / "head.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_suite_results_and_table3(capabilities_run) -> None:
+    workspace, _, _, first = capabilities_run
+    out, reports = workspace.interim / "capabilities", workspace.reports / "capabilities"
+    suite = pd.read_parquet(out / "suite.parquet")
+    seeds = suite[suite["kind"] == "seed"]
+    assert seeds.groupby("capability").size().to_dict() == {"LC2": 2, "LC9": 2}
+    exps = suite[suite["kind"] == "expansion"]
+    assert first["expansions"] == len(exps) > 0 and first["seeds"] == 4
+    assert set(exps["parent_case_id"]) <= set(seeds["case_id"])
+    # an expansion keeps its seed's expectation and adds words to it
+    parents = seeds.set_index("case_id")
+    for row in exps.itertuples():
+        parent = parents.loc[row.parent_case_id]
+        assert row.expected == parent.expected
+        assert len(row.text.split()) > len(parent.text.split())
+    lines = (out / "suite.jsonl").read_text().splitlines()
+    assert [json.loads(line)["case_id"] for line in lines] == suite["case_id"].tolist()
+
+    results = pd.read_parquet(out / "results.parquet")
+    assert set(results["model_id"]) == {"lingtest/minilm-sst2", "vader"}
+    assert len(results) == 2 * len(suite)
+    passed = results.apply(lambda r: r.prediction in r.expected.split("|"), axis=1)
+    assert (passed == (results["verdict"] == "pass")).all()
+    for model in ("lingtest-minilm-sst2", "vader"):
+        table = pd.read_csv(reports / f"s2lct-table3-{model}.csv")
+        assert table["capability"].tolist() == ["LC2", "LC9"]
+        assert table["seeds"].tolist() == [2, 2]
+        rows = results[results["model_id"].str.replace("/", "-") == model]
+        lc2 = rows[(rows["capability"] == "LC2") & (rows["kind"] == "seed")]
+        assert table.loc[0, "seed_fail_%"] == pytest.approx(
+            100 * (lc2["verdict"] == "fail").mean())
+        assert table.loc[0, "paper_seed_fail_% BERT"] == 4.0
+    text = (reports / "s2lct-table3-vader.md").read_text()
+    assert "Substitutes:" in text and "## Provenance" in text
+
+
+@pytest.mark.slow
+def test_checklist_coverage_and_metrics(capabilities_run) -> None:
+    workspace, _, _, _ = capabilities_run
+    reports = workspace.reports / "capabilities"
+    checklist = pd.read_csv(reports / "s2lct-checklist.csv")
+    assert len(checklist) == 38  # every released test, 3 examples each
+    assert {"fail % lingtest/minilm-sst2", "fail % vader"} <= set(checklist.columns)
+    curve = pd.read_csv(reports / "s2lct-coverage.csv")
+    assert set(curve["suite"]) == {"S²LCT", "CheckList"}
+    assert sorted(curve["size"].unique())[0] == 4  # sizes above the smaller suite are dropped
+    assert curve["boundcov"].between(0, 1).all() and curve["sactcov"].between(0, 1).all()
+    assert (reports / "s2lct-figure4-coverage.png").stat().st_size > 5000
+    metrics = json.loads((reports / "metrics.json").read_text())
+    assert 0.3 < metrics["pcfg_bracket_f1"] <= 1.0
+    assert set(metrics) >= {"lingtest/minilm-sst2", "vader", "coverage_at_largest_size"}
+
+
+@pytest.mark.slow
+def test_rerun_is_cached_and_identical(capabilities_run) -> None:
+    workspace, params, _, _ = capabilities_run
+    out = workspace.interim / "capabilities"
+    before = pd.read_parquet(out / "results.parquet")
+    second = run_stage("capabilities", params, workspace)
+    pd.testing.assert_frame_equal(before, pd.read_parquet(out / "results.parquet"))
+    assert task_states(second["flow_run_id"], "expand-") == ["Cached", "Cached"]
+    assert task_states(second["flow_run_id"], "tag-sst") == ["Cached"]
