@@ -1,4 +1,4 @@
-"""Fill-in throughput (S²LCT step 6): candidates per second, batched vs one-by-one re-scoring.
+"""Fill-in throughput (S²LCT step 6): candidates and valid expansions per second.
 
 Seeds: ``--seeds`` (default 20) short SST test sentences (4–``--max-tokens`` tokens, sampled
 with seed 0), tagged by en_core_web_sm, parsed by the offline PCFG (``induce_pcfg`` on the PTB
@@ -6,11 +6,15 @@ sample), masked by Algorithm 1 (``masked_sentences`` with the PTB reference CFG,
 ``--masks`` masked sentences per seed, the run's numpy seed 0). Fill model: SmolLM2-135M
 (the offline default), ``--k`` candidates per mask, the word_polarity table, no rule callback.
 
-Both sides run the whole step (proposal + whole-sentence re-scoring + validation via
-``expand``) on the same masked sentences and must keep the same expansions:
+Every side runs the whole step (proposal + whole-sentence re-scoring + validation via
+``expand``) on the same masked sentences; proposals are batched across a seed's masks in all:
 
 - baseline: ``expand(..., batched=False)``: one ``CausalLM.score`` call per candidate;
-- ours: ``expand(..., batched=True)``: one ``score`` call (batches of 16) per masked sentence.
+- batched: ``expand(..., batched=True)``: one ``score`` call (batches of 16) per seed; it must
+  keep the same expansions as the baseline;
+- batched + tag lexicon (the pipeline's setting): proposals narrowed to words seen with the
+  mask's POS tag (``tag_lexicon`` over the treebank and the tagged seeds) before the top k;
+  it proposes other candidates, so compare valid expansions per second.
 
 Rounds alternate (baseline, ours) ``--repeats`` times; the best time of each side is shown.
 Run: ``.venv/bin/python benchmarks/bench_fill.py`` (about 3–6 min on 2 shared cores).
@@ -30,8 +34,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.capabilities.fill import expand, load_fill_model  # noqa: E402
-from tasks.capabilities.grammar import induce_pcfg  # noqa: E402
+from tasks.capabilities.fill import expand, load_fill_model, tag_lexicon  # noqa: E402
+from tasks.capabilities.grammar import gold_tags_words, induce_pcfg  # noqa: E402
 from tasks.capabilities.masks import Masked, masked_sentences, reference_cfg  # noqa: E402
 from tasks.core.paths import PACKAGE_ROOT  # noqa: E402
 from tasks.models.nlp import load_spacy  # noqa: E402
@@ -40,16 +44,19 @@ PROCESSED = PACKAGE_ROOT / "data" / "processed"
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
-def masked_seeds(n: int, max_tokens: int, masks: int, nlp) -> list[list[Masked]]:
-    """Masked sentences of ``n`` short SST test seeds that Algorithm 1 can expand."""
+def masked_seeds(n: int, max_tokens: int, masks: int, nlp) -> tuple[list[list[Masked]], dict]:
+    """Masked sentences of ``n`` short SST test seeds that Algorithm 1 can expand, and the
+    tag lexicon of the treebank plus every SST test sentence looked at."""
     trees = pd.read_parquet(PROCESSED / "ptb_trees.parquet")["tree"]
     grammar, cfg = induce_pcfg(trees), reference_cfg(trees)
     sst = pd.read_parquet(PROCESSED / "sst.parquet")
     texts = sst[sst["split"] == "test"]["text"].sample(frac=1.0, random_state=0)
     rng = np.random.default_rng(0)
     out: list[list[Masked]] = []
+    tagged = [gold_tags_words(t)[::-1] for t in trees]
     for doc in nlp.pipe(texts, batch_size=64):
         toks = [t for t in doc if not t.is_space]
+        tagged.append(([t.text for t in toks], [t.tag_ for t in toks]))
         if not 4 <= len(toks) <= max_tokens:
             continue
         parse = grammar.parse([t.tag_ for t in toks], [t.text for t in toks])
@@ -60,17 +67,17 @@ def masked_seeds(n: int, max_tokens: int, masks: int, nlp) -> list[list[Masked]]
             out.append(found)
             if len(out) == n:
                 break
-    return out
+    return out, tag_lexicon(tagged)
 
 
 def run(seeds: list[list[Masked]], model, nlp, polarity, k: int, keep: int,
-        batched: bool) -> tuple[float, Counter, list]:
+        batched: bool, tags: dict | None = None) -> tuple[float, Counter, list]:
     """Seconds, summed ``Expansions.report()`` counts, and the kept expansions per seed."""
     began = time.perf_counter()
     totals: Counter = Counter()
     kept = []
     for masked in seeds:
-        result = expand(masked, model, nlp, polarity, k, keep, batched=batched)
+        result = expand(masked, model, nlp, polarity, k, keep, batched=batched, tags=tags)
         totals.update(result.report())
         kept.append(list(result))
     return time.perf_counter() - began, totals, kept
@@ -90,35 +97,41 @@ def main() -> None:
     import torch
     torch.set_num_threads(args.threads)
     nlp = load_spacy("en_core_web_sm")
-    seeds = masked_seeds(args.seeds, args.max_tokens, args.masks, nlp)
+    seeds, tags = masked_seeds(args.seeds, args.max_tokens, args.masks, nlp)
     n_masked = sum(len(s) for s in seeds)
     n_two = sum(len(m.mask_positions) > 1 for s in seeds for m in s)
     model = load_fill_model(SMOLLM, offline=True)
     polarity = pd.read_parquet(PROCESSED / "word_polarity.parquet")
     run(seeds[:1], model, nlp, polarity, args.k, args.keep, True)  # warm-up (tables, caches)
 
-    best = {False: float("inf"), True: float("inf")}
+    sides = {"baseline: one score() call per candidate": (False, None),
+             "batched score() per seed": (True, None),
+             "batched + tag lexicon (pipeline)": (True, tags)}
+    best = dict.fromkeys(sides, float("inf"))
     counts, kept = {}, {}
     for _ in range(args.repeats):
-        for batched in (False, True):
-            secs, proposed, result = run(seeds, model, nlp, polarity, args.k, args.keep, batched)
-            best[batched] = min(best[batched], secs)
-            counts[batched], kept[batched] = proposed, result
-    same = [[(e.text, e.words) for e in s] for s in kept[False]] == \
-        [[(e.text, e.words) for e in s] for s in kept[True]]
+        for name, (batched, lexicon) in sides.items():
+            secs, proposed, result = run(seeds, model, nlp, polarity, args.k, args.keep,
+                                         batched, lexicon)
+            best[name] = min(best[name], secs)
+            counts[name], kept[name] = proposed, result
+    names = list(sides)
+    same = [[(e.text, e.words) for e in s] for s in kept[names[0]]] == \
+        [[(e.text, e.words) for e in s] for s in kept[names[1]]]
 
     print(f"{len(seeds)} seeds, {n_masked} masked sentences ({n_two} with two masks), "
           f"k={args.k}, keep={args.keep}; torch threads {args.threads}; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.1f}")
-    print(f"{'side':<44} {'seconds':>8} {'candidates':>10} {'cand/s':>8}")
-    for batched, name in ((False, "baseline: one score() call per candidate"),
-                          (True, "ours: batched score() per masked sentence")):
-        print(f"{name:<44} {best[batched]:8.2f} {counts[batched]['proposed']:10d} "
-              f"{counts[batched]['proposed'] / best[batched]:8.1f}")
-    print(f"ratio (baseline / ours): x{best[False] / best[True]:.2f}; "
-          f"same expansions kept: {same}; kept {sum(len(s) for s in kept[True])} expansions")
-    print("validation counts: " + ", ".join(f"{key} {val}" for key, val in counts[True].items()))
+    print(f"{'side':<36} {'seconds':>8} {'candidates':>10} {'cand/s':>7} {'valid':>6} "
+          f"{'valid/s':>8}")
+    for name in names:
+        c = counts[name]
+        print(f"{name:<36} {best[name]:8.2f} {c['proposed']:10d} "
+              f"{c['proposed'] / best[name]:7.1f} {c['valid']:6d} {c['valid'] / best[name]:8.2f}")
+    print(f"time ratio baseline / batched: x{best[names[0]] / best[names[1]]:.2f} (same "
+          f"expansions kept: {same}); valid/s, pipeline vs baseline: x"
+          f"{(counts[names[2]]['valid'] / best[names[2]]) / (counts[names[0]]['valid'] / best[names[0]]):.2f}")
 
 
 if __name__ == "__main__":

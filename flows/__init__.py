@@ -7,4 +7,7 @@ runs one with the run's name, tags, seed and task runner.
 STAGES: dict[str, str] = {
     "data": "flows.data:data_flow",
     "contrastive": "flows.contrastive:contrastive_flow",
+    "train-sentiment": "flows.train_sentiment:train_sentiment_flow",
+    "capabilities": "flows.capabilities:capabilities_flow",
+    "consistency": "flows.consistency:consistency_flow",
 }

@@ -115,7 +115,8 @@ def capabilities_flow(params: Params, root: str) -> dict:
     tables = {m.model_id: report.table3(results[results["model_id"] == m.model_id],
                                         [s.id for s in specs], c.bootstrap, params.seed)
               for m in models}
-    io.write_json(reports / "metrics.json", _metrics(tables, suite, pcfg, curve))
+    io.write_json(workspace.reports / "capabilities-metrics.json",
+                  _metrics(tables, suite, pcfg, curve))
     return {"cases": len(suite), "seeds": int((suite["kind"] == "seed").sum()),
             "expansions": int((suite["kind"] == "expansion").sum()),
             "flow_run_id": str(flow_run.id)}

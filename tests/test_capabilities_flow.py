@@ -102,7 +102,7 @@ def test_checklist_coverage_and_metrics(capabilities_run) -> None:
     assert sorted(curve["size"].unique())[0] == 4  # sizes above the smaller suite are dropped
     assert curve["boundcov"].between(0, 1).all() and curve["sactcov"].between(0, 1).all()
     assert (reports / "s2lct-figure4-coverage.png").stat().st_size > 5000
-    metrics = json.loads((reports / "metrics.json").read_text())
+    metrics = json.loads((workspace.reports / "capabilities-metrics.json").read_text())
     assert 0.3 < metrics["pcfg_bracket_f1"] <= 1.0
     assert set(metrics) >= {"lingtest/minilm-sst2", "vader", "coverage_at_largest_size"}
 

@@ -146,3 +146,21 @@ def test_fill_model_kind_and_offline_error():
         fill_kind("sentence-transformers/all-MiniLM-L6-v2")
     with pytest.raises(LingtestError, match="bert-base-uncased.*missing"):
         load_fill_model("bert-base-uncased", offline=True)
+
+
+def test_batched_next_words_match_one_prefix_at_a_time(lm):
+    prefixes = ["Or both", "The movie was", "", "I think that the"]
+    batched = lm.next_token_candidates_batch(prefixes, k=5, batch_size=3)
+    for prefix, found in zip(prefixes, batched):
+        single = lm.next_token_candidates(prefix, k=5)
+        assert [w for w, _ in found] == [w for w, _ in single]
+        assert [lp for _, lp in found] == pytest.approx([lp for _, lp in single], abs=1e-3)
+
+
+def test_tag_lexicon_narrows_proposals_to_the_masked_tag(lm, or_both):
+    # the model's own top 30 after "Or both": call two of them plural nouns, the rest verbs
+    top = [w for w, _ in lm.next_token_candidates("Or both", k=30)]
+    plural = {top[12], top[25]}
+    tags = {w.lower(): frozenset({"NNS"} if w in plural else {"VBP"}) for w in top}
+    found = propose(or_both, lm, 3, tags=tags)
+    assert {c.words[0] for c in found} == plural  # found below the unfiltered top 3

@@ -49,7 +49,7 @@ class ModelsParams(Section):
 
 class RuntimeParams(Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: int = Field(2, ge=1, description="torch intra-op threads")
+    threads: int = Field(1, ge=1, description="torch intra-op threads")
     task_runner: Literal["threads", "dask"] = "threads"
     max_workers: int = Field(2, ge=1, description="concurrent Prefect tasks")
     dask_address: str | None = Field(None, description="dask scheduler; null: a local cluster")
@@ -92,11 +92,21 @@ class ContrastiveParams(Section):
     alpha: float = Field(0.05, gt=0, lt=1)
 
 
+class TrainSentimentParams(Section):
+    """Fine-tuning the packaged MiniLM on SST-2 (the ``train-sentiment`` stage)."""
+
+    epochs: int = Field(1, ge=1, description="1 epoch reaches ~87% SST-2 test accuracy")
+    batch_size: int = Field(32, ge=1)
+    lr: float = Field(5e-5, gt=0)
+    max_train: int | None = Field(None, ge=1, description="seeded cap on training sentences")
+    max_test: int | None = Field(None, ge=1, description="seeded cap on test sentences")
+
+
 class CapabilitiesParams(Section):
     """S²LCT: specifications, seed search, parsing, expansion, models under test (Method 1)."""
 
-    specs_dir: str = Field("tasks/capabilities/specs",
-                           description="folder of capability specification files (YAML)")
+    specs_dir: str | None = Field(
+        None, description="folder of capability specification files (YAML); null: built-in")
     capabilities: list[str] | None = Field(None, description="LC ids to run; null: every spec")
     seeds_per_lc: int = Field(50, ge=1, description="seeds sampled per capability")
     word_sentiment: Literal["lexicon", "sentiwordnet"] = Field(
@@ -113,6 +123,49 @@ class CapabilitiesParams(Section):
     models: list[str] = Field(
         default_factory=lambda: ["lingtest/minilm-sst2", "vader"],
         description="sentiment models under test")
+    bootstrap: int = Field(1000, ge=100, description="resamples of the 95% failure-rate CIs")
+    checklist_max_examples: int | None = Field(
+        200, ge=1, description="CheckList examples per test (seeded sample); null: all")
+    coverage_sizes: list[int] = Field(
+        default_factory=lambda: [50, 100, 200, 400, 800],
+        description="equal suite sizes of the coverage curve (capped at the smaller suite)")
+    coverage_repeats: int = Field(3, ge=1, description="random samples averaged per size")
+    coverage_max_train: int | None = Field(
+        None, ge=1, description="SST-2 training sentences that set the activation bounds")
+    batch_size: int = Field(64, ge=1, description="sentences per model call")
+    train_sentiment: TrainSentimentParams = Field(default_factory=TrainSentimentParams)
+
+
+GENERATORS = ("builtin", "pict", "acts", "cagen")
+
+
+class ConsistencyParams(Section):
+    """KomMKonLLM: questions, IPMs, covering arrays, LLMs, prompts, store (Method 4)."""
+
+    questions: str | None = Field(
+        None, description="a JSONL file of BoolQ-style questions; null: the default set")
+    n_questions: int = Field(
+        3, ge=0, description="BoolQ validation questions (seeded sample) added to KomMKonLLM's")
+    max_values: int = Field(2, ge=1, description="values per word: itself + WordNet synonyms")
+    strength: int = Field(2, ge=1, description="t of the covering arrays")
+    generator: Literal[GENERATORS] = "builtin"  # type: ignore[valid-type]
+    generator_binary: str | None = Field(
+        None, description="path of the external generator; null: look it up on PATH")
+    llms: list[str] = Field(
+        default_factory=lambda: ["HuggingFaceTB/SmolLM2-135M-Instruct"],
+        description="LLM specs: a hub/packaged id, ollama:<model>, openai:<model>")
+    prompt_prefix: str = ""
+    prompt_suffix: str = "Return a JSON Boolean."
+    max_new_tokens: int = Field(16, ge=1)
+    temperature: float = Field(0.0, ge=0, description="HTTP backends; the local one is greedy")
+    timeout_s: float = Field(60.0, gt=0, description="per HTTP request")
+    retries: int = Field(3, ge=0, description="extra attempts after a failed HTTP call")
+    backoff_s: float = Field(1.0, ge=0, description="first retry delay (doubles)")
+    concurrency: int = Field(4, ge=1, description="parallel HTTP requests")
+    batch_size: int = Field(8, ge=1, description="prompts per local forward pass")
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL; null: sqlite:///<root>/data/consistency/results.sqlite")
+    bootstrap: int = Field(1000, ge=0, description="resamples of the 95% CIs (0: none)")
 
 
 class Params(Section):
@@ -123,6 +176,7 @@ class Params(Section):
     runtime: RuntimeParams = Field(default_factory=RuntimeParams)
     contrastive: ContrastiveParams = Field(default_factory=ContrastiveParams)
     capabilities: CapabilitiesParams = Field(default_factory=CapabilitiesParams)
+    consistency: ConsistencyParams = Field(default_factory=ConsistencyParams)
 
     def section_hash(self, *sections: str) -> str:
         """Short hash of the named sections (all when none): keys caches and run tags."""

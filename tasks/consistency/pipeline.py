@@ -1,0 +1,336 @@
+"""Prefect tasks of the ``consistency`` stage (KomMKonLLM): questions, IPMs, covering arrays,
+derived prompts, the result store, LLM calls and the oracle. The plain functions live beside
+this module (``ipm``, ``covering``, ``store``, ``oracle``, ``metrics``); these tasks wrap them
+with caching, logging and file outputs.
+
+Files (``data/interim/consistency``):
+
+- ``questions.parquet``: the questions of the run (``questions`` table columns, plus
+  ``store_id`` = ``<question_id>:<sha256(question, answer)[:10]>``, the id in the database:
+  two user files that both number their questions ``user-00`` must not share answers);
+- ``ipm/<question_id>.json``: each question's IPM (``IPM.to_json``);
+- ``ca/ca-<question_id>.csv``: each covering array in KomMKonLLM's format (row 0 = original);
+- ``queries.parquet``: one row per covering-array row: question_id, store_id, array_row,
+  row_values, derived_text, prompt;
+- ``results.parquet``: the run's results (``report.RESULT_EXPORT`` columns).
+
+Resume: queries, responses and verdicts live in the database (``store.py``). A model is
+keyed by its spec plus an *identity* computed without loading it (spec, settings, prompt
+settings, resolved local revision); when the database already holds a key with that identity
+and nothing is pending for this run's prompts, the model is never loaded.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.logging import get_run_logger
+from sqlalchemy import select
+
+from tasks.consistency import covering, oracle
+from tasks.consistency.ipm import IPM, build_ipms, derive_prompt
+from tasks.consistency.store import open_store, redact
+from tasks.consistency.store_schema import Model
+from tasks.core import io
+from tasks.core.caching import ContentKey
+from tasks.core.config import ConsistencyParams, Params
+from tasks.core.errors import LingtestError
+from tasks.core.paths import Workspace
+
+DEFAULT_DATABASE = "data/consistency/results.sqlite"
+IPM_MODULES = ("tasks.consistency.ipm", "tasks.text.lexicon_lookup", "tasks.text.mutations")
+CA_MODULES = ("tasks.consistency.covering", "tasks.consistency.external")
+QUERY_COLUMNS = ["question_id", "store_id", "array_row", "row_values", "derived_text", "prompt"]
+
+
+# ------------------------------------------------------------------ inputs and settings
+
+def database_url(c: ConsistencyParams, workspace: Workspace) -> str:
+    """``consistency.database_url``, else the SQLite file under ``data/consistency``."""
+    if c.database_url:
+        return c.database_url
+    return f"sqlite:///{(workspace.root / DEFAULT_DATABASE).resolve()}"
+
+
+def questions_input(c: ConsistencyParams, workspace: Workspace) -> str:
+    """The file the questions come from: the user's JSONL, or the processed table."""
+    if c.questions:
+        path = Path(c.questions).expanduser()
+        path = path if path.is_absolute() else workspace.root / path
+        if not path.is_file():
+            raise LingtestError(f"consistency.questions: {path} does not exist; give a JSONL "
+                                "file of {\"question\", \"answer\", \"passage\"} records, or "
+                                "null for the default set")
+        return str(path)
+    path = workspace.processed / "questions.parquet"
+    if not path.is_file():
+        raise LingtestError(f"{path} is missing: run `lingtest run data` (or `dvc repro data`)")
+    return str(path)
+
+
+def llm_settings(params: Params) -> dict:
+    """The ``LLMSettings`` fields of the run (the LLM seed is the run's seed)."""
+    c = params.consistency
+    return {"max_new_tokens": c.max_new_tokens, "temperature": c.temperature,
+            "seed": params.seed, "system": None, "timeout_s": c.timeout_s,
+            "retries": c.retries, "backoff_s": c.backoff_s, "concurrency": c.concurrency,
+            "offline": params.models.offline, "device": params.runtime.device,
+            "batch_size": c.batch_size}
+
+
+def prompt_settings(c: ConsistencyParams) -> dict:
+    return {"prompt_prefix": c.prompt_prefix, "prompt_suffix": c.prompt_suffix}
+
+
+def store_id(question_id: str, question: str, answer: bool) -> str:
+    digest = hashlib.sha256(f"{question}\x1f{bool(answer)}".encode()).hexdigest()[:10]
+    return f"{question_id}:{digest}"
+
+
+def slug(text: str) -> str:
+    """Lower-case letters, digits and dashes (artifact keys, file names)."""
+    out = "".join(ch if ch.isalnum() and ch.isascii() else "-" for ch in text.lower())
+    return "-".join(part for part in out.split("-") if part)
+
+
+# ------------------------------------------------------------------ questions → queries
+
+@task(name="select-questions", cache_policy=NO_CACHE)
+def select_questions(path: str, user_file: bool, n_questions: int, seed: int) -> pd.DataFrame:
+    """The user's questions, or KomMKonLLM's 27 plus a seeded sample of BoolQ validation."""
+    from tasks.data.questions import read_questions_jsonl
+
+    if user_file:
+        frame = read_questions_jsonl(path, source="user")
+    else:
+        table = pd.read_parquet(path)
+        komm = table[table["source"] == "kommkonllm"]
+        boolq = table[table["source"] == "boolq"]
+        sample = boolq.sample(min(n_questions, len(boolq)), random_state=seed)
+        frame = pd.concat([komm, sample.sort_values("question_id")], ignore_index=True)
+    frame = frame.reset_index(drop=True)
+    frame["store_id"] = [store_id(q, t, a) for q, t, a in
+                         zip(frame["question_id"], frame["question"], frame["answer"])]
+    get_run_logger().info("questions: %s", frame.groupby("source").size().to_dict())
+    return frame
+
+
+@task(name="build-ipms", persist_result=True,
+      cache_policy=ContentKey(values=("questions", "max_values", "spacy_model", "offline",
+                                      "nltk_data"),
+                              modules=IPM_MODULES, version="1"))
+def ipms_task(questions: list[tuple[str, str]], max_values: int, spacy_model: str,
+              offline: bool, nltk_data: str) -> list[dict]:
+    """IPMs (as ``IPM.to_json`` dicts) of (question_id, question) pairs: spaCy + WordNet."""
+    from tasks.models.nlp import load_spacy
+    from tasks.text.wordnet import wordnet
+
+    frame = pd.DataFrame(questions, columns=["question_id", "question"])
+    ipms = build_ipms(frame, load_spacy(spacy_model, offline=offline), wordnet(nltk_data),
+                      max_values)
+    return [ipm.to_json() for ipm in ipms]
+
+
+@task(name="covering-array", persist_result=True,
+      task_run_name="covering-array-{question_id}",
+      cache_policy=ContentKey(values=("levels", "strength", "seed", "generator", "binary"),
+                              modules=CA_MODULES, version="1"))
+def covering_task(question_id: str, levels: list[int], strength: int, seed: int,
+                  generator: str, binary: str | None) -> np.ndarray:
+    """A checked covering array over the IPM's levels (row 0: the original question)."""
+    return covering.covering_array(levels, strength, seed, generator, binary)
+
+
+def write_models(ipms: list[IPM], arrays: list[np.ndarray], out: Path) -> None:
+    """``ipm/<id>.json`` and ``ca/ca-<id>.csv`` per question; stale files of earlier runs go."""
+    keep = {ipm.question_id for ipm in ipms}
+    for folder, pattern, stem in ((out / "ipm", "*.json", lambda p: p.stem),
+                                  (out / "ca", "ca-*.csv", lambda p: p.stem[3:])):
+        if folder.is_dir():
+            for path in folder.glob(pattern):
+                if stem(path) not in keep:
+                    path.unlink()
+    for ipm, array in zip(ipms, arrays):
+        io.write_json(out / "ipm" / f"{ipm.question_id}.json", ipm.to_json())
+        io.write_text(out / "ca" / f"ca-{ipm.question_id}.csv", covering.ca_csv_text(array))
+
+
+def derive_queries(questions: pd.DataFrame, ipms: list[IPM], arrays: list[np.ndarray],
+                   prefix: str, suffix: str) -> pd.DataFrame:
+    """One row per covering-array row: the derived question and the prompt sent for it."""
+    ids = dict(zip(questions["question_id"], questions["store_id"]))
+    rows = []
+    for ipm, array in zip(ipms, arrays):
+        for index, values in enumerate(np.asarray(array).tolist()):
+            text = ipm.derive(values)
+            rows.append((ipm.question_id, ids[ipm.question_id], index, values, text,
+                         derive_prompt(text, prefix, suffix)))
+    return pd.DataFrame(rows, columns=QUERY_COLUMNS)
+
+
+# ------------------------------------------------------------------ store
+
+@task(name="record-queries", cache_policy=NO_CACHE)
+def record_queries(url: str, questions_path: str, queries_path: str, run_params: dict,
+                   seed: int, commit: str) -> int:
+    """Upsert questions and queries; open a run record. Returns the run id."""
+    questions = pd.read_parquet(questions_path)
+    queries = pd.read_parquet(queries_path)
+    with open_store(url) as store:
+        store.upsert_questions(questions.assign(question_id=questions["store_id"]))
+        store.add_queries(queries.assign(question_id=queries["store_id"]))
+        run_id = store.start_run(run_params, seed, commit)
+    get_run_logger().info("database %s: run %d, %d questions, %d array rows, %d distinct "
+                          "prompts", redact(url), run_id, len(questions), len(queries),
+                          queries[["store_id", "prompt"]].drop_duplicates().shape[0])
+    return run_id
+
+
+@task(name="finish-run", cache_policy=NO_CACHE)
+def finish_run(url: str, run_id: int, status: str) -> None:
+    with open_store(url) as store:
+        store.finish_run(run_id, status)
+
+
+# Settings that change a backend's answers; timeouts, retries and concurrency do not, so
+# changing them must not re-send anything.
+ANSWER_SETTINGS = {"hf": ("max_new_tokens", "system", "batch_size", "device"),
+                   "http": ("max_new_tokens", "temperature", "seed", "system")}
+
+
+def identity(spec: str, settings: dict, prompts: dict) -> str:
+    """What fixes a model's answers, known without loading it: spec, the settings that
+    change answers, prompt settings and, for a local model, the resolved revision (package
+    version / file hash)."""
+    from tasks.models.llm import _split_spec
+
+    prefix, name = _split_spec(spec.strip())
+    kind = "hf" if prefix == "hf" else "http"
+    revision = None
+    if kind == "hf":
+        from tasks.models.registry import resolve
+
+        res = resolve(name, "causal_lm", offline=settings["offline"])
+        revision = [res.source, res.revision, res.gguf_file]
+    text = json.dumps({"spec": spec, "prompt": prompts, "revision": revision,
+                       "settings": {k: settings[k] for k in ANSWER_SETTINGS[kind]}},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def known_model_key(store, spec: str, ident: str) -> int | None:
+    """The newest model key of ``spec`` recorded under ``ident``, else None."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(Model.id, Model.params).where(Model.model_id == spec)).all()
+    keys = [key for key, params in rows if (params or {}).get("identity") == ident]
+    return max(keys) if keys else None
+
+
+def _pending(store, model_key: int, queries: pd.DataFrame) -> pd.DataFrame:
+    """The run's distinct prompts that ``model_key`` has not answered (older queries of the
+    same questions, from other settings, are not this run's business)."""
+    pending = store.pending(model_key, queries["store_id"].unique().tolist())
+    wanted = queries[["store_id", "prompt"]].drop_duplicates()
+    return pending.merge(wanted, left_on=["question_id", "prompt"],
+                         right_on=["store_id", "prompt"]).drop(columns="store_id")
+
+
+@task(name="check-model", cache_policy=NO_CACHE, task_run_name="check-{spec}")
+def check_model(url: str, spec: str, ident: str, queries_path: str) -> dict:
+    """Known key and pending count for ``spec`` without loading it."""
+    queries = pd.read_parquet(queries_path)
+    total = queries[["store_id", "prompt"]].drop_duplicates().shape[0]
+    with open_store(url) as store:
+        key = known_model_key(store, spec, ident)
+        pending = total if key is None else len(_pending(store, key, queries))
+    return {"model_key": key, "pending": pending, "total": total}
+
+
+@task(name="answer-pending", cache_policy=NO_CACHE, task_run_name="answer-{spec}")
+def answer_pending(url: str, spec: str, ident: str, settings: dict, prompts: dict,
+                   queries_path: str, run_id: int) -> dict:
+    """Load the backend, register its parameters, send what is pending in batches and save
+    each batch before the next (an interrupted run resumes where it stopped)."""
+    from tasks.models.llm import LLMSettings, load_llm
+
+    logger = get_run_logger()
+    queries = pd.read_parquet(queries_path)
+    backend = load_llm(spec, LLMSettings(**settings))
+    params = {**backend.parameters(), **prompts, "identity": ident}
+    sent = errors = 0
+    with open_store(url) as store:
+        key = store.upsert_model(spec, params)
+        pending = _pending(store, key, queries)
+        total = queries[["store_id", "prompt"]].drop_duplicates().shape[0]
+        logger.info("%s (model key %d): %d of %d prompts pending, %d already answered",
+                    spec, key, len(pending), total, total - len(pending))
+        chunk = max(settings["batch_size"], settings["concurrency"])
+        for start in range(0, len(pending), chunk):
+            batch = pending.iloc[start:start + chunk]
+            answers = backend.answer(batch["prompt"].tolist())
+            store.save_responses(run_id, key, [
+                {"query_id": int(q), "text": a.text, "error": a.error,
+                 "latency_s": a.latency_s, "attempts": a.attempts}
+                for q, a in zip(batch["query_id"], answers)])
+            sent += len(batch)
+            errors += sum(a.error is not None for a in answers)
+            logger.info("%s: %d / %d sent (%d failed)", spec, sent, len(pending), errors)
+    close = getattr(backend, "close", None)
+    if callable(close):
+        close()
+    return {"model_key": key, "sent": sent, "errors": errors, "total": total}
+
+
+@task(name="judge", cache_policy=NO_CACHE)
+def judge(url: str) -> int:
+    """The oracle reads every response it has not read yet; returns how many."""
+    with open_store(url) as store:
+        todo = store.unjudged(oracle.ORACLE_VERSION)
+        rows = []
+        for r in todo.itertuples(index=False):
+            parsed = oracle.parse_answer(r.raw_text)
+            rows.append({"response_id": r.response_id, "parsed": parsed,
+                         "correct": parsed == ("true" if r.expected else "false")})
+        store.save_verdicts(rows, oracle.ORACLE_VERSION)
+    get_run_logger().info("oracle %s: judged %d new responses", oracle.ORACLE_VERSION, len(rows))
+    return len(rows)
+
+
+def model_record(url: str, model_key: int) -> dict:
+    """The parameters stored for a model key."""
+    with open_store(url) as store, store.engine.connect() as conn:
+        row = conn.execute(select(Model.model_id, Model.params)
+                           .where(Model.id == model_key)).one()
+    return {"model_id": row[0], "model_key": model_key, **(row[1] or {})}
+
+
+@task(name="collect-results", cache_policy=NO_CACHE)
+def collect_results(url: str, model_keys: list[int], queries_path: str) -> pd.DataFrame:
+    """One row per model × covering-array row of this run, with the oracle's reading."""
+    queries = pd.read_parquet(queries_path)
+    with open_store(url) as store:
+        results = store.results(model_keys, queries["store_id"].unique().tolist(),
+                                oracle.ORACLE_VERSION)
+        counts = store.counts()
+    wanted = queries[["question_id", "store_id", "array_row", "prompt"]]
+    results = (results.rename(columns={"question_id": "store_id"})
+               .merge(wanted, on=["store_id", "array_row", "prompt"])
+               .drop_duplicates(["model_key", "store_id", "array_row"])
+               .sort_values(["model_key", "question_id", "array_row"], ignore_index=True))
+    results["row_values"] = [json.dumps([int(v) for v in values])
+                             for values in results["row_values"]]
+    get_run_logger().info("database rows: %s", counts)
+    return results
+
+
+def settings_record(settings: dict) -> dict:
+    """The settings as the store would see them (for reports)."""
+    from tasks.models.llm import LLMSettings
+
+    return dataclasses.asdict(LLMSettings(**settings))

@@ -1,0 +1,212 @@
+"""The ``consistency`` stage end to end on two questions with the packaged SmolLM2, resume
+after lost and failed responses, and the report functions on a hand-made results table."""
+from __future__ import annotations
+
+import json
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+import pytest
+from sqlalchemy import delete, select
+
+from flows.stage import run_stage
+from tasks.consistency import report
+from tasks.consistency.covering import read_ca_csv
+from tasks.consistency.store import open_store
+from tasks.consistency.store_schema import Response, Verdict
+from tasks.core.config import load_params
+from tasks.core.io import sha256_file
+from tasks.models.llm import LLMResponse
+
+MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+QUESTIONS = [
+    {"question": "Can you ski in winter in Styria?", "answer": True, "passage": ""},
+    {"question": "Is the old car red?", "answer": False},
+]
+SMALL = ["consistency.max_values=2", "consistency.strength=2", "consistency.max_new_tokens=8",
+         "consistency.bootstrap=200"]
+
+
+@pytest.fixture(scope="module")
+def consistency_run(data_project, tmp_path_factory):
+    workspace, overrides = data_project
+    path = tmp_path_factory.mktemp("questions") / "two.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")
+    params = load_params(workspace.root, overrides + SMALL + [f"consistency.questions={path}"])
+    first = run_stage("consistency", params, workspace)
+    url = f"sqlite:///{workspace.root / 'data' / 'consistency' / 'results.sqlite'}"
+    return workspace, params, first, url, path
+
+
+def _arrays(workspace) -> dict[str, np.ndarray]:
+    folder = workspace.interim / "consistency" / "ca"
+    return {p.stem[3:]: read_ca_csv(p) for p in sorted(folder.glob("ca-*.csv"))}
+
+
+@pytest.mark.slow
+def test_queries_responses_verdicts_and_reports(consistency_run) -> None:
+    workspace, _, first, url, path = consistency_run
+    arrays = _arrays(workspace)
+    assert sorted(arrays) == ["user-00", "user-01"]
+    for question_id, array in arrays.items():
+        assert not array[0].any()  # row 0: the original question
+        ipm = json.loads((workspace.interim / "consistency" / "ipm" /
+                          f"{question_id}.json").read_text())
+        assert array.shape[1] == len(ipm["parameters"])
+        assert all(len(p["values"]) <= 2 for p in ipm["parameters"])
+    rows = sum(len(a) for a in arrays.values())
+    queries = pd.read_parquet(workspace.interim / "consistency" / "queries.parquet")
+    assert len(queries) == rows and rows > 2
+    assert queries["prompt"].str.endswith(" Return a JSON Boolean.").all()
+    distinct = queries[["store_id", "prompt"]].drop_duplicates().shape[0]
+    with open_store(url) as store:
+        counts = store.counts()
+    assert counts["query_rows"] == rows
+    assert counts["queries"] == distinct
+    assert counts["responses"] == distinct == first["sent"]
+    assert counts["verdicts"] == counts["responses"]
+    assert first["array_rows"] == rows and first["errors"] == 0
+
+    reports = workspace.reports / "consistency"
+    summary = pd.read_csv(reports / "kommkonllm-summary.csv")
+    assert summary["model_id"].tolist() == [MODEL]
+    assert summary.loc[0, "n_queries"] == rows
+    assert summary.loc[0, "n_answered"] == rows
+    assert 0 <= summary.loc[0, "undefined_rate"] <= 1
+    results = pd.read_csv(reports / "results.csv")
+    assert len(results) == rows
+    assert set(results["parsed"]) <= {"true", "false", "undefined"}
+    assert results["raw_text"].notna().all()
+    table4 = pd.read_csv(reports / "kommkonllm-table4.csv")
+    assert len(table4) == rows and MODEL in table4.columns
+    assert table4.loc[table4["row"] == 0, "derived question"].tolist() == [
+        q["question"] for q in QUESTIONS]
+    questions = pd.read_csv(reports / "kommkonllm-questions.csv")
+    assert sorted(questions["question_id"]) == ["user-00", "user-01"]
+    md = (reports / "kommkonllm-summary.md").read_text()
+    assert "## Provenance" in md and "SmolLM2-135M-Instruct (Q4_1 GGUF" in md
+    assert sha256_file(path)[:16] in md and "seed" in md
+    assert (reports / "kommkonllm-figure.png").stat().st_size > 5000
+    metrics = json.loads((workspace.reports / "consistency-metrics.json").read_text())
+    assert metrics["models"][MODEL]["prompts_total"] == distinct
+    assert metrics["prompts_sent_now"] == distinct
+
+
+@pytest.mark.slow
+def test_second_run_sends_nothing(consistency_run) -> None:
+    workspace, params, _, url, _ = consistency_run
+    with open_store(url) as store:
+        before = store.counts()
+    results = workspace.interim / "consistency" / "results.parquet"
+    old = pd.read_parquet(results)
+    second = run_stage("consistency", params, workspace)
+    assert second["sent"] == 0 and second["sent_by_model"] == {MODEL: 0}
+    with open_store(url) as store:
+        after = store.counts()
+    assert after["responses"] == before["responses"]
+    assert after["runs"] == before["runs"] + 1
+    pd.testing.assert_frame_equal(old, pd.read_parquet(results))
+
+
+class Recorder:
+    """The real backend, recording what is sent; the first prompt sent fails once."""
+
+    sent: ClassVar[list[str]] = []
+    failures: ClassVar[list[int]] = [1]
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.model_id = backend.model_id
+
+    def parameters(self) -> dict:
+        return self.backend.parameters()
+
+    def answer(self, prompts: list[str]) -> list[LLMResponse]:
+        Recorder.sent += prompts
+        if not Recorder.failures[0]:
+            return self.backend.answer(prompts)
+        Recorder.failures[0] -= 1
+        return [LLMResponse(None, "simulated timeout", 0.0, 4), *self.backend.answer(prompts[1:])]
+
+
+@pytest.mark.slow
+def test_resume_sends_only_lost_and_failed_prompts(consistency_run, monkeypatch) -> None:
+    workspace, params, _, url, _ = consistency_run
+    from tasks.models import llm
+
+    real = llm.load_llm
+    monkeypatch.setattr(llm, "load_llm", lambda spec, settings: Recorder(real(spec, settings)))
+    results = pd.read_parquet(workspace.interim / "consistency" / "results.parquet")
+    key = int(results["model_key"].iloc[0])
+    distinct = results[["question_id", "prompt"]].drop_duplicates().shape[0]
+    with open_store(url) as store:
+        with store.engine.begin() as conn:
+            lost = [r[0] for r in conn.execute(
+                select(Response.id).order_by(Response.id.desc()).limit(3))]
+            conn.execute(delete(Verdict).where(Verdict.response_id.in_(lost)))
+            conn.execute(delete(Response).where(Response.id.in_(lost)))
+        pending = store.pending(key)
+    assert len(pending) == 3
+
+    Recorder.sent = []
+    third = run_stage("consistency", params, workspace)
+    assert sorted(Recorder.sent) == sorted(pending["prompt"])  # only the lost ones
+    assert third["sent"] == 3 and third["errors"] == 1
+    summary = pd.read_csv(workspace.reports / "consistency" / "kommkonllm-summary.csv")
+    assert summary.loc[0, "n_errors"] == 1 and summary.loc[0, "n_answered"] == len(results) - 1
+
+    Recorder.sent = []
+    fourth = run_stage("consistency", params, workspace)
+    assert len(Recorder.sent) == 1 and fourth["sent"] == 1  # the failed prompt, once more
+    assert fourth["errors"] == 0
+    with open_store(url) as store:
+        assert store.pending(key).empty
+        counts = store.counts()
+    # every prompt answered once, plus the failed call kept on record
+    assert counts["responses"] == distinct + 1
+    assert counts["verdicts"] == distinct
+
+
+def test_report_functions_on_a_hand_made_table(tmp_path) -> None:
+    rows = []
+    for model, answers in {"m-good": ["true", "true", "false", "false"],
+                           "m-bad": ["true", "undefined", "true", None]}.items():
+        for (question, row, expected), parsed in zip(
+                [("q1", 0, True), ("q1", 1, True), ("q2", 0, False), ("q2", 1, False)], answers):
+            rows.append({"model_id": model, "model_key": 1, "question_id": question,
+                         "array_row": row, "row_values": "[0]", "derived_text": f"{question}/{row}",
+                         "prompt": f"{question}/{row}?", "expected": expected,
+                         "raw_text": None if parsed is None else parsed,
+                         "error": "timeout" if parsed is None else None, "parsed": parsed,
+                         "correct": None if parsed is None else parsed == str(expected).lower()})
+    results = pd.DataFrame(rows)
+    table = report.summary(results, n_boot=50, seed=0).set_index("model_id")
+    assert table.loc["m-good", ["n_queries", "n_answered", "n_undefined", "n_errors"]].tolist() \
+        == [4, 4, 0, 0]
+    assert table.loc["m-bad", ["n_queries", "n_answered", "n_undefined", "n_errors"]].tolist() \
+        == [4, 3, 1, 1]
+    assert table.loc["m-good", "accuracy"] == 1.0 and table.loc["m-good", "f1"] == 1.0
+    # m-bad: q1 row 1 undefined vs original true; q2 row 1 failed, so no pair to compare
+    assert table.loc["m-bad", "consistency"] == 0.0
+    assert table.loc["m-bad", "undefined_rate"] == pytest.approx(1 / 3)
+    assert table.loc["m-good", "accuracy_lo"] <= 1.0 <= table.loc["m-good", "accuracy_hi"]
+
+    table4 = report.table4(results)
+    assert list(table4.columns) == ["question_id", "row", "derived question", "m-bad", "m-good"]
+    assert table4["m-good"].tolist() == ["true", "true", "false", "false"]
+    assert table4["m-bad"].isna().sum() == 1
+
+    questions = pd.DataFrame({"question_id": ["q1", "q2"], "source": "user",
+                              "question": ["Q one?", "Q two?"]})
+    per_question = report.question_table(results, questions)
+    assert len(per_question) == 4 and set(per_question["question"]) == {"Q one?", "Q two?"}
+
+    png = report.chart(table.reset_index(), tmp_path / "chart.png", "hand-made")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    metrics = report.metrics_json(table.reset_index(), {"m-bad": 2}, {"m-bad": 4, "m-good": 4})
+    assert metrics["prompts_sent_now"] == 2
+    assert metrics["models"]["m-good"]["prompts_sent_now"] == 0
+    assert metrics["models"]["m-bad"]["n_errors"] == 1
+    exported = report.export(results)
+    assert list(exported.columns) == report.RESULT_EXPORT and len(exported) == 8
