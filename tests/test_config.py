@@ -23,7 +23,7 @@ def project(tmp_path: Path) -> Path:
 def test_defaults_load_offline_on_two_cores(project: Path) -> None:
     params = load_params(project)
     assert params.seed == 42 and params.profile == "default"
-    assert params.models.offline is True and params.runtime.threads == 2
+    assert params.models.offline is True and params.runtime.threads == 1
     assert "sst" in params.data.assets
 
 
@@ -62,7 +62,7 @@ def test_invalid_yaml_names_file_and_line(project: Path) -> None:
 def test_paper_profile_merges_over_defaults(project: Path) -> None:
     params = load_params(project, profile="paper")
     assert params.profile == "paper" and params.models.offline is False
-    assert params.runtime.threads == 2  # untouched sections keep their defaults
+    assert params.runtime.threads == 1  # untouched sections keep their defaults
     assert load_params(project, ["profile=paper"]).models.offline is False
 
 
