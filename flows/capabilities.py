@@ -167,8 +167,8 @@ def _publish(params: Params, specs: list, suite: pd.DataFrame, results: pd.DataF
     c, notes = params.capabilities, substitutes(params)
     lcs = [s.id for s in specs]
     titles = pd.DataFrame({"capability": lcs, "title": [s.capability for s in specs]})
-    counts = titles.merge(seed_counts, on="capability").merge(pd.DataFrame(fill_stats),
-                                                              on="capability")
+    fill = pd.DataFrame(fill_stats).drop(columns="cases")  # = seed_counts' cases
+    counts = titles.merge(seed_counts, on="capability").merge(fill, on="capability")
     publish_table("s2lct-suite", counts,
                   "S²LCT suite: SST matches, seeds and expansion statistics per capability",
                   reports, provenance=provenance, notes=notes)
