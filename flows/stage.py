@@ -39,6 +39,9 @@ def task_runner(params: Params):
 def run_stage(stage: str, params: Params, workspace: Workspace) -> Any:
     """Run ``stage``'s flow, named and tagged by stage, parameter hash and git commit."""
     from prefect import tags
+    from prefect.logging import get_logger
+
+    from tasks.core.flow_runs import mark_orphaned_runs_crashed, process_tag
 
     flow = load_flow(stage)
     seed_everything(params.seed)
@@ -49,6 +52,10 @@ def run_stage(stage: str, params: Params, workspace: Workspace) -> Any:
         flow_run_name=f"{stage}-{params_hash[:8]}-{commit}",
         task_runner=task_runner(params),
     )
+    crashed = mark_orphaned_runs_crashed(f"stage:{stage}")
+    if crashed:
+        get_logger("lingtest").warning("marked %d flow run(s) of a killed process as Crashed: %s",
+                                       len(crashed), ", ".join(crashed))
     with tags(f"stage:{stage}", f"params:{params_hash}", f"commit:{commit}",
-              f"profile:{params.profile}", f"seed:{params.seed}"):
+              f"profile:{params.profile}", f"seed:{params.seed}", process_tag()):
         return configured(params=params, root=str(workspace.root))

@@ -89,23 +89,44 @@ def ui(host: str = "127.0.0.1", port: int = 4200) -> None:
 
 @app.command()
 def serve(cron: str = typer.Option("0 3 * * *", help="When to rerun (cron, server time zone)."),
+          interval: Optional[float] = typer.Option(
+              None, "--interval", help="Rerun every N seconds instead of on the cron schedule."),
           stage: Optional[List[str]] = typer.Option(None, "--stage", help="Stages (default all)."),
+          experiment: bool = typer.Option(
+              True, "--experiment/--no-experiment",
+              help="Each rerun is a DVC experiment (dvc exp run), or a plain dvc repro."),
           name: str = typer.Option("scheduled-repro", help="Deployment name.")) -> None:
-    """Serve a cron deployment that reruns `dvc repro` (needs `lingtest ui` running)."""
+    """Serve a deployment that reruns the pipeline on a schedule (needs `lingtest ui` running).
+
+    One rerun at a time (concurrency limit 1): two `dvc exp run` in one checkout would collide.
+    """
     from tasks.core.runtime import configure_environment
 
     workspace = Workspace.current()
     if not configure_environment(workspace):
         raise LingtestError("no Prefect server: start `lingtest ui` first (schedules only fire "
                             "with a real server), or set PREFECT_API_URL")
+    if interval is not None and interval <= 0:
+        raise LingtestError(f"--interval {interval}: give a number of seconds > 0")
     from prefect import serve as prefect_serve
 
     from flows.repro import repro_flow
 
+    schedule = {"interval": interval} if interval is not None else {"cron": cron}
     deployment = repro_flow.to_deployment(
-        name=name, cron=cron, parameters={"root": str(workspace.root), "stages": stage or []})
-    typer.echo(f"serving deployment repro/{name} on cron {cron!r}; Ctrl-C stops it")
-    prefect_serve(deployment)
+        name=name, tags=["stage:repro"], concurrency_limit=1, **schedule,
+        parameters={"root": str(workspace.root), "stages": stage or [], "experiment": experiment})
+    when = f"every {interval:g} s" if interval is not None else f"on cron {cron!r}"
+    typer.echo(f"serving deployment repro/{name} {when}; Ctrl-C or SIGTERM stops it", err=True)
+    import signal
+
+    from tasks.core.server import raise_interrupt
+
+    signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        prefect_serve(deployment)
+    except KeyboardInterrupt:
+        typer.echo("stopped serving", err=True)
 
 
 @app.command("classify-answers")

@@ -1,0 +1,200 @@
+"""Scheduled reruns and `lingtest ui` as a user runs them: real servers, bounded waits.
+
+`lingtest ui` and `lingtest serve` run as subprocesses in a temporary DVC project; the
+scheduled run is read back through the Prefect client (its reads failed with HTTP 422 under
+fastapi 0.151–0.154, and SQLAlchemy 2.1 stopped the scheduler from creating runs at all).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tasks.core.paths import PACKAGE_ROOT
+
+from test_ui_server import free_port
+
+LINGTEST = [sys.executable, "-m", "tasks.core.cli"]
+
+DVC_YAML = """stages:
+  count:
+    cmd: {python} count.py
+    deps: [count.py]
+    params: [seed]
+    metrics:
+      - metrics.json:
+          cache: false
+"""
+COUNT_PY = """import json, yaml
+seed = yaml.safe_load(open("params.yaml"))["seed"]
+json.dump({"seed_seen": seed}, open("metrics.json", "w"))
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PYTHONPATH=str(PACKAGE_ROOT), DO_NOT_TRACK="1", DVC_NO_ANALYTICS="1",
+               PREFECT_SERVER_ANALYTICS_ENABLED="false", **extra)
+    return env
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root,
+                   check=True, capture_output=True)
+
+
+@pytest.fixture()
+def dvc_project(tmp_path: Path) -> Path:
+    """A git + DVC project with lingtest's params.yaml and one tiny stage."""
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    (root / "dvc.yaml").write_text(DVC_YAML.format(python=sys.executable))
+    (root / "count.py").write_text(COUNT_PY)
+    (root / ".gitignore").write_text(".prefect/\n")
+    _git(root, "init", "-q")
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=root, check=True,
+                   env=_env())
+    subprocess.run([sys.executable, "-m", "dvc", "config", "core.analytics", "false"], cwd=root,
+                   check=True, env=_env())
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "init")
+    return root
+
+
+def _spawn(root: Path, args: list[str], log: str, **env: str) -> subprocess.Popen:
+    """A lingtest command in the background, its output in a file (a full pipe would block it)."""
+    out = open(root.parent / log, "w")
+    return subprocess.Popen([*LINGTEST, *args], cwd=root, env=_env(**env), stdout=out,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _log(root: Path, log: str) -> str:
+    return (root.parent / log).read_text()[-3000:]
+
+
+def _start_ui(root: Path, port: int) -> tuple[subprocess.Popen, str]:
+    process = _spawn(root, ["ui", "--port", str(port)], "ui.log")
+    api_url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert process.poll() is None, _log(root, "ui.log")
+        try:
+            if httpx.get(f"{api_url}/health", timeout=1).status_code == 200:
+                return process, api_url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    process.kill()
+    pytest.fail("lingtest ui did not answer within 120 s")
+
+
+def _stop(process: subprocess.Popen, timeout: float = 40) -> int:
+    """SIGTERM, as a service manager stops a process; SIGKILL (and a failure) if it hangs."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise AssertionError(f"{process.args[3:]} did not stop within {timeout} s of SIGTERM")
+
+
+def _port_free(port: int) -> bool:
+    try:
+        httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=1)
+    except httpx.HTTPError:
+        return True
+    return False
+
+
+def test_ui_port_sets_the_ui_api_url_refuses_a_taken_port_and_stops_on_sigterm(
+        dvc_project: Path) -> None:
+    port = free_port()
+    ui, api_url = _start_ui(dvc_project, port)
+    try:
+        # The UI in the browser asks /ui-settings where the API is: this port, not 4200.
+        settings = httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=10).json()
+        assert settings["api_url"] == api_url
+        second = subprocess.run([*LINGTEST, "ui", "--port", str(port)], cwd=dvc_project,
+                                env=_env(), capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        assert f"port {port} on 127.0.0.1 is taken" in second.stderr
+        assert "Traceback" not in second.stderr and "Prefect UI" not in second.stdout
+    finally:
+        code = _stop(ui)
+    assert code == 0
+    assert _port_free(port), "the Prefect server outlived `lingtest ui` (orphan)"
+    assert not (dvc_project / ".prefect" / "ui.json").exists()
+
+
+def _completed_repro_runs(api_url: str) -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (FlowFilter, FlowFilterName, FlowRunFilter,
+                                                FlowRunFilterState, FlowRunFilterStateType)
+    from prefect.client.schemas.objects import StateType
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: api_url}):
+        with get_client(sync_client=True) as client:
+            return client.read_flow_runs(
+                flow_filter=FlowFilter(name=FlowFilterName(any_=["repro"])),
+                flow_run_filter=FlowRunFilter(state=FlowRunFilterState(
+                    type=FlowRunFilterStateType(any_=[StateType.COMPLETED]))))
+
+
+def _artifacts(api_url: str, key: str) -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: api_url}):
+        with get_client(sync_client=True) as client:
+            return client.read_artifacts(artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=[key])))
+
+
+@pytest.mark.timeout(400)
+def test_a_served_interval_schedule_fires_and_each_run_is_a_dvc_experiment(
+        dvc_project: Path) -> None:
+    port = free_port()
+    ui, api_url = _start_ui(dvc_project, port)
+    serve = _spawn(dvc_project, ["serve", "--interval", "5"], "serve.log",
+                   PREFECT_RUNNER_POLL_FREQUENCY="1")
+    try:
+        runs, deadline = [], time.monotonic() + 120
+        while not runs and time.monotonic() < deadline:
+            assert serve.poll() is None, _log(dvc_project, "serve.log")
+            time.sleep(2)
+            runs = _completed_repro_runs(api_url)
+        assert runs, ("no scheduled run of `repro` completed within 120 s of serving:\n"
+                      + _log(dvc_project, "serve.log"))
+        run = runs[0]
+        assert run.deployment_id is not None  # fired by the schedule, not started by hand
+        commit = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=dvc_project,
+                                capture_output=True, text=True).stdout.strip()
+        assert run.name.startswith("repro-") and run.name.endswith(commit)
+        assert {"stage:repro", f"commit:{commit}", "seed:42"} <= set(run.tags)
+        assert any(tag.startswith("params:") for tag in run.tags)
+        metrics = _artifacts(api_url, "dvc-metrics")
+        assert metrics and "seed 42" in (metrics[0].description or "")
+    finally:
+        try:
+            _stop(serve)
+        finally:
+            _stop(ui)
+    # The rerun was a DVC experiment: `dvc exp show` lists it with the stage's metric.
+    shown = subprocess.run([sys.executable, "-m", "dvc", "exp", "show", "--json"],
+                           cwd=dvc_project, capture_output=True, text=True, env=_env())
+    assert shown.returncode == 0, shown.stderr
+    experiments = [exp for row in json.loads(shown.stdout) for exp in (row.get("experiments") or [])]
+    assert experiments, shown.stdout[:2000]
+    assert "seed_seen" in shown.stdout
