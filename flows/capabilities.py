@@ -11,7 +11,7 @@ from prefect.runtime import flow_run
 
 from tasks.capabilities import expansion, report
 from tasks.capabilities import pipeline as cp
-from tasks.capabilities.coverage import plot_coverage_curve
+from tasks.capabilities.coverage import length_summary, plot_coverage_curve
 from tasks.capabilities.search import load_word_polarity
 from tasks.capabilities.specs import BUILTIN_SPECS, load_specs
 from tasks.capabilities.train_sentiment import sst2_split
@@ -21,7 +21,6 @@ from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
 from tasks.core.runtime import git_commit
-from tasks.models.sentiment import MINILM_SST2_ID
 
 TABLES = ("sst", "word_polarity", "ptb_trees", "checklist_suite")
 
@@ -79,9 +78,12 @@ def capabilities_flow(params: Params, root: str) -> dict:
     for spec in specs:
         cases = seeds[seeds["capability"] == spec.id].reset_index(drop=True)
         frame, stats = cp.expand_capability(
-            spec, spec.model_dump_json(), cases, cp.frame_token(cases, ["case_id", "text"]),
+            spec, spec.model_dump_json(), cases,
+            cp.frame_token(cases, ["case_id", "text", "provenance"]),
             str(grammar_path), polarity_path, polarity, str(files["ptb_trees"]), tagged,
-            tagged_token, settings,
+            tagged_token, {**settings, "mask_sampling": c.mask_sampling,
+                           "top_productions": c.top_productions,
+                           "min_logprob_per_word": c.min_logprob_per_word},
             params.seed, c.fill_model, c.parser, params.models.spacy, params.models.offline)
         expanded.append(frame)
         fill_stats.append(stats)
@@ -97,29 +99,56 @@ def capabilities_flow(params: Params, root: str) -> dict:
                                            c.batch_size) for m in models], ignore_index=True)
     io.write_parquet(out / "checklist_verdicts.parquet", verdicts)
 
-    curve, cov_info = None, {}
-    minilm = next((m for m in models if m.model_id == MINILM_SST2_ID), None)
-    if minilm is not None:
-        train = sst2_split(pd.read_parquet(files["sst"]), "train")
-        if c.coverage_max_train and c.coverage_max_train < len(train):
-            train = train.sample(n=c.coverage_max_train, random_state=params.seed)
-        sampled = cp.checklist_run.sample_suite(checklist, c.checklist_max_examples, params.seed)
-        suites = {"S²LCT": list(dict.fromkeys(suite["text"])),
-                  "CheckList": list(dict.fromkeys(t for ts in sampled["texts"] for t in ts))}
-        curve, cov_info = cp.coverage_curve(minilm, train["text"].tolist(), suites,
-                                            c.coverage_sizes, c.coverage_repeats, params.seed)
+    lcs = [s.id for s in specs]
+    coverage = _coverage(params, files, suite, checklist, lcs,
+                         [m for m in models if cp.has_hidden_states(m)])
 
     provenance = _provenance(params, workspace, files, models, pcfg)
-    _publish(params, specs, suite, results, verdicts, seed_counts, fill_stats, pcfg,
-             curve, cov_info, reports, provenance)
-    tables = {m.model_id: report.table3(results[results["model_id"] == m.model_id],
-                                        [s.id for s in specs], c.bootstrap, params.seed)
-              for m in models}
+    tables = {m.model_id: report.table3(results[results["model_id"] == m.model_id], lcs,
+                                        c.bootstrap, params.seed) for m in models}
+    _publish(params, specs, suite, results, verdicts, seed_counts, fill_stats, pcfg, tables,
+             coverage, reports, provenance)
     io.write_json(workspace.reports / "capabilities-metrics.json",
-                  _metrics(tables, suite, pcfg, curve))
+                  _metrics(tables, suite, pcfg, coverage["curve"]))
     return {"cases": len(suite), "seeds": int((suite["kind"] == "seed").sum()),
             "expansions": int((suite["kind"] == "expansion").sum()),
             "flow_run_id": str(flow_run.id)}
+
+
+def _coverage(params: Params, files: dict, suite: pd.DataFrame, checklist: pd.DataFrame,
+              lcs: list[str], models: list) -> dict:
+    """Coverage of every model with hidden states: whole suites at equal sizes, each LC
+    against its CheckList test at equal size, and both suites' length distributions."""
+    c = params.capabilities
+    sampled = cp.checklist_run.sample_suite(checklist, c.checklist_max_examples, params.seed)
+    suites = {"S²LCT": list(dict.fromkeys(suite["text"])),
+              "CheckList": list(dict.fromkeys(t for ts in sampled["texts"] for t in ts))}
+    pairs = cp.coverage_pairs(suite, checklist, lcs, params.seed)
+    lengths = coverage_lengths(suites, pairs)
+    curves, by_lc, info = [], [], {}
+    if models:
+        train = sst2_split(pd.read_parquet(files["sst"]), "train")
+        if c.coverage_max_train and c.coverage_max_train < len(train):
+            train = train.sample(n=c.coverage_max_train, random_state=params.seed)
+        for model in models:
+            curve, pairs_table, model_info = cp.coverage_curve(
+                model, train["text"].tolist(), suites, pairs, c.coverage_sizes,
+                c.coverage_repeats, params.seed)
+            curves.append(curve)
+            by_lc.append(pairs_table)
+            info.update({f"coverage {model.model_id} {k}": v for k, v in model_info.items()})
+    return {"curve": pd.concat(curves, ignore_index=True) if curves else None,
+            "by_lc": pd.concat(by_lc, ignore_index=True) if by_lc else None,
+            "lengths": lengths, "info": info}
+
+
+def coverage_lengths(suites: dict[str, list[str]], pairs: dict) -> pd.DataFrame:
+    """Length distributions of both whole suites, then of each LC and its CheckList test."""
+    named = dict(suites)
+    for lc, (test, ours, theirs) in pairs.items():
+        named[f"{lc} (S²LCT)"] = ours
+        named[f"{lc}: {test} (CheckList)"] = theirs
+    return length_summary(named)
 
 
 def _metrics(tables: dict[str, pd.DataFrame], suite: pd.DataFrame, pcfg: dict,
@@ -135,12 +164,15 @@ def _metrics(tables: dict[str, pd.DataFrame], suite: pd.DataFrame, pcfg: dict,
             if seeds else None,
             "exp_fail_%": round(float((table["exp_fail_%"].fillna(0) * table["expansions"]).sum()
                                       / exps), 2) if exps else None,
-            "pass_to_fail": int(table["pass_to_fail"].sum())}
+            "pass_to_fail": int(table["pass_to_fail"].sum()),
+            "pass_to_fail_seeds": int(table["pass_to_fail_seeds"].sum())}
     if curve is not None and len(curve):
-        largest = curve[curve["size"] == curve["size"].max()]
-        out["coverage_at_largest_size"] = {
-            row.suite: {"size": int(row.size), "boundcov": round(row.boundcov, 4),
-                        "sactcov": round(row.sactcov, 4)} for row in largest.itertuples()}
+        out["coverage_at_largest_size"] = {}
+        for model_id, part in curve.groupby("model_id", sort=False):
+            largest = part[part["size"] == part["size"].max()]
+            out["coverage_at_largest_size"][model_id] = {
+                row.suite: {"size": int(row.size), "boundcov": round(row.boundcov, 4),
+                            "sactcov": round(row.sactcov, 4)} for row in largest.itertuples()}
     return json.loads(json.dumps(out))
 
 
@@ -162,9 +194,9 @@ def _provenance(params: Params, workspace: Workspace, files: dict, models: list,
 
 def _publish(params: Params, specs: list, suite: pd.DataFrame, results: pd.DataFrame,
              verdicts: pd.DataFrame, seed_counts: pd.DataFrame, fill_stats: list[dict],
-             pcfg: dict, curve: pd.DataFrame | None, cov_info: dict, reports: Path,
+             pcfg: dict, tables: dict[str, pd.DataFrame], coverage: dict, reports: Path,
              provenance: dict) -> None:
-    c, notes = params.capabilities, substitutes(params)
+    notes = substitutes(params)
     lcs = [s.id for s in specs]
     titles = pd.DataFrame({"capability": lcs, "title": [s.capability for s in specs]})
     fill = pd.DataFrame(fill_stats).drop(columns="cases")  # = seed_counts' cases
@@ -172,15 +204,14 @@ def _publish(params: Params, specs: list, suite: pd.DataFrame, results: pd.DataF
     publish_table("s2lct-suite", counts,
                   "S²LCT suite: SST matches, seeds and expansion statistics per capability",
                   reports, provenance=provenance, notes=notes)
-    for model_id in results["model_id"].drop_duplicates():
-        slug = model_id.replace("/", "-").replace("_", "-").lower()
-        table = report.table3(results[results["model_id"] == model_id], lcs, c.bootstrap,
-                              params.seed)
-        publish_table(f"s2lct-table3-{slug}"[:120], table,
+    for model_id, table in tables.items():
+        publish_table(f"s2lct-table3-{_slug(model_id)}"[:120], table,
                       f"S²LCT Table 3 for {model_id}: failures per capability (95% bootstrap "
                       "intervals; the paper's seed fail % for its models beside)", reports,
-                      provenance=provenance, notes=notes + " #pass_to_fail: seed cases the "
-                      "model passed with at least one failing expansion.")
+                      provenance=provenance, notes=notes + " #pass_to_fail (the paper's "
+                      "unit): failing expansions whose seed the model passed; "
+                      "#pass_to_fail_seeds: the passed seeds with at least one failing "
+                      "expansion.")
     publish_table("s2lct-checklist", report.checklist_table(verdicts),
                   "CheckList sentiment suite (released tests, seeded sample per test): "
                   "failure rate % per test and model", reports, provenance=provenance,
@@ -193,11 +224,26 @@ def _publish(params: Params, specs: list, suite: pd.DataFrame, results: pd.DataF
         for k, v in pcfg["bracket"].items()}}]),
         "Induced PCFG: size and labelled-bracket scores on held-out treebank trees", reports,
         provenance=provenance)
-    if curve is not None:
-        publish_table("s2lct-coverage", curve.round(6),
-                      "BoundCov / SActCov of the fine-tuned MiniLM on equal-size random "
-                      "samples of both suites (the paper's Figure 4)", reports,
-                      provenance={**provenance, **{f"coverage {k}": v
-                                                   for k, v in cov_info.items()}}, notes=notes)
-        plot_coverage_curve(curve, reports / "s2lct-figure4-coverage.png",
-                            f"{MINILM_SST2_ID}: coverage against suite size")
+    publish_table("s2lct-lengths", coverage["lengths"],
+                  "Text length (whitespace tokens) of both suites, and of each capability and "
+                  "its CheckList test (ALiCT's map) as compared for coverage", reports,
+                  provenance=provenance, notes=notes)
+    curve, by_lc = coverage["curve"], coverage["by_lc"]
+    if curve is None:
+        return
+    cov_provenance = {**provenance, **coverage["info"]}
+    publish_table("s2lct-coverage", curve.round(6),
+                  "BoundCov / SActCov of every model with hidden states on equal-size random "
+                  "samples of both suites (the paper's Figure 4)", reports,
+                  provenance=cov_provenance, notes=notes)
+    publish_table("s2lct-coverage-by-lc", by_lc.round(6),
+                  "BoundCov / SActCov of each capability against its CheckList MFT test "
+                  "(ALiCT's LC→test map), both sampled to the same size", reports,
+                  provenance=cov_provenance, notes=notes)
+    for model_id, part in curve.groupby("model_id", sort=False):
+        plot_coverage_curve(part, reports / f"s2lct-figure4-coverage-{_slug(model_id)}.png",
+                            f"{model_id}: coverage against suite size")
+
+
+def _slug(model_id: str) -> str:
+    return model_id.replace("/", "-").replace("_", "-").lower()

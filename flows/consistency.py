@@ -13,7 +13,8 @@ from prefect.logging import get_run_logger
 from tasks.consistency import pipeline as cp
 from tasks.consistency import report
 from tasks.consistency.ipm import IPM
-from tasks.consistency.oracle import ORACLE_VERSION
+from tasks.consistency.metrics import CONSISTENCY_DEFINITIONS, definitions
+from tasks.consistency.oracle import oracle_version
 from tasks.consistency.store import redact
 from tasks.core import io
 from tasks.core.artifacts import publish_table
@@ -40,7 +41,7 @@ def query_model(spec: str, params: Params, root: str, url: str, run_id: int) -> 
         logger.info("%s (model key %d): all %d prompts already answered; not loading it",
                     spec, state["model_key"], state["total"])
         return {"spec": spec, "model_key": state["model_key"], "sent": 0, "errors": 0,
-                "total": state["total"]}
+                "total": state["total"], "system_fingerprints": []}
     logger.info("%s: %d of %d prompts pending", spec, state["pending"], state["total"])
     done = cp.answer_pending(url, spec, ident, settings, prompts, queries, run_id)
     return {"spec": spec, **done}
@@ -53,18 +54,14 @@ def consistency_flow(params: Params, root: str) -> dict:
     out = workspace.interim / "consistency"
     reports = workspace.reports / "consistency"
     url = cp.database_url(c, workspace)
-    source = cp.questions_input(c, workspace)
-
-    questions = cp.select_questions(source, bool(c.questions), c.n_questions, params.seed)
-    questions_path = io.write_parquet(out / "questions.parquet", questions)
-    ipms = [IPM.from_json(obj) for obj in cp.ipms_task(
-        list(zip(questions["question_id"], questions["question"])), c.max_values,
-        params.models.spacy, params.models.offline, str(workspace.nltk_data))]
-    futures = [cp.covering_task.submit(ipm.question_id, ipm.levels(), c.strength, params.seed,
-                                       c.generator, c.generator_binary) for ipm in ipms]
-    arrays = [future.result() for future in futures]
-    cp.write_models(ipms, arrays, out)
-    queries = cp.derive_queries(questions, ipms, arrays, c.prompt_prefix, c.prompt_suffix)
+    if c.import_dir:  # the guide's own ca-N.csv + synonyms-N.txt: exactly its questions
+        questions, queries, source = cp.import_guide(c, workspace, out)
+        questions_path = io.write_parquet(out / "questions.parquet", questions)
+    else:
+        source = cp.questions_input(c, workspace)
+        questions = cp.select_questions(source, bool(c.questions), c.n_questions, params.seed)
+        questions_path = io.write_parquet(out / "questions.parquet", questions)
+        queries = _derive(params, workspace, questions, out)
     queries_path = io.write_parquet(out / "queries.parquet", queries)
 
     commit = git_commit(workspace.root)
@@ -74,8 +71,9 @@ def consistency_flow(params: Params, root: str) -> dict:
                                params.seed, commit)
     try:
         runs = [query_model(spec, params, root, url, run_id) for spec in c.llms]
-        cp.judge(url)
-        results = cp.collect_results(url, [r["model_key"] for r in runs], str(queries_path))
+        cp.judge(url, c.oracle)
+        results = cp.collect_results(url, [r["model_key"] for r in runs], str(queries_path),
+                                     c.oracle)
     except BaseException:
         cp.finish_run(url, run_id, "failed")
         raise
@@ -83,8 +81,9 @@ def consistency_flow(params: Params, root: str) -> dict:
 
     io.write_parquet(out / "results.parquet", report.export(results))
     provenance = _provenance(params, workspace, source, url, runs, commit)
-    table = report.summary(results, c.bootstrap, params.seed)
-    _publish(results, questions, table, reports, provenance)
+    table = report.summary(results, c.bootstrap, params.seed, c.recall_definition,
+                           c.consistency_definition)
+    _publish(results, questions, table, reports, provenance, c.consistency_definition)
     sent = {r["spec"]: r["sent"] for r in runs}
     metrics = report.metrics_json(table, sent, {r["spec"]: r["total"] for r in runs})
     io.write_json(workspace.reports / METRICS_FILE, metrics)
@@ -96,6 +95,21 @@ def consistency_flow(params: Params, root: str) -> dict:
     return summary
 
 
+def _derive(params: Params, workspace: Workspace, questions: pd.DataFrame,
+            out: Path) -> pd.DataFrame:
+    """IPMs, checked covering arrays and the derived queries of the run's questions."""
+    c = params.consistency
+    ipms = [IPM.from_json(obj) for obj in cp.ipms_task(
+        list(zip(questions["question_id"], questions["question"])), c.max_values,
+        params.models.spacy, params.models.offline, str(workspace.nltk_data))]
+    futures = [cp.covering_task.submit(ipm.question_id, ipm.levels(), c.strength, params.seed,
+                                       c.generator, c.generator_binary) for ipm in ipms]
+    arrays = [future.result() for future in futures]
+    cp.write_models(ipms, arrays, out)
+    return cp.derive_queries(questions, ipms, arrays, c.prompt_prefix, c.prompt_suffix,
+                             c.prompt_join)
+
+
 def _provenance(params: Params, workspace: Workspace, source: str, url: str,
                 runs: list[dict], commit: str) -> dict:
     models = []
@@ -105,29 +119,47 @@ def _provenance(params: Params, workspace: Workspace, source: str, url: str,
                       f"({record.get('source')}, {record.get('gguf_file') or '-'}, "
                       f"{record.get('dtype')}, {record.get('backend')}, model key "
                       f"{run['model_key']}, max_new_tokens "
-                      f"{record.get('max_new_tokens', record.get('max_tokens'))})")
+                      f"{record.get('max_new_tokens', record.get('max_tokens'))}"
+                      + _endpoint_note(record, run) + ")")
     return {
         "seed": params.seed, "profile": params.profile,
         "parameters (consistency)": params.consistency.model_dump_json(),
         "spaCy / offline": f"{params.models.spacy} / {params.models.offline}",
         "questions (sha256)": f"{Path(source).name}={io.sha256_file(source)[:16]}",
         "models": "; ".join(models),
-        "oracle version": ORACLE_VERSION,
+        "oracle version": oracle_version(params.consistency.oracle),
+        "metric definitions": definitions(params.consistency.recall_definition,
+                                          params.consistency.consistency_definition),
         "database": redact(url).replace(str(workspace.root.resolve()), "<root>"),
         "code": commit,
         "substitutes": SUBSTITUTES,
     }
 
 
+def _endpoint_note(record: dict, run: dict) -> str:
+    """Where an HTTP model answered: base URL, digest, system fingerprints seen this run."""
+    if not record.get("base_url"):
+        return ""
+    note = f", endpoint {record['base_url']}"
+    if record.get("digest"):
+        note += f", digest {record['digest']}"
+    if run.get("system_fingerprints"):
+        note += f", system_fingerprint {'/'.join(run['system_fingerprints'])}"
+    return note
+
+
 def _publish(results: pd.DataFrame, questions: pd.DataFrame, table: pd.DataFrame,
-             reports: Path, provenance: dict) -> None:
+             reports: Path, provenance: dict, consistency_definition: str) -> None:
     publish_table("kommkonllm-summary", table,
                   "KomMKonLLM: per model accuracy, precision/recall/F1 (class true), "
                   "consistency and undefined rate, with 95% bootstrap CIs over questions",
-                  reports, provenance=provenance, notes=SUBSTITUTES)
-    publish_table("kommkonllm-questions", report.question_table(results, questions),
+                  reports, provenance=provenance,
+                  notes=f"Definitions: {provenance['metric definitions']}.\n\n{SUBSTITUTES}")
+    publish_table("kommkonllm-questions",
+                  report.question_table(results, questions, consistency_definition),
                   "KomMKonLLM: per model and question (original = answer to row 0)",
-                  reports, provenance=provenance)
+                  reports, provenance=provenance,
+                  notes=f"Definitions: {CONSISTENCY_DEFINITIONS[consistency_definition]}.")
     table4 = report.table4(results)
     publish_table("kommkonllm-table4", table4,
                   "KomMKonLLM Table 4: derived questions × models (parsed answers; row 0 is "

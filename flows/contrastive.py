@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from prefect import flow
+from prefect.logging import get_run_logger
 
 from tasks.contrastive import pipeline as cp
-from tasks.contrastive import report, suite, thresholds
+from tasks.contrastive import costello_json, report, suite, thresholds
 from tasks.contrastive.classifiers import spec_table
 from tasks.core import io
 from tasks.core.artifacts import publish_table
@@ -31,41 +32,50 @@ def test_encoder(model_id: str, params: Params, root: str) -> dict:
     suite_frame = pd.read_parquet(workspace.interim / "contrastive" / "suite.parquet")
     tables = {name: pd.read_parquet(workspace.processed / f"{name}.parquet")
               for name in ("sst", "mrpc")}
-    data = cp.classifier_data(tables, c, params.seed)
-    dataset_words = thresholds.dictionary_from_dataset(suite_frame["seed"].drop_duplicates())
-    texts = cp.needed_texts(suite_frame, data, dataset_words)
+    mode = c.paraphrase_features
+    data = cp.classifier_data(tables, c, params.seed, tuple(cp.needed_kinds(suite_frame)))
+    overlap = cp.training_overlap(suite_frame, data)
+    if overlap:
+        get_run_logger().warning(
+            "suite seeds that are training sentences of the downstream classifiers (their "
+            "ground truth is judged on seen data), per relation: %s", overlap)
+    extra = {"dataset": thresholds.dictionary_from_dataset(suite_frame["seed"].drop_duplicates())}
+    if c.dictionary_file:
+        extra["user"] = thresholds.read_dictionary(cp.resolve_path(c.dictionary_file, workspace))
+    texts = cp.needed_texts(suite_frame, data, [], mode)
     info, embedded = cp.embed(model_id, texts, str(workspace.data / "cache" / "embeddings"),
-                              params.models.offline, params.runtime.device, c.batch_size,
-                              c.dictionary_max_words, params.seed)
+                              params.models.offline, params.runtime.device, c, params.seed,
+                              extra)
     model_key = (info["model_id"], info["revision"], info["pooling"])
-    dictionaries = {"vocab": info["vocabulary"], "dataset": dataset_words}
     thetas, nn_rows = {}, []
     for metric in c.distances:
-        for name, words in dictionaries.items():
+        for name, words in info["dictionaries"].items():
             if name == "dataset" and metric != "l2":
                 continue  # the paper reports the dataset dictionary for L2 only
             vectors = embedded(words)
             nn = cp.nearest_neighbour_distances(
                 cp.token(model_key, metric, vectors), vectors, metric, name, c.block_size)
+            nn = thresholds.rule_distances(nn, metric, c.threshold_rule)
             kinds = [k for k in c.thresholds if name == "vocab" or k != "zero"]
-            thetas[(metric, name)] = thresholds.thresholds(nn, kinds)
+            thetas[(metric, name)] = thresholds.thresholds(nn, kinds, c.threshold_rule)
             nn_rows.append({"model_id": model_id, "distance": metric, "dictionary": name,
                             "words": len(words), "nn_mean": float(np.mean(nn)),
                             "nn_std": float(np.std(nn)), "nn_min": float(np.min(nn)),
                             **{f"θ {k}": v for k, v in thetas[(metric, name)].items()}})
     banks = {}
     for kind, split in data.items():
-        X_train = cp.features(kind, split["train"], embedded)
-        X_test = cp.features(kind, split["test"], embedded)
+        X_train = cp.features(kind, split["train"], embedded, mode)
+        X_test = cp.features(kind, split["test"], embedded, mode)
         banks[kind] = cp.train_classifiers(
             cp.token(model_key, kind, X_train, split["train_y"], X_test, split["test_y"],
                      c.n_classifiers, c.classifier_epochs, params.seed),
             kind, X_train, split["train_y"], X_test, split["test_y"], c.n_classifiers,
             c.classifier_epochs, params.seed)
-    truth = cp.triple_truth(suite_frame, embedded, banks, c.alpha)
+    truth = cp.triple_truth(suite_frame, embedded, banks, c.alpha, mode)
     results = cp.validate(suite_frame, embedded, info, c, thetas, truth)
     accuracy = pd.concat([spec_table(bank).assign(model_id=model_id, task=kind)
                           for kind, bank in banks.items()], ignore_index=True)
+    info["training_overlap"] = overlap
     return {"info": info, "results": results, "thresholds": pd.DataFrame(nn_rows),
             "accuracy": accuracy, "banks": banks}
 
@@ -80,7 +90,7 @@ def contrastive_flow(params: Params, root: str) -> dict:
     suite_frame = cp.build_suite(inputs, cp.settings_of(params), params.seed, root,
                                  params.models.spacy, params.models.offline)
     io.write_parquet(out / "suite.parquet", suite_frame)
-    suite.write_costello_suite(suite_frame, out / "suite.json")
+    costello_json.write_costello_suite(suite_frame, out / "suite.json")
     runs = [test_encoder(model_id, params, root)
             for model_id in (c.encoders or params.models.encoders)]
 
@@ -108,6 +118,8 @@ def _provenance(params: Params, workspace: Workspace, inputs: list[str], runs: l
                             f"({r['info']['pooling']})" for r in runs),
         "code": git_commit(workspace.root),
         "substitutes": SUBSTITUTES,
+        "seeds among the classifiers' training sentences (per relation)": "; ".join(
+            f"{r['info']['model_id']}: {r['info']['training_overlap'] or 'none'}" for r in runs),
     }
 
 
@@ -136,8 +148,11 @@ def _publish(suite_frame: pd.DataFrame, results: pd.DataFrame, violations: pd.Da
         report.precision_figure(table, reports / f"costello-figure6-{slug}.png",
                                 f"{model_id}: precision against threshold")
     if results["model_id"].nunique() > 1:
-        publish_table("costello-table2", report.table2(results), "COSTELLO Table 2, all models",
-                      reports, provenance=provenance, notes=SUBSTITUTES)
+        publish_table("costello-table2", report.table2(results),
+                      "COSTELLO Table 2, all models: each N_V, P_A and P_B is the mean over "
+                      "models of the per-model figure (as the paper); N_M: models with at "
+                      "least one violation of that relation", reports, provenance=provenance,
+                      notes=SUBSTITUTES)
     headline = violations[(violations["distance"] == "l2") &
                           (violations["dictionary"] == "vocab") &
                           (violations["threshold_kind"] == "mu-sigma")]

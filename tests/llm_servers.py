@@ -3,7 +3,9 @@
 Each records the requests it gets, answers deterministically (a JSON object with a verdict,
 "true" when the prompt says the sky is blue, and the prompt itself so tests can check order),
 can fail the first N generation calls with a status (and Retry-After), always fail, sleep
-past the client's timeout, answer empty text, and tracks the peak of in-flight requests.
+past the client's timeout, answer empty text, answer with an HTML error page and status 200
+(``html_page``), serve another model digest (``digest``), and tracks the peak of in-flight
+requests.
 """
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ from typing import Any
 from typing_extensions import Self
 
 DIGEST = "sha256:0123456789abcdef"
+# What a reverse proxy sends with status 200 when the model server behind it is down.
+HTML_PAGE = ("<!DOCTYPE html>\n<html><head><title>Service unavailable</title></head>"
+             "<body><h1>Yes, we are down</h1><p>Try again later.</p></body></html>")
 
 
 @dataclass
@@ -46,6 +51,8 @@ class FakeLLMServer:
     fail_status: int = 500
     retry_after: str | None = None
     sleep_s: float = 0.0
+    html_page: bool = False
+    digest: str = DIGEST
     requests: list[Recorded] = field(default_factory=list, init=False)
     max_in_flight: int = field(default=0, init=False)
     _in_flight: int = field(default=0, init=False)
@@ -85,7 +92,8 @@ class FakeLLMServer:
         if method == "GET":
             if self.protocol == "ollama" and path == "/api/tags":
                 return 200, {}, {"models": [{"name": "llama3.2:latest",
-                                             "model": "llama3.2:latest", "digest": DIGEST}]}
+                                             "model": "llama3.2:latest",
+                                             "digest": self.digest}]}
             return 404, {}, {"error": f"no route {path}"}
         expected = "/api/generate" if self.protocol == "ollama" else "/v1/chat/completions"
         if path != expected:
@@ -105,6 +113,8 @@ class FakeLLMServer:
             # Echo the credentials back, as some real servers do, to test scrubbing.
             echo = headers.get("authorization", "")
             return self.fail_status, extra, {"error": f"planned failure (auth: {echo})"}
+        if self.html_page:
+            return 200, {"Content-Type": "text/html"}, HTML_PAGE
         return 200, {}, self._reply(body)
 
     def _reply(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -134,9 +144,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         headers = {k.lower(): v for k, v in self.headers.items()}
         status, extra, payload = self.server.fake.handle(method, self.path, headers, body)
-        data = json.dumps(payload).encode()
+        data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", extra.pop("Content-Type", "application/json"))
         self.send_header("Content-Length", str(len(data)))
         for key, value in extra.items():
             self.send_header(key, value)

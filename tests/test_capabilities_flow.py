@@ -99,12 +99,21 @@ def test_checklist_coverage_and_metrics(capabilities_run) -> None:
     assert {"fail % lingtest/minilm-sst2", "fail % vader"} <= set(checklist.columns)
     curve = pd.read_csv(reports / "s2lct-coverage.csv")
     assert set(curve["suite"]) == {"S²LCT", "CheckList"}
+    assert set(curve["model_id"]) == {"lingtest/minilm-sst2"}  # VADER has no hidden states
     assert sorted(curve["size"].unique())[0] == 4  # sizes above the smaller suite are dropped
     assert curve["boundcov"].between(0, 1).all() and curve["sactcov"].between(0, 1).all()
-    assert (reports / "s2lct-figure4-coverage.png").stat().st_size > 5000
+    assert (reports / "s2lct-figure4-coverage-lingtest-minilm-sst2.png").stat().st_size > 5000
+    by_lc = pd.read_csv(reports / "s2lct-coverage-by-lc.csv")
+    assert by_lc["capability"].tolist() == ["LC2", "LC9"]
+    assert by_lc["checklist_test"].tolist() == ["Sentiment-laden words in context", "Q & A: yes"]
+    assert (by_lc["size"] == by_lc[["s2lct_texts", "checklist_texts"]].min(axis=1)).all()
+    lengths = pd.read_csv(reports / "s2lct-lengths.csv")
+    assert {"S²LCT", "CheckList", "LC2 (S²LCT)"} <= set(lengths["suite"])
     metrics = json.loads((workspace.reports / "capabilities-metrics.json").read_text())
     assert 0.3 < metrics["pcfg_bracket_f1"] <= 1.0
     assert set(metrics) >= {"lingtest/minilm-sst2", "vader", "coverage_at_largest_size"}
+    assert set(metrics["coverage_at_largest_size"]) == {"lingtest/minilm-sst2"}
+    assert metrics["vader"]["pass_to_fail"] >= metrics["vader"]["pass_to_fail_seeds"]
 
 
 @pytest.mark.slow

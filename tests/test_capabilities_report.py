@@ -10,10 +10,11 @@ from tasks.capabilities.fill import tag_lexicon
 
 
 def results_frame() -> pd.DataFrame:
-    """LC2: seeds s1 (pass) with expansions e1 (fail), e2 (pass); s2 (fail) with e3 (fail);
-    s3 (pass) without expansions. LC9: one failing seed."""
+    """LC2: seeds s1 (pass) with expansions e1 (fail), e2 (pass), e4 (fail); s2 (fail) with
+    e3 (fail); s3 (pass) without expansions. LC9: one failing seed."""
     rows = [("s1", "LC2", "seed", "", "pass"), ("e1", "LC2", "expansion", "s1", "fail"),
-            ("e2", "LC2", "expansion", "s1", "pass"), ("s2", "LC2", "seed", "", "fail"),
+            ("e2", "LC2", "expansion", "s1", "pass"), ("e4", "LC2", "expansion", "s1", "fail"),
+            ("s2", "LC2", "seed", "", "fail"),
             ("e3", "LC2", "expansion", "s2", "fail"), ("s3", "LC2", "seed", "", "pass"),
             ("s4", "LC9", "seed", "", "fail")]
     return pd.DataFrame(rows, columns=["case_id", "capability", "kind", "parent_case_id",
@@ -23,10 +24,12 @@ def results_frame() -> pd.DataFrame:
 def test_table3_counts_rates_and_pass_to_fail() -> None:
     table = report.table3(results_frame(), ["LC2", "LC9", "LC5"], n_boot=200, seed=1)
     lc2, lc9, lc5 = (table.iloc[i] for i in range(3))
-    assert (lc2["seeds"], lc2["expansions"]) == (3, 3)
+    assert (lc2["seeds"], lc2["expansions"]) == (3, 4)
     assert lc2["seed_fail_%"] == pytest.approx(100 / 3, abs=0.01)
-    assert lc2["exp_fail_%"] == pytest.approx(200 / 3, abs=0.01)
-    assert lc2["pass_to_fail"] == 1  # s1 passed, e1 failed; s2 failed already
+    assert lc2["exp_fail_%"] == 75.0
+    # the paper's unit: failing expansions of passed seeds (e1, e4; s2 failed already) …
+    assert lc2["pass_to_fail"] == 2
+    assert lc2["pass_to_fail_seeds"] == 1  # … and the seeds they come from (s1)
     assert lc2["seed_fail_lo"] <= lc2["seed_fail_%"] <= lc2["seed_fail_hi"]
     assert lc2["paper_seed_fail_% RoBERTa"] == 4.0
     # one case: a rate but no interval; no case at all: nothing

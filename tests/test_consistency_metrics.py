@@ -159,3 +159,29 @@ def test_expected_read_from_csv_text(results) -> None:
 def test_bad_results_are_rejected(results, change, message) -> None:
     with pytest.raises(LingtestError, match=message):
         model_summary(change(results))
+
+
+def test_guide_definitions_by_hand(results) -> None:
+    """The guide's recall leaves undefined answers out: m1 has tp 2 (q1 r0 r1) and fn 1
+    (q1 r2 answered false; q1 r3 and q3 are undefined) → 2/3, F1 with precision 2/3 → 2/3.
+    Its consistency counts row 0 too and averages per question: q1 2/4, q2 2/3, q3 2/2."""
+    m1 = model_summary(results, n_boot=0, recall_definition="answered",
+                       consistency_definition="per_question").set_index("model_id").loc["m1"]
+    assert m1["recall"] == pytest.approx(2 / 3)
+    assert m1["f1"] == pytest.approx(2 / 3)
+    assert m1["consistency"] == pytest.approx((1 / 2 + 2 / 3 + 1) / 3)
+    assert m1["accuracy"] == pytest.approx(4 / 9)  # the other metrics do not change
+    per_question = question_summary(results, consistency_definition="per_question")
+    q1 = per_question.set_index(["model_id", "question_id"]).loc[("m1", "q1")]
+    assert q1["consistency"] == pytest.approx(0.5)
+
+
+def test_guide_definitions_bootstrap_and_bad_names(results) -> None:
+    from tasks.consistency.metrics import definitions
+
+    row = model_summary(results, n_boot=200, consistency_definition="per_question").iloc[0]
+    assert row["consistency_lo"] <= row["consistency"] <= row["consistency_hi"]
+    assert "the guide's" in definitions("answered", "per_question")
+    assert "the guide's" not in definitions()
+    with pytest.raises(LingtestError, match="recall_definition.*all_true, answered"):
+        model_summary(results, recall_definition="answered_only")

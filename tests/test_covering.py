@@ -1,6 +1,7 @@
 """Covering arrays: the checker, the built-in generator, CSV files, external tools, the CLI."""
 from __future__ import annotations
 
+import os
 import stat
 import sys
 from itertools import product
@@ -155,3 +156,39 @@ def test_cli_prints_a_checked_array_and_checks_files(tmp_path) -> None:
     assert failed.exit_code == 2 and "column 0 = 0, column 1 = 0" in failed.output
     wrong = runner.invoke(app, ["covering-array", "--values", "3,x"])
     assert wrong.exit_code == 2 and "expected comma-separated integers" in wrong.output
+
+
+FAKE_FIPO_CLI = '''
+import argparse, itertools, sys
+parser = argparse.ArgumentParser(prog="fipo-cli")  # the options the guide uses, no others
+parser.add_argument("-t", type=int, required=True)
+parser.add_argument("-i", required=True)
+parser.add_argument("-o", required=True)
+parser.add_argument("-p", action="store_true")
+parser.add_argument("-q", action="store_true")
+parser.add_argument("--randomize", action="store_true")
+args = parser.parse_args()
+try:
+    levels = [int(v) for v in args.i.split(",")]
+except ValueError:
+    sys.exit(f"fipo-cli: -i expects comma-separated value counts, got {args.i!r}")
+rows = list(itertools.product(*[range(v) for v in levels]))  # exhaustive: covers any t
+with open(args.o, "w") as out:
+    out.writelines(",".join(map(str, row)) + "\\n" for row in rows)
+sys.stderr.write(f"{len(rows)} rows\\n")
+'''
+
+
+def test_cagen_is_called_like_the_guide_calls_fipo_cli(tmp_path, monkeypatch) -> None:
+    """A `fipo-cli` on PATH with the real CLI's interface: `-t`, `-i` with the level counts,
+    a header-less CSV in `-o` (KomMKonLLM meta-runner/src/payload_generator/ca_generator.py)."""
+    script = tmp_path / "fipo-cli"
+    script.write_text(f"#!{sys.executable}\n{FAKE_FIPO_CLI}")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    array = covering_array([2, 3, 2], 2, seed=1, generator="cagen")
+    assert array.shape == (12, 3) and (array[0] == 0).all()
+    check(array, [2, 3, 2], 3)
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.exit('fipo-cli: bad option')\n")
+    with pytest.raises(LingtestError, match="cagen: .*exited with 1: fipo-cli: bad option"):
+        covering_array([2, 2], 2, generator="cagen")

@@ -51,7 +51,8 @@ def test_running_example_accepts_only_plural_nouns(lm, nlp, polarity, or_both):
     report = kept.report()
     assert report["proposed"] == len(found)
     assert report["proposed"] == report["valid"] + sum(
-        report[f"rejected_{r}"] for r in ("pos", "polarity", "rule", "duplicate"))
+        report[f"rejected_{r}"] for r in ("pos", "polarity", "rule", "agreement",
+                                          "confidence", "duplicate"))
     assert report["rejected_pos"] >= 1  # SmolLM2 proposes "are", "can" ... after "Or both"
 
 
@@ -164,3 +165,13 @@ def test_tag_lexicon_narrows_proposals_to_the_masked_tag(lm, or_both):
     tags = {w.lower(): frozenset({"NNS"} if w in plural else {"VBP"}) for w in top}
     found = propose(or_both, lm, 3, tags=tags)
     assert {c.words[0] for c in found} == plural  # found below the unfiltered top 3
+
+
+def test_confidence_floor_is_relative_to_the_seed(lm, nlp, polarity, or_both):
+    """A floor above every fill's score drops all (counted as confidence); none keeps them."""
+    free = expand([or_both], lm, nlp, polarity, k=10, max_keep=5)
+    assert free and free.report()["rejected_confidence"] == 0
+    strict = expand([or_both], lm, nlp, polarity, k=10, max_keep=5, min_logprob_per_word=0.0)
+    assert len(strict) == 0 and strict.report()["rejected_confidence"] == free.report()["valid"]
+    loose = expand([or_both], lm, nlp, polarity, k=10, max_keep=5, min_logprob_per_word=-50.0)
+    assert [e.text for e in loose] == [e.text for e in free]

@@ -250,3 +250,20 @@ def test_training_rows_from_the_tables():
     assert (s1, s2, y.tolist()) == (["b"], ["d"], [0])
     with pytest.raises(LingtestError, match="dev"):
         sst2_rows(sst, "dev")
+
+
+def test_each_triples_p_value_depends_only_on_its_own_row():
+    """One row with a zero must not switch the tie-free rows to the normal approximation."""
+    rng = np.random.default_rng(5)
+    clean = rng.normal(0.1, 1.0, size=(5, N))           # no zeros, no ties: exact
+    zero_row = clean[:1].copy()
+    zero_row[0, 1] = 0.0
+    tied_row = clean[1:2].copy()
+    tied_row[0, 2] = -tied_row[0, 3]
+    batch = np.vstack([clean, zero_row, tied_row])
+    for alternative in ("greater", "less"):
+        got = wilcoxon_p(batch, alternative)
+        alone = [wilcoxon(row, zero_method="wilcox", correction=False, method="auto",
+                          alternative=alternative).pvalue for row in batch]
+        assert np.allclose(got, alone, rtol=0, atol=1e-12)
+        assert np.allclose(wilcoxon_p(clean, alternative), got[:5], rtol=0, atol=1e-12)

@@ -114,8 +114,8 @@ def test_sampling_is_deterministic_and_bounded(ptb_cfg):
 
 def test_sampling_prefers_frequent_reference_rules():
     cfg = {"NP": Counter({("DT", "JJ", "NN"): 1000, ("DT", "NN", "NNS"): 1})}
-    picks = Counter(masked_sentences(MOVIE, cfg, 1, np.random.default_rng(s))[0].mask_symbols
-                    for s in range(50))
+    picks = Counter(masked_sentences(MOVIE, cfg, 1, np.random.default_rng(s),
+                                     sampling="count")[0].mask_symbols for s in range(50))
     assert picks[("JJ",)] > 45
 
 

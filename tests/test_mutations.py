@@ -192,3 +192,25 @@ def test_polarity_lookup_keeps_clear_words_only():
                           "polarity": ["pos", "neg", "neutral", "pos"],
                           "strength": [0.75, -1.0, 0.0, 0.1]})
     assert lex.polarity_lookup(table) == {"good": "pos", "bad": "neg"}
+
+
+def test_synonym_rewrite_replaces_words_with_the_given_probability(nlp, wn, polarity):
+    import numpy as np
+
+    from tasks.text.mutations import rewrite_slots, synonym_rewrite
+    doc = nlp("The movie was a wonderful and moving story ; the actors play their parts "
+              "beautifully and the director shows a rare talent for quiet scenes .")
+    every = synonym_rewrite(doc, wn, np.random.default_rng(0), 1.0)
+    replaceable = {s.position for s in rewrite_slots(doc, wn)}
+    assert len(every.edits) >= 6 and {e.position for e in every.edits} <= replaceable | {
+        p - 1 for p in replaceable}  # a/an fixes sit before a replaced word
+    assert not any(doc[e.position].is_stop for e in every.edits if e.position + 1 not in
+                   replaceable or doc[e.position].lower_ not in ("a", "an"))
+    half = [len(synonym_rewrite(doc, wn, np.random.default_rng(s), 0.5).edits) for s in range(8)]
+    assert 0 < np.mean(half) < len(every.edits)
+    again = synonym_rewrite(doc, wn, np.random.default_rng(3), 0.5)
+    assert again == synonym_rewrite(doc, wn, np.random.default_rng(3), 0.5)
+    guided = synonym_rewrite(doc, wn, np.random.default_rng(0), 1.0, polarity)
+    assert guided is not None and len(guided.edits) < len(every.edits)
+    assert all(polarity.get(e.original.lower()) in ("pos", "neg") for e in guided.edits
+               if e.original.lower() not in ("a", "an"))

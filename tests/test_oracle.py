@@ -65,14 +65,56 @@ CASES = [
     ("Nothing is certain.", "undefined"),
     ("Not true", "undefined"),
     ("It is true.", "undefined"),
-    ("1", "undefined"),
+    ("[1]", "undefined"),
     ("[true]", "undefined"),
     ('{"answer": tru', "undefined"),
     ('{"answer": true, "value": false}', "undefined"),
     ('{"answer": "maybe"}', "undefined"),
-    ('{"confidence": true}', "undefined"),
+    ('{"confidence": true, "supported": false}', "undefined"),
     ('"yes or no"', "undefined"),
 ]
+
+
+# Read as the guide's oracle reads them (KomMKonLLM ResultStore/services/OracleService.py:
+# the first word decides), where today's rules said undefined.
+PEER_CASES = [
+    ("No, that's not true.", "false"),
+    ("Yes, there is no doubt", "true"),
+    ("Yes, there is no doubt about it.", "true"),
+    ("1", "true"),
+    ("0", "false"),
+    (" 1.\n", "true"),
+    ('{"is_landmark": true}', "true"),
+    ('{"confidence": true}', "true"),
+    ('{"facts": {"located_in_vienna": false}, "note": "checked"}', "false"),
+    ('{"answer": 0}', "false"),
+    # still undefined: contradictions after the committed word, HTML pages
+    ("Yes.\n\nActually, the statement is false.", "undefined"),
+    ("No, it is true.", "undefined"),
+    ("<!DOCTYPE html><html><body>Yes</body></html>", "undefined"),
+    ("<html><head><title>502 Bad Gateway</title></head><body>no</body></html>", "undefined"),
+]
+
+
+@pytest.mark.parametrize(("response", "expected"), PEER_CASES)
+def test_parse_answer_reads_what_the_guide_reads(response: str, expected: str) -> None:
+    assert parse_answer(response) == expected
+
+
+@pytest.mark.parametrize(("response", "expected"), [
+    ("true", "true"), (" false\n", "false"), ("Yes", "undefined"), ("1", "undefined"),
+    ('{"answer": true}', "undefined"), ('"true"', "undefined"), ("True", "undefined"),
+    ('```json\ntrue\n```', "undefined"), ("No, that's not true.", "undefined")])
+def test_strict_mode_accepts_only_a_json_boolean(response: str, expected: str) -> None:
+    assert parse_answer(response, strict=True) == expected
+
+
+def test_oracle_versions_keep_modes_apart() -> None:
+    from tasks.consistency.oracle import oracle_version
+
+    assert oracle_version("lenient") != oracle_version("strict")
+    with pytest.raises(LingtestError, match="lenient, strict"):
+        oracle_version("loose")
 
 
 @pytest.mark.parametrize(("response", "expected"), CASES)

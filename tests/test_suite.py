@@ -8,8 +8,8 @@ import pytest
 
 from tasks.core.config import ContrastiveParams
 from tasks.core.errors import InputFormatError, LingtestError
-from tasks.contrastive.suite import (COLUMNS, generate_suite, read_costello_suite, table1,
-                                     write_costello_suite)
+from tasks.contrastive.costello_json import read_costello_suite, write_costello_suite
+from tasks.contrastive.suite import COLUMNS, generate_suite, table1
 
 MAX_SEEDS = 6
 SEED = 7
@@ -57,7 +57,10 @@ def test_schema_and_counts(suite):
     assert list(suite.columns) == COLUMNS
     counts = suite["relation"].value_counts()
     assert set(counts.index) == {"CR1", "CR2", "CR3", "CR4"}
-    assert (counts <= MAX_SEEDS).all() and counts["CR1"] == MAX_SEEDS
+    assert (counts.drop("CR1") <= MAX_SEEDS).all()
+    # CR1: one triple per qualifying word of MAX_SEEDS seeds
+    assert suite.loc[suite["relation"] == "CR1", "seed_id"].nunique() == MAX_SEEDS
+    assert counts["CR1"] >= MAX_SEEDS
     assert (suite["method"] == "contrastive").all()
     assert (suite["expectation"] == suite["relation"] + ": d(s,s+) < d(s,s-)").all()
 
@@ -97,9 +100,10 @@ def test_cr2_swaps_gender(suite, nlp):
     for _, row in rows.iterrows():
         prov = _prov(row)
         assert prov["positive"]["operator"] == "gender_swap"
-        assert prov["negative"]["operator"] == "synonym"
+        assert prov["negative"]["operator"] == "senti_synonym_rewrite"
         doc = nlp(row["seed"])
         assert _apply(row["seed"], doc, prov["positive"]["edits"]) == row["positive"]
+        assert _apply(row["seed"], doc, prov["negative"]["edits"]) == row["negative"]
 
 
 def test_cr3_uses_the_contrast_review(suite, tables):
@@ -110,7 +114,7 @@ def test_cr3_uses_the_contrast_review(suite, tables):
         pair = contrast.loc[row["seed_id"]]
         assert row["seed"] == pair["original"] and row["negative"] == pair["contrast"]
         assert row["label"] == pair["original_label"]
-        assert _prov(row)["positive"]["operator"] == "synonym"
+        assert _prov(row)["positive"]["operator"] == "synonym_rewrite"
 
 
 def test_cr4_mutates_both_halves_alike(suite, tables):
@@ -147,6 +151,7 @@ def test_table1(suite):
     table = table1(suite)
     assert list(table["relation"]) == ["CR1", "CR2", "CR3", "CR4"]
     assert list(table["paper_triples"]) == [1417, 681, 588, 408]
+    assert (table["duplicates"] == 0).all()
     assert table["triples"].sum() == len(suite)
 
 
@@ -168,11 +173,27 @@ def test_costello_round_trip(suite, tmp_path):
 def test_costello_import_of_paper_format(tmp_path):
     path = tmp_path / "mrpc_ct.json"
     path.write_text(json.dumps({"mrpc_fuzz": [["a [SEP] b", "c [SEP] b", "d [SEP] b", 1],
-                                              ["x", "y", "z"], ["x", "y", "z"]]}))
+                                              ["x", "y", "z"], ["x", "y", "z"]],
+                                "my-own": [["p", "q", "r"]]}))
     got = read_costello_suite(path)
-    assert list(got["relation"]) == ["mrpc_fuzz", "mrpc_fuzz"]  # exact duplicate dropped
+    # COSTELLO's names map to CR1–CR4; a repeated triple is kept (the paper counts it)
+    assert list(got["relation"]) == ["CR4", "CR4", "CR4", "my-own"]
+    assert got["case_id"].is_unique
+    assert json.loads(got["provenance"][2])["duplicate_of"] == 1
+    assert json.loads(got["provenance"][0])["relation"] == "mrpc_fuzz"
     assert got["label"][0] == "1" and pd.isna(got["label"][1])
-    assert list(got["seed_id"]) == ["mrpc_fuzz:0", "mrpc_fuzz:1"]
+    assert list(got["seed_id"]) == ["mrpc_fuzz:0", "mrpc_fuzz:1", "mrpc_fuzz:2", "my-own:0"]
+    table = table1(got).set_index("relation")
+    assert table.loc["CR4", "triples"] == 3 and table.loc["CR4", "duplicates"] == 1
+    assert table.loc["CR4", "paper_triples"] == 408 and pd.isna(table.loc["my-own", "paper_triples"])
+
+
+@pytest.mark.parametrize("name,relation", [("SenWordFuzz", "CR1"), ("synon_contr", "CR3"),
+                                           ("swapGender_sentiSynonymSubstitution", "CR2")])
+def test_costello_relation_names_map_to_the_papers(tmp_path, name, relation):
+    path = tmp_path / "ctset1.json"
+    path.write_text(json.dumps({name: [["a b", "a c", "a d"]]}))
+    assert read_costello_suite(path)["relation"].tolist() == [relation]
 
 
 @pytest.mark.parametrize("content,message", [
@@ -198,3 +219,30 @@ def test_write_refuses_an_empty_suite(suite, tmp_path):
     with pytest.raises(LingtestError, match="no triples"):
         write_costello_suite(suite.iloc[0:0], tmp_path / "empty.json")
     assert not (tmp_path / "empty.json").exists()
+
+
+def test_cr1_gives_one_triple_per_qualifying_word(suite, tables, nlp, wn, params):
+    cr1 = suite[suite["relation"] == "CR1"]
+    positions = cr1["provenance"].map(lambda p: json.loads(p)["positive"]["edits"][0]["position"])
+    assert not positions.groupby(cr1["seed_id"]).apply(lambda p: p.duplicated().any()).any()
+    every = params.model_copy(update={"relations": ["CR1"], "max_seeds": None})
+    per_word = generate_suite(tables, nlp, wn, every, SEED)
+    per_seed = generate_suite(tables, nlp, wn, every.model_copy(update={"cr1_triples": "seed"}),
+                              SEED)
+    assert per_seed["seed_id"].is_unique
+    assert set(per_seed["seed_id"]) == set(per_word["seed_id"])
+    assert len(per_word) > len(per_seed)  # some seeds have two qualifying words
+
+
+def test_cr3_rewrites_many_words_of_the_review(suite, tables, nlp, wn, params):
+    """COSTELLO's s⁺ for CR3 replaces about half the replaceable words, not one."""
+    cr3 = suite[suite["relation"] == "CR3"]
+    changed = cr3["provenance"].map(lambda p: len(json.loads(p)["positive"]["edits"]))
+    assert changed.median() >= 10
+    one = generate_suite(tables, nlp, wn, params.model_copy(
+        update={"relations": ["CR3"], "synonym_scope": "word"}), SEED)
+    single = one["provenance"].map(lambda p: len(json.loads(p)["positive"]["edits"]))
+    assert single.max() <= 2  # one word (plus an a/an fix)
+    for _, row in cr3.iterrows():
+        doc = nlp(row["seed"])
+        assert _apply(row["seed"], doc, _prov(row)["positive"]["edits"]) == row["positive"]

@@ -125,8 +125,9 @@ def _predict(model: SentimentModel, texts: list[str],
     probs: dict[str, np.ndarray] = {}
     for start in range(0, len(texts), batch_size):
         batch = texts[start:start + batch_size]
-        p = np.asarray(model.probabilities3(batch), dtype=np.float64)
-        y = list(model.predict(batch))
+        both = getattr(model, "predict_with_probabilities3", None)  # one pass, not two
+        y, p = both(batch) if both else (model.predict(batch), model.probabilities3(batch))
+        p, y = np.asarray(p, dtype=np.float64), list(y)
         if p.shape != (len(batch), 3):
             raise LingtestError(f"probabilities3 returned shape {p.shape} for {len(batch)} "
                                 "texts; expected (n, 3) over (neg, neutral, pos)")

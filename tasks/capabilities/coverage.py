@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -37,6 +38,27 @@ from tasks.core.io import atomic_path
 Batch = Mapping[str, torch.Tensor] | torch.Tensor
 Bounds = tuple[np.ndarray, np.ndarray]
 CURVE_COLUMNS = ["suite", "size", "boundcov", "sactcov"]
+PAIR_COLUMNS = ["capability", "checklist_test", "size", "s2lct_texts", "checklist_texts",
+                "s2lct_boundcov", "checklist_boundcov", "s2lct_sactcov", "checklist_sactcov"]
+LENGTH_COLUMNS = ["suite", "texts", "mean", "std", "min", "p25", "median", "p75", "max"]
+
+# ALiCT's map from its capabilities to CheckList's MFT tests (python/sa/utils/Macros.py,
+# LC_MAP, matched by capability title), keyed by our LC ids; LC10 and LC11 split ALiCT's
+# "(question, no)" capability and share its test.
+LC_TO_CHECKLIST = {
+    "LC1": "neutral words in context",
+    "LC2": "Sentiment-laden words in context",
+    "LC3": "used to, but now",
+    "LC4": "simple negations: not negative",
+    "LC5": "simple negations: not neutral is still neutral",
+    "LC6": "simple negations: I thought x was negative, but it was not (should be neutral "
+           "or positive)",
+    "LC7": "Hard: Negation of positive with neutral stuff in the middle (should be negative)",
+    "LC8": "my opinion is what matters",
+    "LC9": "Q & A: yes",
+    "LC10": "Q & A: no",
+    "LC11": "Q & A: no",
+}
 
 
 def default_layers(model: nn.Module) -> dict[str, nn.Module]:
@@ -180,7 +202,60 @@ def sactcov(bounds_: Bounds, test: np.ndarray) -> float:
     return float(upper.sum() / len(upper))
 
 
-def coverage_curve(bounds_: Bounds, activations_by_suite: Mapping[str, np.ndarray],
+@dataclass(frozen=True)
+class CornerFlags:
+    """Per test example, the neurons it drives above the training maximum (``upper``) and
+    below the minimum (``lower``), bit-packed (examples, ⌈neurons/8⌉): two bits per neuron
+    and example instead of four bytes of activation, so tens of thousands of texts on a
+    BERT-base (36,864 FFN neurons) fit in memory, and any sample's coverage is an OR."""
+
+    upper: np.ndarray
+    lower: np.ndarray
+    neurons: int
+
+    @classmethod
+    def of(cls, bounds_: Bounds, test: np.ndarray) -> CornerFlags:
+        low, high = bounds_
+        test = np.asarray(test)
+        if test.ndim != 2 or test.shape[1] != len(high) or len(low) != len(high):
+            raise LingtestError(f"test activations of shape {test.shape} do not match "
+                                f"{len(high)} bounded neurons")
+        return cls(np.packbits(test > high, axis=1), np.packbits(test < low, axis=1),
+                   len(high))
+
+    @classmethod
+    def concat(cls, parts: Sequence[CornerFlags], neurons: int) -> CornerFlags:
+        width = (neurons + 7) // 8
+        if not parts:
+            return cls(np.zeros((0, width), np.uint8), np.zeros((0, width), np.uint8), neurons)
+        return cls(np.concatenate([p.upper for p in parts]),
+                   np.concatenate([p.lower for p in parts]), neurons)
+
+    def __len__(self) -> int:
+        return len(self.upper)
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> CornerFlags:
+        rows = np.asarray(rows, dtype=np.int64)
+        return CornerFlags(self.upper[rows], self.lower[rows], self.neurons)
+
+    def coverage(self) -> tuple[float, float]:
+        """(BoundCov, SActCov) of all these examples together (Eq. 3 and 4)."""
+        if len(self) == 0:
+            return 0.0, 0.0
+        upper = int(np.unpackbits(np.bitwise_or.reduce(self.upper, axis=0)).sum())
+        lower = int(np.unpackbits(np.bitwise_or.reduce(self.lower, axis=0)).sum())
+        return (upper + lower) / (2 * self.neurons), upper / self.neurons
+
+
+def corner_flags(model: nn.Module, batches: Iterable[Batch], bounds_: Bounds,
+                 layers: Mapping[str, nn.Module] | None = None) -> CornerFlags:
+    """``CornerFlags`` of every example, batch by batch: activations are never all held."""
+    parts = [CornerFlags.of(bounds_, rows) for rows in iter_activations(model, batches, layers)]
+    return CornerFlags.concat(parts, len(bounds_[1]))
+
+
+def coverage_curve(bounds_: Bounds,
+                   activations_by_suite: Mapping[str, np.ndarray | CornerFlags],
                    sizes: Sequence[int], seed: int, repeats: int = 1) -> pd.DataFrame:
     """BoundCov / SActCov of equal-size random samples of each suite, per size.
 
@@ -198,18 +273,50 @@ def coverage_curve(bounds_: Bounds, activations_by_suite: Mapping[str, np.ndarra
         if not 1 <= size <= smallest:
             raise LingtestError(f"suite size {size}: must be between 1 and {smallest}, the "
                                 "size of the smallest suite")
+    flags = {suite: acts if isinstance(acts, CornerFlags) else CornerFlags.of(bounds_, acts)
+             for suite, acts in activations_by_suite.items()}
     rng = np.random.default_rng(seed)
     rows = []
     for size in sorted({int(s) for s in sizes}):
-        for suite, acts in activations_by_suite.items():
-            acts = np.asarray(acts, dtype=np.float64)
-            scores = []
-            for _ in range(repeats):
-                sample = acts[rng.choice(len(acts), size, replace=False)]
-                scores.append((boundcov(bounds_, sample), sactcov(bounds_, sample)))
+        for suite, suite_flags in flags.items():
+            scores = [suite_flags.take(rng.choice(len(suite_flags), size, replace=False)
+                                       ).coverage() for _ in range(repeats)]
             mean = np.mean(scores, axis=0)
             rows.append((suite, size, float(mean[0]), float(mean[1])))
     return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+def paired_coverage(bounds_: Bounds,
+                    pairs: Mapping[str, tuple[str, np.ndarray | CornerFlags,
+                                              np.ndarray | CornerFlags]],
+                    seed: int, repeats: int = 1) -> pd.DataFrame:
+    """Each capability's cases against its CheckList test at equal size (the smaller of the
+    two): ``pairs`` maps an LC id to (test name, LC activations, test activations)."""
+    rows = []
+    for lc, (test, ours, theirs) in pairs.items():
+        size = min(len(ours), len(theirs))
+        if size == 0:
+            continue
+        curve = coverage_curve(bounds_, {"s2lct": ours, "checklist": theirs}, [size], seed,
+                               repeats).set_index("suite")
+        rows.append((lc, test, size, len(ours), len(theirs),
+                     curve.loc["s2lct", "boundcov"], curve.loc["checklist", "boundcov"],
+                     curve.loc["s2lct", "sactcov"], curve.loc["checklist", "sactcov"]))
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def length_summary(texts_by_suite: Mapping[str, Sequence[str]]) -> pd.DataFrame:
+    """Length in whitespace tokens per suite: count, mean, spread and quartiles, so a coverage
+    difference can be read against a length difference (longer texts move more neurons)."""
+    rows = []
+    for suite, texts in texts_by_suite.items():
+        lengths = np.array([len(str(t).split()) for t in texts], dtype=float)
+        if len(lengths) == 0:
+            rows.append((suite, 0, *[np.nan] * 7))
+            continue
+        q = np.percentile(lengths, [0, 25, 50, 75, 100])
+        rows.append((suite, len(lengths), lengths.mean(), lengths.std(ddof=0), *q))
+    return pd.DataFrame(rows, columns=LENGTH_COLUMNS).round(2)
 
 
 def plot_coverage_curve(curve: pd.DataFrame, path: str | os.PathLike,

@@ -9,12 +9,20 @@ A case without a transformation *is* its SST seed (LC1, LC2): its expansions mus
 the capability's search rule with the seed's label, or the expected label would no longer
 follow. Cases made by a template keep their expected label by construction of the template.
 
+Template protection: a case made by a template keeps the template's own words (its literal
+text and its phrase choices) fixed; only the seed and filler sentences may take masks
+(``open_spans``; ALiCT's ``Validate.is_conform_to_template`` plays this part). A negated
+seed keeps the negation it received. Each mask must also sit at a word boundary of the
+case's exact text, and the expansion is that text with the word inserted (``masks.Surface``).
+
 Expansion rows follow the seed cases' columns (``search.CASE_COLUMNS``) with ``kind``
 ``expansion`` and ``parent_case_id`` naming the seed case; the expected label is the seed's.
 """
 from __future__ import annotations
 
 import json
+import re
+import string
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -25,8 +33,8 @@ import pandas as pd
 from tasks.capabilities.fill import (UNUSED_PIPES, FillModel, TagLexicon, expand,
                                     spec_still_matches)
 from tasks.capabilities.grammar import Grammar, parse_benepar
-from tasks.capabilities.masks import Cfg, masked_sentences
-from tasks.capabilities.search import CASE_COLUMNS, METHOD, WordPolarity
+from tasks.capabilities.masks import Cfg, Surface, masked_sentences
+from tasks.capabilities.search import CASE_COLUMNS, METHOD, WordPolarity, _ptb
 from tasks.capabilities.specs import CapabilitySpec
 from tasks.core.cases import case_id, provenance_json
 from tasks.data.treebank import Node
@@ -35,7 +43,47 @@ GENERATOR = "lingtest.capabilities.expansion"
 SUITE_COLUMNS = CASE_COLUMNS + ["parent_case_id"]
 STATS_COLUMNS = ["capability", "cases", "parse_fallbacks", "masked", "proposed", "valid",
                  "kept", "rejected_pos", "rejected_polarity", "rejected_rule",
-                 "rejected_duplicate"]
+                 "rejected_agreement", "rejected_confidence", "rejected_duplicate",
+                 "unaligned"]
+DEFAULT_SETTINGS = {"mask_sampling": "alict", "top_productions": 5,
+                    "min_logprob_per_word": -9.0}
+
+
+def open_spans(text: str, provenance: str | dict) -> list[tuple[int, int]]:
+    """Character spans of ``text`` that may take masks: the seed and filler slots of the
+    case's template; for a negation, all but the inserted negation; no template: all.
+    A text the template does not reproduce gets no open span (nothing is expanded)."""
+    prov = json.loads(provenance) if isinstance(provenance, str) else provenance
+    template, choices = prov.get("template"), prov.get("choices") or {}
+    if template is None:
+        return [(0, len(text))]
+    if template == "negation":
+        fixed = []
+        for chosen in choices.values():
+            phrase = r"\s*".join(re.escape(part) for part in _ptb(chosen))
+            found = re.search(phrase, text, flags=re.IGNORECASE)
+            if found:
+                fixed.append(found.span())
+        out, at = [], 0
+        for start, end in sorted(fixed):
+            if start > at:
+                out.append((at, start))
+            at = max(at, end)
+        return out + ([(at, len(text))] if at < len(text) else [])
+    pattern, slots = "", []
+    for literal, name, _, _ in string.Formatter().parse(template):
+        pattern += re.escape(literal)
+        if name is None:
+            continue
+        if name in choices:
+            pattern += re.escape(choices[name])
+        else:
+            pattern += "(.+)"
+            slots.append(name)
+    found = re.fullmatch(pattern, text, flags=re.DOTALL)
+    if found is None:
+        return []
+    return [found.span(i + 1) for i in range(len(slots))]
 
 
 def case_rng(seed: int, case: str) -> np.random.Generator:
@@ -66,23 +114,32 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tup
                       tags: TagLexicon | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
     """The expansions of one capability's seed cases and the capability's fill statistics.
 
-    ``settings``: max_masks_per_seed, fill_candidates, max_expansions_per_seed (also written
-    into each expansion's provenance).
+    ``settings``: max_masks_per_seed, fill_candidates, max_expansions_per_seed and the
+    optional mask_sampling, top_productions, min_logprob_per_word (``DEFAULT_SETTINGS``);
+    all are written into each expansion's provenance.
     """
+    settings = {**DEFAULT_SETTINGS, **settings}
     rows: list[dict[str, str]] = []
     stats = dict.fromkeys(STATS_COLUMNS[1:], 0)
     stats["cases"] = len(cases)
     for case, (tree, fallback) in zip(cases.itertuples(index=False), trees):
         stats["parse_fallbacks"] += int(fallback)
+        surface = Surface.of(case.text, tree, open_spans(case.text, case.provenance))
+        stats["unaligned"] += int(surface is None)
+        if surface is None:
+            continue  # the parse's words are not the case's text: no safe insertion point
         masked = masked_sentences(tree, cfg, settings["max_masks_per_seed"],
-                                  case_rng(seed, case.case_id))
+                                  case_rng(seed, case.case_id),
+                                  sampling=settings["mask_sampling"],
+                                  top_productions=settings["top_productions"], surface=surface)
         stats["masked"] += len(masked)
         if not masked:
             continue
         keeps_rule = (spec_still_matches(spec, case.expected, polarity)
                       if spec.transform is None else None)
         found = expand(masked, fill_model, nlp, polarity, settings["fill_candidates"],
-                       settings["max_expansions_per_seed"], keeps_rule, tags=tags)
+                       settings["max_expansions_per_seed"], keeps_rule, tags=tags,
+                       min_logprob_per_word=settings["min_logprob_per_word"])
         for key, value in found.report().items():
             stats[key] += value
         for rank, exp in enumerate(found):

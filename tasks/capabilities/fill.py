@@ -24,11 +24,22 @@ is ranking by P(fill | left and right context) — what a fill-mask score estima
 masked sentences of one seed the total also prefers expansions that insert fewer, more
 probable words, which is the conservative direction for label-preserving expansions.
 
+Proposals are whole words: a causal LM's word-start token must be a word of the tag lexicon
+(when one is given) and longer than one letter unless it is "a" or "I" (no "made out o").
+
 Validation, in this order, each rejection counted under its first failed reason:
 ``pos`` (spaCy's PTB tag of the filled word, tagged in the filled sentence, must equal the
-masked symbol), ``polarity`` (the word is absent from the polarity source or ``neutral``),
-``rule`` (the optional ``still_matches`` callback on the tagged expansion), ``duplicate``
-(an expansion text already kept for this seed, or the seed itself).
+masked symbol), ``polarity`` (the word is absent from the polarity source or ``neutral``,
+and is no negator, diminisher or focus word: ``NOT_NEUTRAL``), ``rule`` (the optional
+``still_matches`` callback on the tagged expansion), ``agreement`` (an inserted word breaks
+a/an or determiner–noun number agreement — "An Same guy", "one performances" — or dangles:
+a determiner before no nominal, a preposition before a verb; ``wellformed``),
+``confidence`` (causal LM only: the expansion's log-probability, less the seed's own, per
+inserted word, is below ``min_logprob_per_word``, so a fill the whole sentence makes
+unlikely goes), ``duplicate`` (an expansion text already kept for this seed, or the seed).
+
+The expansion's text is the seed's exact text with the words inserted when the masked
+sentence carries a ``Surface`` (the pipeline's case); else the tokens are detokenised.
 """
 from __future__ import annotations
 
@@ -45,12 +56,14 @@ import pandas as pd
 from tasks.capabilities.masks import MASK, PTB_TAGS, Masked
 from tasks.capabilities.search import LexiconPolarity, WordPolarity, search_seeds
 from tasks.capabilities.specs import CapabilitySpec
+from tasks.capabilities.wellformed import (NOT_NEUTRAL, agreement_error, below_floor,
+                                          is_whole_word)
 from tasks.core.errors import LingtestError
 from tasks.data.sst import detokenize
 from tasks.models.causal_lm import CausalLM, load_causal_lm
 from tasks.models.registry import ALIASES, KNOWN, hub_offline, resolve
 
-REASONS = ("pos", "polarity", "rule", "duplicate")
+REASONS = ("pos", "polarity", "rule", "agreement", "confidence", "duplicate")
 OVERSAMPLE = 10  # causal-LM proposals looked at per kept one when a tag lexicon narrows them
 TagLexicon = Mapping[str, frozenset[str]]  # lowercased word → PTB tags it was seen with
 UNUSED_PIPES = ("parser", "ner", "senter", "lemmatizer")
@@ -71,7 +84,17 @@ class Candidate:
 
     @property
     def text(self) -> str:
+        surface = self.masked.surface
+        if surface is not None:
+            return surface.insert(self.masked.gaps, self.words)
         return detokenize(self.tokens)
+
+
+def seed_text(masked: Masked) -> str:
+    """The seed a masked sentence was made from (its exact text when known)."""
+    if masked.surface is not None:
+        return masked.surface.text
+    return detokenize([t for t in masked.tokens if t != MASK])
 
 
 @dataclass(frozen=True)
@@ -181,16 +204,18 @@ def _prefix(tokens: Sequence[str]) -> str:
     return detokenize(list(tokens))
 
 
-def _can_be(word: str, symbol: str, tags: TagLexicon | None) -> bool:
-    """Whether ``word`` was seen with the POS tag ``symbol`` (always true without a lexicon
-    or for a phrase-level symbol, which no single tag decides)."""
+def _can_be(word: str, symbol: str, tags: TagLexicon | None, whole: bool = True) -> bool:
+    """Whether ``word`` is a whole word seen with the POS tag ``symbol`` (the tag is not
+    checked without a lexicon or for a phrase-level symbol, which no single tag decides)."""
+    if whole and not is_whole_word(word, tags):
+        return False
     if tags is None or symbol not in PTB_TAGS:
         return True
     return symbol in tags.get(word.lower(), ())
 
 
 def _beams_causal(masked: Sequence[Masked], model: CausalLM, k: int,
-                  tags: TagLexicon | None = None) -> list[list[tuple[tuple[str, ...], float]]]:
+                  tags: TagLexicon | None = None, whole: bool = True) -> list[list[tuple[tuple[str, ...], float]]]:
     """Per masked sentence, partial fills left to right; each step keeps the k best by summed
     proposal log-prob. One batched forward pass per step serves every sentence's beam.
 
@@ -213,7 +238,7 @@ def _beams_causal(masked: Sequence[Masked], model: CausalLM, k: int,
         grown: dict[int, list[tuple[tuple[str, ...], float]]] = {}
         for (index, words, logp, _), found in zip(jobs, proposals):
             symbol = masked[index].mask_symbols[i]
-            fits = [(word, lp) for word, lp in found if _can_be(word, symbol, tags)]
+            fits = [(word, lp) for word, lp in found if _can_be(word, symbol, tags, whole)]
             grown.setdefault(index, []).extend((words + (w,), logp + lp) for w, lp in fits[:k])
         for index, items in grown.items():
             items.sort(key=lambda c: (-c[1], c[0]))
@@ -260,14 +285,14 @@ def propose_unscored(masked: Masked, model: FillModel, k: int,
 
 
 def propose_all_unscored(masked: Sequence[Masked], model: FillModel, k: int,
-                         tags: TagLexicon | None = None) -> list[Candidate]:
+                         tags: TagLexicon | None = None, whole: bool = True) -> list[Candidate]:
     if k < 1:
         raise LingtestError(f"capabilities.fill_candidates must be >= 1 (got {k})")
     for m in masked:
         if not m.mask_positions:
             raise LingtestError(f"nothing to fill: no {MASK} in {m.text}")
     beams = ([_beam_masked(m, model, k) for m in masked] if isinstance(model, MaskedFiller)
-             else _beams_causal(masked, model, k, tags))
+             else _beams_causal(masked, model, k, tags, whole))
     return [Candidate(m, words, logp) for m, beam in zip(masked, beams) for words, logp in beam]
 
 
@@ -279,10 +304,10 @@ def propose(masked: Masked, model: FillModel, k: int, batched: bool = True,
 
 
 def propose_all(masked: Sequence[Masked], model: FillModel, k: int, batched: bool = True,
-                tags: TagLexicon | None = None) -> list[Candidate]:
+                tags: TagLexicon | None = None, whole: bool = True) -> list[Candidate]:
     """``propose`` over a seed's masked sentences at once (shared batches), grouped by
     masked sentence in input order, each group most confident first."""
-    found = propose_all_unscored(masked, model, k, tags)
+    found = propose_all_unscored(masked, model, k, tags, whole)
     if isinstance(model, CausalLM):
         found = rescore(found, model, batched)
     groups: dict[int, list[Candidate]] = {}
@@ -320,28 +345,30 @@ def tag(token_lists: list[list[str]], nlp: Any) -> list[Tagged]:
 
 
 def check(candidate: Candidate, tagged: Tagged, polarity: WordPolarity,
-          still_matches: Callable[[Tagged], bool] | None = None) -> str | None:
+          still_matches: Callable[[Tagged], bool] | None = None, strict: bool = True) -> str | None:
     """The first failed reason (``pos``, ``polarity``, ``rule``), or None when it is valid."""
     masked = candidate.masked
     if any(tagged.tag[p] != s for p, s in zip(masked.mask_positions, masked.mask_symbols)):
         return "pos"
     for p, word in zip(masked.mask_positions, candidate.words):
-        if polarity(word, tagged.pos[p]) not in (None, NEUTRAL):
+        if (strict and word.lower() in NOT_NEUTRAL) or polarity(word, tagged.pos[p]) not in (None, NEUTRAL):
             return "polarity"
     if still_matches is not None and not still_matches(tagged):
         return "rule"
+    if strict and agreement_error(tagged, masked.mask_positions):
+        return "agreement"
     return None
 
 
 def validate(candidates: list[Candidate], nlp: Any, polarity: WordPolarity | pd.DataFrame,
-             still_matches: Callable[[Tagged], bool] | None = None
+             still_matches: Callable[[Tagged], bool] | None = None, strict: bool = True
              ) -> tuple[list[Candidate], Counter]:
     """The valid candidates (input order) and the count of rejections per reason."""
     polarity = as_polarity(polarity)
     rejected: Counter = Counter()
     kept = []
     for cand, tagged in zip(candidates, tag([c.tokens for c in candidates], nlp)):
-        reason = check(cand, tagged, polarity, still_matches)
+        reason = check(cand, tagged, polarity, still_matches, strict)
         if reason is None:
             kept.append(cand)
         else:
@@ -352,16 +379,25 @@ def validate(candidates: list[Candidate], nlp: Any, polarity: WordPolarity | pd.
 def expand(seed_masked: Sequence[Masked], model: FillModel, nlp: Any,
            polarity: WordPolarity | pd.DataFrame, k: int, max_keep: int,
            still_matches: Callable[[Tagged], bool] | None = None,
-           batched: bool = True, tags: TagLexicon | None = None) -> Expansions:
+           batched: bool = True, tags: TagLexicon | None = None,
+           min_logprob_per_word: float | None = None, strict: bool = True) -> Expansions:
     """The ``max_keep`` most confident valid expansions over all masked sentences of a seed.
 
     ``batched=False`` re-scores one candidate per ``score`` call (benchmark baseline only).
+    ``min_logprob_per_word``: the confidence floor relative to the seed's own score (causal
+    LM only; None: no floor). ``strict=False`` is the earlier selection (word pieces
+    allowed, no negator list, no agreement check): the quality benchmark's baseline.
     """
     if max_keep < 1:
         raise LingtestError(f"capabilities.max_expansions_per_seed must be >= 1 (got {max_keep})")
-    proposed = propose_all(seed_masked, model, k, batched, tags)
-    valid, rejected = validate(proposed, nlp, polarity, still_matches)
-    seen = {detokenize([t for t in m.tokens if t != MASK]) for m in seed_masked}  # the seed
+    proposed = propose_all(seed_masked, model, k, batched, tags, whole=strict)
+    valid, rejected = validate(proposed, nlp, polarity, still_matches, strict)
+    seen = {seed_text(m) for m in seed_masked}  # the seed
+    if valid and min_logprob_per_word is not None and isinstance(model, CausalLM):
+        [seed_score] = model.score([seed_text(seed_masked[0])])
+        low = below_floor(valid, float(seed_score), min_logprob_per_word)
+        rejected["confidence"] += sum(low)
+        valid = [c for c, drop in zip(valid, low) if not drop]
     kept: list[Expansion] = []
     for cand in _ranked(valid):
         text = cand.text

@@ -23,9 +23,17 @@ Choices (the paper leaves them open):
   single ``{MASK}`` with the phrase label recorded as its symbol.
 - Punctuation and symbol tags (``SKIP_SYMBOLS``) are never inserted: a filled-in comma or
   bracket adds no word for a capability test to exercise.
-- Sampling: at most k candidates per seed, without replacement, each with probability
-  proportional to the reference count of its production (frequent English syntax first),
-  from a numpy Generator seeded from the run's seed, so the sample is deterministic.
+- Sampling (``sampling="alict"``, the default, as ALiCT's ``CFGDiff.get_exp_syntax_probs``):
+  per production of the seed, only the ``top_productions`` (ALiCT's NUM_TOPK = 5) most
+  frequent reference productions that expand it; then at most k candidates per seed,
+  uniformly without replacement. ``sampling="count"`` (the earlier behaviour) draws ∝ the
+  reference count over all candidates, which lets the very frequent NP → DT ... rules
+  (determiner insertions) dominate. Both use a numpy Generator seeded from the run's seed.
+- ``Surface`` (optional): the seed's exact text, each word's character span and the words a
+  capability template fixed. With it a mask may only open a gap at a word boundary (not
+  inside "well-constructed" or "did|n't") next to at least one word that is not fixed (no
+  "Do I {MASK} think that"), and the filled text is the seed's own text with the word
+  inserted (no re-detokenisation).
 - ``Masked.text`` joins the tokens with spaces; detokenising is the fill-in step's business.
 """
 from __future__ import annotations
@@ -45,8 +53,103 @@ PTB_TAGS = frozenset("""CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT P
 RBS RP SYM TO UH VB VBD VBG VBN VBP VBZ WDT WP WP$ WRB # $ . , : `` '' -LRB- -RRB-""".split())
 SKIP_SYMBOLS = frozenset({",", ".", ":", "``", "''", "-LRB-", "-RRB-", "#", "$", "SYM", "LS"})
 MAX_EMBEDDINGS = 50  # per (seed rule, reference rule) pair; reached only by very long rules
+TOP_PRODUCTIONS = 5  # ALiCT's NUM_TOPK (CFGDiff.py): reference rules kept per seed production
+SAMPLING = ("alict", "count")
+ATTACH_LEFT = frozenset({".", ",", "!", "?", ";", ":", ")", "]", "}", "...", "%"})
+ATTACH_RIGHT = frozenset({"(", "[", "{", "$", "#"})
+PROPER = frozenset({"NNP", "NNPS"})
 
 Cfg = dict[str, Counter]
+
+
+@dataclass(frozen=True)
+class Surface:
+    """A seed's exact text, its words' character spans, which words a template fixed, and
+    which keep their capital at the sentence start (proper nouns, "I", all-caps words)."""
+
+    text: str
+    spans: tuple[tuple[int, int], ...]
+    fixed: tuple[bool, ...]
+    keep_case: tuple[bool, ...]
+
+    @classmethod
+    def of(cls, text: str, tree: Node | str,
+           open_spans: Sequence[tuple[int, int]] | None = None) -> "Surface | None":
+        """Align the tree's words with ``text`` in order (None when a word is not found); a
+        word is fixed unless it starts inside one of ``open_spans`` (None: all open)."""
+        node = as_node(tree)
+        words, tags = leaves(node), _tags(node)
+        spans, at = [], 0
+        for word in words:
+            for form in dict.fromkeys((word, _UNESCAPE.get(word, word))):
+                start = text.find(form, at)
+                if start >= 0 and not text[at:start].strip():
+                    break
+            else:
+                return None
+            at = start + len(form)
+            spans.append((start, at))
+        opened = [(0, len(text))] if open_spans is None else list(open_spans)
+        fixed = tuple(not any(a <= start < b for a, b in opened) for start, _ in spans)
+        keep = tuple(t in PROPER or w == "I" or (w.isupper() and len(w) > 1)
+                     for w, t in zip(words, tags))
+        return cls(text, tuple(spans), fixed, keep)
+
+    def open_gap(self, gap: int) -> bool:
+        """Whether a word may be inserted before word ``gap`` (``len``: at the end)."""
+        n = len(self.spans)
+        left_fixed = self.fixed[gap - 1] if gap > 0 else True
+        right_fixed = self.fixed[gap] if gap < n else True
+        if left_fixed and right_fixed:
+            return False  # inside the template's own words
+        if gap in (0, n):
+            return True
+        between = self.text[self.spans[gap - 1][1]:self.spans[gap][0]]
+        return (bool(between) and between.isspace()) or self._word(gap) in ATTACH_LEFT \
+            or self._word(gap - 1) in ATTACH_RIGHT
+
+    def _word(self, i: int) -> str:
+        return self.text[self.spans[i][0]:self.spans[i][1]]
+
+    def insert(self, gaps: Sequence[int], words: Sequence[str]) -> str:
+        """The text with ``words[i]`` inserted before seed word ``gaps[i]``; the rest as is."""
+        by_gap: dict[int, list[str]] = {}
+        for gap, word in zip(gaps, words):
+            by_gap.setdefault(gap, []).append(word)
+        text, shift = self.text, 0
+        for gap in sorted(by_gap):
+            new = list(by_gap[gap])
+            if gap == 0:
+                start = self.spans[0][0] if self.spans else 0
+                first = text[start + shift:start + shift + 1]
+                if first.isupper():
+                    new[0] = new[0][:1].upper() + new[0][1:]
+                    if not self.keep_case[0]:
+                        text = text[:start + shift] + first.lower() + text[start + shift + 1:]
+                piece, at = " ".join(new) + " ", start
+            elif gap < len(self.spans) and self._word(gap - 1) in ATTACH_RIGHT \
+                    and self.spans[gap - 1][1] == self.spans[gap][0]:
+                piece, at = " ".join(new) + " ", self.spans[gap][0]
+            else:
+                piece, at = " " + " ".join(new), self.spans[gap - 1][1]
+            text = text[:at + shift] + piece + text[at + shift:]
+            shift += len(piece)
+        return text
+
+
+_UNESCAPE = {"-LRB-": "(", "-RRB-": ")", "-LCB-": "{", "-RCB-": "}", "``": '"', "''": '"'}
+
+
+def _tags(tree: Node) -> list[str]:
+    out: list[str] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if is_preterminal(node):
+            out.append(node.label)
+            continue
+        stack.extend(c for c in reversed(node.children) if isinstance(c, Node))
+    return out
 
 
 @dataclass(frozen=True)
@@ -59,10 +162,16 @@ class Masked:
     production: tuple[str, tuple[str, ...], tuple[str, ...]]  # (lhs, seed_rhs, ref_rhs)
     ref_count: int  # how often ref_rhs expands lhs in the treebank
     span: tuple[int, int]  # seed tokens covered by the expanded constituent
+    surface: Surface | None = None  # the seed's exact text (None: re-detokenise the tokens)
 
     @property
     def text(self) -> str:
         return " ".join(self.tokens)
+
+    @property
+    def gaps(self) -> tuple[int, ...]:
+        """Per mask, the index of the seed word it is inserted before."""
+        return tuple(p - i for i, p in enumerate(self.mask_positions))
 
     def fill(self, words: Sequence[str]) -> list[str]:
         """The tokens with one word per mask, in mask order."""
@@ -166,7 +275,8 @@ def _insert(words: Sequence[str], spans: Sequence[tuple[int, int]], node_span: t
 
 def mask_candidates(seed_tree: Node | str, cfg: Cfg, max_insertions: int | None = 2,
                     phrasal: bool = False,
-                    skip_symbols: frozenset[str] = SKIP_SYMBOLS) -> list[Masked]:
+                    skip_symbols: frozenset[str] = SKIP_SYMBOLS,
+                    surface: Surface | None = None) -> list[Masked]:
     """Every masked sentence Algorithm 1 finds for the seed (see module docstring)."""
     tree = as_node(seed_tree)
     words = leaves(tree)
@@ -188,19 +298,44 @@ def mask_candidates(seed_tree: Node | str, cfg: Cfg, max_insertions: int | None 
                 if key in seen:
                     continue
                 seen.add(key)
-                out.append(Masked(tuple(tokens), tuple(positions), tuple(symbols),
-                                  (lhs, tuple(seed_rhs), tuple(ref_rhs)), int(count), node_span))
+                masked = Masked(tuple(tokens), tuple(positions), tuple(symbols),
+                                (lhs, tuple(seed_rhs), tuple(ref_rhs)), int(count), node_span,
+                                surface)
+                if surface is None or all(surface.open_gap(g) for g in masked.gaps):
+                    out.append(masked)
     return out
 
 
+def top_per_production(found: Sequence[Masked], top: int) -> list[Masked]:
+    """The candidates whose reference rule is among the ``top`` most frequent ones expanding
+    the same seed production (same lhs, seed rhs and span), as ALiCT keeps NUM_TOPK."""
+    ranked: dict[tuple, list[tuple[int, tuple[str, ...]]]] = {}
+    for m in found:
+        key = (m.production[0], m.production[1], m.span)
+        entry = (m.ref_count, m.production[2])
+        if entry not in ranked.setdefault(key, []):
+            ranked[key].append(entry)
+    keep = {key: {rhs for _, rhs in sorted(v, key=lambda e: (-e[0], e[1]))[:top]}
+            for key, v in ranked.items()}
+    return [m for m in found if m.production[2] in keep[(m.production[0], m.production[1],
+                                                           m.span)]]
+
+
 def masked_sentences(seed_tree: Node | str, cfg: Cfg, k: int, rng: np.random.Generator,
+                     sampling: str = "alict", top_productions: int = TOP_PRODUCTIONS,
                      **options) -> list[Masked]:
-    """At most ``k`` candidates, sampled without replacement ∝ their production's count."""
+    """At most ``k`` candidates, sampled without replacement (see the module docstring)."""
     if k < 1:
         raise LingtestError(f"capabilities.max_masks_per_seed must be >= 1 (got {k})")
+    if sampling not in SAMPLING:
+        raise LingtestError(f"capabilities.mask_sampling must be one of {', '.join(SAMPLING)} "
+                            f"(got {sampling!r})")
     found = mask_candidates(seed_tree, cfg, **options)
+    if sampling == "alict":
+        found = top_per_production(found, top_productions)
     if len(found) <= k:
         return found
-    weights = np.array([m.ref_count for m in found], dtype=np.float64)
+    weights = (np.array([m.ref_count for m in found], dtype=np.float64)
+               if sampling == "count" else np.ones(len(found)))
     picked = rng.choice(len(found), size=k, replace=False, p=weights / weights.sum())
     return [found[i] for i in picked]

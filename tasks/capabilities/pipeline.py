@@ -25,7 +25,7 @@ from tasks.models.sentiment import SentimentModel, load_sentiment_model
 
 EXPANSION_MODULES = ("tasks.capabilities.expansion", "tasks.capabilities.fill",
                      "tasks.capabilities.masks", "tasks.capabilities.grammar",
-                     "tasks.capabilities.search")
+                     "tasks.capabilities.search", "tasks.capabilities.wellformed")
 RESULT_COLUMNS = ["case_id", "model_id", "revision", "capability", "kind", "parent_case_id",
                   "text", "expected", "prediction", "p_neg", "p_neutral", "p_pos", "verdict"]
 
@@ -109,10 +109,16 @@ def load_models(c: CapabilitiesParams, offline: bool, root: str) -> list[Sentime
 
 @task(name="run-suite", task_run_name="run-suite-{model.model_id}", cache_policy=NO_CACHE)
 def run_suite(model: SentimentModel, suite: pd.DataFrame) -> pd.DataFrame:
-    """Every seed case and expansion on one model: pass when its 3-way label is expected."""
-    probs = model.probabilities3(suite["text"].tolist()) if len(suite) else np.zeros((0, 3))
-    labels = np.array(checklist_run.CLASSES)[probs.argmax(axis=1)] if len(suite) else []
-    prediction = [str(x) for x in labels]
+    """Every seed case and expansion on one model: pass when its 3-way label is expected.
+
+    The label is the model's ``predict`` (a binary model's neutral band, VADER's compound
+    score), not the argmax of ``probabilities3``: a binary model padded to
+    [P(neg), 0, P(pos)] could never be neutral, and VADER's proportions almost always are."""
+    if len(suite):
+        prediction, probs = model.predict_with_probabilities3(suite["text"].tolist())
+    else:
+        prediction, probs = [], np.zeros((0, 3))
+    prediction = [str(x) for x in prediction]
     verdict = ["pass" if p in e.split("|") else "fail"
                for p, e in zip(prediction, suite["expected"])]
     return pd.DataFrame({
@@ -133,23 +139,68 @@ def run_checklist(model: SentimentModel, suite: pd.DataFrame, max_examples: int 
     return verdicts.assign(model_id=model.model_id)
 
 
-@task(name="coverage", cache_policy=NO_CACHE)
-def coverage_curve(model: SentimentModel, train_texts: list[str],
-                   suites: dict[str, list[str]], sizes: list[int], repeats: int,
-                   seed: int) -> tuple[pd.DataFrame, dict]:
-    """BoundCov / SActCov of equal-size samples of each suite, bounds from training text.
+def coverage_pairs(suite: pd.DataFrame, checklist: pd.DataFrame, capabilities: list[str],
+                   seed: int) -> dict[str, tuple[str, list[str], list[str]]]:
+    """LC → (its CheckList test in ALiCT's map, the LC's distinct texts, as many distinct texts
+    of the test drawn with the seed): the like-for-like comparison of the coverage report.
+    LCs outside the map, or whose test is absent from the table, are left out."""
+    pairs = {}
+    for lc in capabilities:
+        test = coverage.LC_TO_CHECKLIST.get(lc)
+        ours = list(dict.fromkeys(suite.loc[suite["capability"] == lc, "text"]))
+        rows = checklist[checklist["test"] == test]
+        if test is None or rows.empty or not ours:
+            continue
+        theirs = list(dict.fromkeys(t for texts in rows["texts"] for t in texts))
+        if len(theirs) > len(ours):
+            rng = np.random.default_rng([seed, *lc.encode("utf-8")])  # per LC, as sample_suite
+            theirs = [theirs[i] for i in np.sort(rng.choice(len(theirs), len(ours),
+                                                            replace=False))]
+        pairs[lc] = (test, ours, theirs)
+    return pairs
 
-    Sizes above the smaller suite are dropped (the samples must be of equal size)."""
+
+def has_hidden_states(model: SentimentModel) -> bool:
+    """A torch network with a tokenizer (MiniLM, hub checkpoints): coverage can hook it."""
+    import torch
+
+    return isinstance(getattr(model, "model", None), torch.nn.Module) and hasattr(
+        model, "tokenizer")
+
+
+@task(name="coverage", task_run_name="coverage-{model.model_id}", cache_policy=NO_CACHE)
+def coverage_curve(model: SentimentModel, train_texts: list[str],
+                   suites: dict[str, list[str]], pairs: dict[str, tuple[str, list, list]],
+                   sizes: list[int], repeats: int, seed: int
+                   ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """BoundCov / SActCov of one model, bounds from training text: equal-size samples of each
+    whole suite (sizes above the smaller suite are dropped), and each capability against its
+    CheckList test at equal size (``pairs``: LC → (test, LC texts, test texts)).
+
+    Every distinct text is run through the model once, whichever suites it belongs to, and
+    kept only as its bit-packed corner flags (``coverage.CornerFlags``)."""
     torch_model, tokenizer = model.model, model.tokenizer
+    max_length = int(getattr(model, "max_length", 128))
     layers = coverage.default_layers(torch_model)
-    low_high = coverage.bounds(torch_model, coverage.text_batches(tokenizer, train_texts),
-                               layers)
-    acts = {name: coverage.activations(torch_model, coverage.text_batches(tokenizer, texts),
-                                       layers) for name, texts in suites.items()}
-    smallest = min(len(a) for a in acts.values())
+    low_high = coverage.bounds(torch_model, coverage.text_batches(
+        tokenizer, train_texts, max_length=max_length), layers)
+    distinct = list(dict.fromkeys([t for texts in suites.values() for t in texts]
+                                  + [t for _, a, b in pairs.values() for t in (*a, *b)]))
+    flags = coverage.corner_flags(torch_model, coverage.text_batches(
+        tokenizer, distinct, max_length=max_length), low_high, layers)
+    row = {text: i for i, text in enumerate(distinct)}
+
+    def of(texts: list[str]) -> coverage.CornerFlags:
+        return flags.take([row[t] for t in texts])
+
+    smallest = min(len(texts) for texts in suites.values())
     usable = sorted({s for s in sizes if s <= smallest} | {smallest})
-    curve = coverage.coverage_curve(low_high, acts, usable, seed, repeats)
+    curve = coverage.coverage_curve(low_high, {n: of(t) for n, t in suites.items()}, usable,
+                                    seed, repeats)
+    by_lc = coverage.paired_coverage(
+        low_high, {lc: (test, of(a), of(b)) for lc, (test, a, b) in pairs.items()}, seed,
+        repeats)
     info = {"neurons": int(len(low_high[0])), "layers": len(layers),
             "train_sentences": len(train_texts), "sizes": usable,
-            **{f"{name} texts": len(a) for name, a in acts.items()}}
-    return curve, info
+            **{f"{name} texts": len(t) for name, t in suites.items()}}
+    return curve.assign(model_id=model.model_id), by_lc.assign(model_id=model.model_id), info

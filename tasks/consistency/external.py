@@ -99,19 +99,31 @@ def acts(levels: list[int], strength: int, seed: int, binary: str) -> np.ndarray
 
 
 def cagen(levels: list[int], strength: int, seed: int, binary: str) -> np.ndarray:
-    """CAgen's FIPOG command-line tool (``fipo-cli``); the interface is assumed, not verified.
+    """CAgen's FIPOG command-line tool, called as the guide calls it (KomMKonLLM
+    ``meta-runner/src/payload_generator/ca_generator.py``, ``CaGenExecutor``):
+    ``fipo-cli -t T -i 3,3,2 -p -q -o out.csv``; ``-i`` takes the level counts, not a model
+    file, and the output is a header-less CSV of value indices.
 
-    Expected: ``fipo-cli -t T -i model.txt -o out.csv`` with the PICT-style model used above,
-    writing a CSV whose first line is the header ``P0,P1,...``. If your build differs, wrap it
-    in a script with this interface and pass that as ``--binary``. No seed option (ignored).
+    The guide also passes ``--randomize``, which has no seed option: it is left out so that
+    the same levels give the same array (``seed`` is accepted and ignored).
     """
     del seed
     with tempfile.TemporaryDirectory(prefix="lingtest-cagen-") as tmp:
-        model, out = Path(tmp) / "model.txt", Path(tmp) / "out.csv"
-        model.write_text("".join(f"P{j}: {', '.join(map(str, range(v)))}\n"
-                                 for j, v in enumerate(levels)), encoding="utf-8")
-        _run([binary, "-t", str(strength), "-i", str(model), "-o", str(out)], "cagen")
-        return _table(out.read_text(encoding="utf-8"), ",", len(levels), "cagen")
+        out = Path(tmp) / "out.csv"
+        _run([binary, "-t", str(strength), "-i", ",".join(map(str, levels)), "-p", "-q",
+              "-o", str(out)], "cagen")
+        if not out.is_file():
+            raise LingtestError(f"cagen: {binary} wrote no {out.name} (check {PARAM}: it must "
+                                f"be CAgen's fipo-cli)")
+        return _headerless(out.read_text(encoding="utf-8"), len(levels), "cagen")
+
+
+def _headerless(text: str, k: int, generator: str) -> np.ndarray:
+    """Parse a header-less CSV of value indices (a stray ``P0,P1,…`` header is skipped)."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if lines and not lines[0].replace(",", "").replace(" ", "").isdigit():
+        lines = lines[1:]
+    return _table("\n".join(["header", *lines]), ",", k, generator)
 
 
 def run_external(generator: str, levels: list[int], strength: int, seed: int,

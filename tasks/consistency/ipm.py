@@ -231,10 +231,16 @@ def build_ipms(questions: pd.DataFrame, nlp: Any, wn: Any, max_values: int = 3) 
     return [_ipm(qid, doc, wn, max_values) for qid, doc in zip(ids, docs)]
 
 
-def derive_prompt(text: str, prefix: str, suffix: str) -> str:
+def derive_prompt(text: str, prefix: str, suffix: str, join: str = "space") -> str:
     """``prefix text suffix`` with single spaces, leaving out parts that are blank.
 
     Only the joins are normalised (each part is stripped), so the question itself reaches
     the model as derived: ``derive_prompt("Is it?", "", "Return a JSON Boolean.")``.
+    ``join="none"`` concatenates the parts verbatim, as the guide's meta-runner does
+    (``prepare_prompt``: prefix + query + postfix).
     """
+    if join == "none":
+        return f"{prefix}{text}{suffix}"
+    if join != "space":
+        raise LingtestError(f"consistency.prompt_join: {join!r} is not one of space, none")
     return " ".join(part.strip() for part in (prefix, text, suffix) if part.strip())

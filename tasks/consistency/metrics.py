@@ -21,6 +21,12 @@ Decisions (the "undefined" answer is neither true nor false):
   under synonym swaps, and the undefined rate, reported beside it, shows how much of it
   is consistent non-answering. Derived rows whose question has no row 0 for that model
   are left out of consistency (there is nothing to compare with).
+
+The guide's own definitions (KomMKonLLM ``ResultStore/services/OracleService.py``) are
+named options: ``recall_definition="answered"`` is tp / (tp + fn) with fn = true questions
+answered "false", so undefined answers drop out; ``consistency_definition="per_question"``
+is, per question, the share of all its rows, the original included, whose answer equals
+the original's, averaged over questions (each question weighs the same).
 """
 from __future__ import annotations
 
@@ -35,10 +41,38 @@ _PARSED = {"true", "false", "undefined"}
 _BOOLEAN_TEXT = {"true": True, "false": False, "1": True, "0": False}
 # Per-question counts from which every metric is a ratio of sums (so resampling questions
 # only needs a weighted sum of these).
-_STATS = ("n", "correct", "tp", "fp", "positives", "undefined", "consistent", "derived")
+_STATS = ("n", "correct", "tp", "fp", "fn", "positives", "undefined", "consistent", "derived",
+          "question_agreement", "has_original")
+RECALL_DEFINITIONS = {
+    "all_true": "recall = tp / true-annotated rows (an undefined answer counts as missed)",
+    "answered": "recall = tp / (tp + fn) over rows answered true/false (the guide's)"}
+CONSISTENCY_DEFINITIONS = {
+    "derived_rows": "consistency = derived rows (row > 0) agreeing with the original "
+                    "answer / derived rows, pooled over questions",
+    "per_question": "consistency = per question, rows (original included) agreeing with "
+                    "the original answer / rows, averaged over questions (the guide's)"}
 
 
-def model_summary(results: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+def definitions(recall_definition: str = "all_true",
+                consistency_definition: str = "derived_rows") -> str:
+    """The metric definitions in words, for table captions and provenance."""
+    _check_definitions(recall_definition, consistency_definition)
+    return (f"{RECALL_DEFINITIONS[recall_definition]}; "
+            f"{CONSISTENCY_DEFINITIONS[consistency_definition]}")
+
+
+def _check_definitions(recall_definition: str, consistency_definition: str) -> None:
+    for key, value, known in (("recall_definition", recall_definition, RECALL_DEFINITIONS),
+                              ("consistency_definition", consistency_definition,
+                               CONSISTENCY_DEFINITIONS)):
+        if value not in known:
+            raise LingtestError(f"consistency.{key}: {value!r} is not one of "
+                                f"{', '.join(known)}")
+
+
+def model_summary(results: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
+                  recall_definition: str = "all_true",
+                  consistency_definition: str = "derived_rows") -> pd.DataFrame:
     """One row per model: n, n_questions, each metric of ``METRICS`` and its 95% CI.
 
     The CI columns ``<metric>_lo``/``<metric>_hi`` are percentile intervals of a cluster
@@ -46,17 +80,19 @@ def model_summary(results: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> p
     annotation, so they are not independent and resampling rows would make the intervals
     too narrow. Every model is resampled with a fresh ``default_rng(seed)``, so its
     interval does not depend on which other models are in the table. ``n_boot=0`` skips
-    the bootstrap (CI columns NaN).
+    the bootstrap (CI columns NaN). The definitions are those of ``definitions``.
     """
+    _check_definitions(recall_definition, consistency_definition)
+    chosen = (recall_definition, consistency_definition)
     results = _validated(results)
     rows = []
     for model_id, group in results.groupby("model_id", sort=True):
         stats = _question_stats(group)
         sums = stats.to_numpy(dtype=float)
-        point = _metrics(sums.sum(axis=0, keepdims=True))
+        point = _metrics(sums.sum(axis=0, keepdims=True), *chosen)
         row: dict[str, object] = {"model_id": model_id, "n": len(group),
                                   "n_questions": len(stats)}
-        lo, hi = _bootstrap(sums, n_boot, np.random.default_rng(seed))
+        lo, hi = _bootstrap(sums, n_boot, np.random.default_rng(seed), chosen)
         for name in METRICS:
             row[name] = point[name][0]
             row[f"{name}_lo"], row[f"{name}_hi"] = lo[name], hi[name]
@@ -66,17 +102,19 @@ def model_summary(results: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> p
     return pd.DataFrame(rows, columns=columns)
 
 
-def question_summary(results: pd.DataFrame) -> pd.DataFrame:
+def question_summary(results: pd.DataFrame,
+                     consistency_definition: str = "derived_rows") -> pd.DataFrame:
     """One row per model and question: n, accuracy, consistency, undefined rate, and the
     original answer (``parsed`` of row 0, None without row 0) beside the annotation.
 
     ``expected`` is the annotation of the question's lowest row (row 0 when present).
     """
+    _check_definitions("all_true", consistency_definition)
     results = _validated(results)
     keys = ["model_id", "question_id"]
     stats = _question_stats(results)
     first = results.sort_values([*keys, "row"]).groupby(keys, sort=True).first()
-    metrics = _metrics(stats.to_numpy(dtype=float))
+    metrics = _metrics(stats.to_numpy(dtype=float), "all_true", consistency_definition)
     table = pd.DataFrame({"n": stats["n"].astype(int),
                           "accuracy": metrics["accuracy"],
                           "consistency": metrics["consistency"],
@@ -143,29 +181,43 @@ def _question_stats(results: pd.DataFrame) -> pd.DataFrame:
     frame = results[list(COLUMNS)].join(originals, on=keys)
     predicted_true = frame["parsed"] == "true"
     derived = (frame["row"] > 0) & frame["original"].notna()
+    agrees = frame["original"].notna() & (frame["parsed"] == frame["original"])
     counts = pd.DataFrame({
         "n": 1,
         "correct": frame["parsed"] == frame["expected"].map({True: "true", False: "false"}),
         "tp": predicted_true & frame["expected"],
         "fp": predicted_true & ~frame["expected"],
+        "fn": (frame["parsed"] == "false") & frame["expected"],
         "positives": frame["expected"],
         "undefined": frame["parsed"] == "undefined",
         "consistent": derived & (frame["parsed"] == frame["original"]),
         "derived": derived,
+        "agrees": agrees,
+        "with_original": frame["original"].notna(),
     }, index=frame.index).astype(int)
-    return counts.join(frame[keys]).groupby(keys, sort=True)[list(_STATS)].sum()
+    sums = counts.join(frame[keys]).groupby(keys, sort=True).sum()
+    # Per question (so that a weighted sum over questions gives the guide's macro mean).
+    sums["has_original"] = (sums["with_original"] > 0).astype(int)
+    sums["question_agreement"] = (sums["agrees"] / sums["with_original"].where(
+        sums["with_original"] > 0)).fillna(0.0)
+    return sums[list(_STATS)]
 
 
-def _metrics(sums: np.ndarray) -> dict[str, np.ndarray]:
+def _metrics(sums: np.ndarray, recall_definition: str = "all_true",
+             consistency_definition: str = "derived_rows") -> dict[str, np.ndarray]:
     """Every metric from summed counts; ``sums`` has one row per sample, columns _STATS."""
-    n, correct, tp, fp, positives, undefined, consistent, derived = sums.T
+    s = dict(zip(_STATS, sums.T))
+    n, correct, tp, fp, positives = s["n"], s["correct"], s["tp"], s["fp"], s["positives"]
     precision = _ratio(tp, tp + fp)
-    recall = _ratio(tp, positives)
+    recall = _ratio(tp, positives if recall_definition == "all_true" else tp + s["fn"])
+    consistency = (_ratio(s["consistent"], s["derived"])
+                   if consistency_definition == "derived_rows"
+                   else _ratio(s["question_agreement"], s["has_original"]))
     f1 = _ratio(2 * precision * recall, precision + recall)
     f1 = np.where((precision == 0) & (recall == 0), 0.0, f1)  # NaN stays NaN
     return {"accuracy": _ratio(correct, n), "precision": precision, "recall": recall,
-            "f1": f1, "consistency": _ratio(consistent, derived),
-            "undefined_rate": _ratio(undefined, n)}
+            "f1": f1, "consistency": consistency,
+            "undefined_rate": _ratio(s["undefined"], n)}
 
 
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
@@ -174,8 +226,9 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     return np.where(defined, numerator / np.where(defined, denominator, 1), np.nan)
 
 
-def _bootstrap(stats: np.ndarray, n_boot: int,
-               rng: np.random.Generator) -> tuple[dict[str, float], dict[str, float]]:
+def _bootstrap(stats: np.ndarray, n_boot: int, rng: np.random.Generator,
+               chosen: tuple[str, str] = ("all_true", "derived_rows"),
+               ) -> tuple[dict[str, float], dict[str, float]]:
     """Percentile 95% bounds of every metric over ``n_boot`` resamples of the questions.
 
     Not ``scipy.stats.bootstrap``: it would resample once per metric, where one shared set
@@ -190,7 +243,7 @@ def _bootstrap(stats: np.ndarray, n_boot: int,
     # How often each question is drawn in each resample: drawing n_questions of them
     # with replacement is a multinomial with equal probabilities.
     weights = rng.multinomial(n_questions, np.full(n_questions, 1 / n_questions), size=n_boot)
-    samples = _metrics(weights @ stats)
+    samples = _metrics(weights @ stats, *chosen)
     lo, hi = {}, {}
     for name in METRICS:
         values = samples[name][~np.isnan(samples[name])]

@@ -12,15 +12,23 @@ Rules, in order:
    (the template put ``<think>`` into the prompt) keeps only the text after it.
 2. Markdown code fences (```` ```json … ``` ````) are replaced by their contents; several
    fences must agree; an unclosed fence is undefined (truncated output).
-3. JSON (or a Python literal): a boolean; a string that is a boolean word; an object
-   whose answer fields (answer/response/result/boolean/value/output/…, searched in nested
-   objects) hold exactly one distinct boolean-like value. Text that starts like JSON but
-   does not parse is undefined.
+3. JSON (or a Python literal): a boolean; the number 1 or 0; a string that is a boolean
+   word; an object whose answer fields (answer/response/result/boolean/value/output/…,
+   searched in nested objects) hold exactly one distinct boolean-like value, or, without
+   answer fields, whose only boolean value (under any key, nested too) is that value. Text
+   that starts like JSON but does not parse is undefined.
 4. Plain text: the first word (after an optional "answer:" / "the answer is" label) is
-   yes/true or no/false, and no word of the opposite polarity occurs anywhere.
+   yes/true or no/false (or the whole response is ``1``/``0``). When that word stands alone
+   as the first clause ("No, that's not true.", "Yes, there is no doubt") it decides, as in
+   the guide's oracle (KomMKonLLM ``ResultStore/services/OracleService.py`` reads the first
+   word), unless a later clause contradicts it: a clause that is only the opposite word
+   ("Yes. No.") or an un-negated opposite true/false ("Yes. Actually, it is false.").
+   Otherwise no word of the opposite polarity may occur anywhere ("Yes and no").
+5. An HTML document (a proxy's error page) is never an answer.
 
 Everything else (empty, "maybe", "I cannot answer", "true or false", "Yes. No.") is
-undefined.
+undefined. ``strict=True`` follows the guide's prompt to the letter: only a response that
+is a JSON Boolean (``true``/``false``, whitespace aside) is an answer.
 """
 from __future__ import annotations
 
@@ -36,7 +44,8 @@ import pandas as pd
 
 from tasks.core.errors import InputFormatError, LingtestError
 
-ORACLE_VERSION = "1"  # bump whenever a rule changes: cached/parsed answers depend on it
+ORACLE_VERSION = "2"  # bump whenever a rule changes: cached/parsed answers depend on it
+MODES = ("lenient", "strict")
 
 TRUE, FALSE, UNDEFINED = "true", "false", "undefined"
 VALUES = (TRUE, FALSE, UNDEFINED)
@@ -53,12 +62,25 @@ _LABEL = re.compile(r"^\W*(?:the\s+)?(?:final\s+)?answer\s*(?:is\b)?\s*[:\-]?\s*
 _TOKEN = re.compile(r"[a-z]+")
 # "No answer", "No idea": a leading "no" that declines to answer rather than says false.
 _DECLINE = {"answer", "idea", "comment", "clue", "information", "way", "definitive", "clear"}
+_CLAUSE = re.compile(r"[.!?;,:\n]+")
+_NEGATION = {"not", "t", "never", "isn", "wasn", "aren"}
+_HTML = re.compile(r"^\s*(?:<!doctype\s+html|<html[\s>])", re.IGNORECASE)
 
 
-def parse_answer(text: str | None) -> str:
+def oracle_version(mode: str = "lenient") -> str:
+    """The version verdicts are stored under: the rules' version, plus the mode if strict."""
+    if mode not in MODES:
+        raise LingtestError(f"consistency.oracle: {mode!r} is not one of {', '.join(MODES)}")
+    return ORACLE_VERSION if mode == "lenient" else f"{ORACLE_VERSION}-strict"
+
+
+def parse_answer(text: str | None, strict: bool = False) -> str:
     """Return ``"true"``, ``"false"`` or ``"undefined"`` for one model response."""
-    if not isinstance(text, str):
+    if not isinstance(text, str) or _HTML.match(text):
         return UNDEFINED
+    if strict:
+        found, value = _load_json(text.strip())
+        return (TRUE if value else FALSE) if found and isinstance(value, bool) else UNDEFINED
     body = _strip_reasoning(text)
     if body is None:
         return UNDEFINED
@@ -100,6 +122,13 @@ def _parse_plain(text: str) -> str:
     return _from_words(text)
 
 
+def _load_json(text: str) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(text)
+    except ValueError:
+        return False, None
+
+
 def _load_literal(text: str) -> tuple[bool, Any]:
     """Parse ``text`` as JSON, else as a Python literal (``{'answer': True}``)."""
     try:
@@ -115,11 +144,28 @@ def _load_literal(text: str) -> tuple[bool, Any]:
 def _from_json(value: Any) -> str:
     if isinstance(value, bool):
         return TRUE if value else FALSE
+    if isinstance(value, int) and value in (0, 1):
+        return TRUE if value else FALSE
     if isinstance(value, str):
         return _boolean_word(value)
     if isinstance(value, dict):
-        return _agree(_answer_values(value))
+        answers = _answer_values(value)
+        if answers:
+            return _agree(answers)
+        booleans = _booleans(value)
+        return (TRUE if booleans[0] else FALSE) if len(booleans) == 1 else UNDEFINED
     return UNDEFINED
+
+
+def _booleans(obj: dict) -> list[bool]:
+    """Every JSON Boolean in an object, nested objects included."""
+    found: list[bool] = []
+    for value in obj.values():
+        if isinstance(value, bool):
+            found.append(value)
+        elif isinstance(value, dict):
+            found += _booleans(value)
+    return found
 
 
 def _answer_values(obj: dict) -> list[str]:
@@ -129,7 +175,7 @@ def _answer_values(obj: dict) -> list[str]:
         if isinstance(value, dict):
             found += _answer_values(value)
         elif str(key).strip().lower() in _ANSWER_KEYS:
-            reading = _from_json(value) if isinstance(value, (bool, str)) else UNDEFINED
+            reading = _from_json(value) if isinstance(value, (int, str)) else UNDEFINED
             if reading != UNDEFINED:
                 found.append(reading)
     return found
@@ -142,13 +188,35 @@ def _boolean_word(text: str) -> str:
 
 
 def _from_words(text: str) -> str:
-    tokens = _TOKEN.findall(_LABEL.sub("", text, count=1).lower())
+    text = _LABEL.sub("", text, count=1).lower()
+    tokens = _TOKEN.findall(text)
+    if re.fullmatch(r"\W*[01]\W*", text):
+        return TRUE if "1" in text else FALSE
     if not tokens or tokens[0] not in _WORDS:
         return UNDEFINED
-    if tokens[0] == "no" and len(tokens) > 1 and tokens[1] in _DECLINE:
+    if len(tokens) > 1 and (tokens[1] == "or" or (tokens[0] == "no" and tokens[1] in _DECLINE)):
         return UNDEFINED
+    first = _WORDS[tokens[0]]
+    clauses = [_TOKEN.findall(clause) for clause in _CLAUSE.split(text)]
+    clauses = [clause for clause in clauses if clause]
+    if clauses[0] == tokens[:1]:  # "Yes, …": the word is the answer, the rest explains it
+        return UNDEFINED if any(_contradicts(clause, first) for clause in clauses[1:]) else first
     polarities = {_WORDS[token] for token in tokens if token in _WORDS}
     return polarities.pop() if len(polarities) == 1 else UNDEFINED
+
+
+def _contradicts(clause: list[str], answer: str) -> bool:
+    """A later clause that says the opposite: only the opposite word, or an un-negated
+    opposite true/false ("Actually, it is false"; "that's not true" agrees with "No")."""
+    if len(clause) == 1 and _WORDS.get(clause[0], answer) != answer:
+        return True
+    for index, token in enumerate(clause):
+        if token in ("true", "false"):
+            negated = index > 0 and clause[index - 1] in _NEGATION
+            reading = _WORDS[token] if not negated else (FALSE if token == "true" else TRUE)
+            if reading != answer:
+                return True
+    return False
 
 
 def classify_csv(path: str | Path, column: str,

@@ -85,7 +85,10 @@ def llm_settings(params: Params) -> dict:
 
 
 def prompt_settings(c: ConsistencyParams) -> dict:
-    return {"prompt_prefix": c.prompt_prefix, "prompt_suffix": c.prompt_suffix}
+    settings = {"prompt_prefix": c.prompt_prefix, "prompt_suffix": c.prompt_suffix}
+    if c.prompt_join != "space":  # the default stays out, so existing identities still hold
+        settings["prompt_join"] = c.prompt_join
+    return settings
 
 
 def store_id(question_id: str, question: str, answer: bool) -> str:
@@ -162,7 +165,7 @@ def write_models(ipms: list[IPM], arrays: list[np.ndarray], out: Path) -> None:
 
 
 def derive_queries(questions: pd.DataFrame, ipms: list[IPM], arrays: list[np.ndarray],
-                   prefix: str, suffix: str) -> pd.DataFrame:
+                   prefix: str, suffix: str, join: str = "space") -> pd.DataFrame:
     """One row per covering-array row: the derived question and the prompt sent for it."""
     ids = dict(zip(questions["question_id"], questions["store_id"]))
     rows = []
@@ -170,8 +173,40 @@ def derive_queries(questions: pd.DataFrame, ipms: list[IPM], arrays: list[np.nda
         for index, values in enumerate(np.asarray(array).tolist()):
             text = ipm.derive(values)
             rows.append((ipm.question_id, ids[ipm.question_id], index, values, text,
-                         derive_prompt(text, prefix, suffix)))
+                         derive_prompt(text, prefix, suffix, join)))
     return pd.DataFrame(rows, columns=QUERY_COLUMNS)
+
+
+@task(name="import-guide-artefacts", cache_policy=NO_CACHE)
+def import_guide(c: ConsistencyParams, workspace: Workspace, out: Path
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Questions and queries from a folder of the guide's ca-N.csv + synonyms-N.txt
+    (``consistency.import_dir``), and the file the labels came from (for provenance)."""
+    from tasks.consistency import guide_import
+
+    folder = Path(c.import_dir).expanduser()
+    folder = folder if folder.is_absolute() else workspace.root / folder
+    questions, synonyms, arrays = guide_import.read_guide_folder(folder)
+    questions["store_id"] = [store_id(q, t, a) for q, t, a in
+                             zip(questions["question_id"], questions["question"],
+                                 questions["answer"])]
+    logger = get_run_logger()
+    for question_id, gaps in guide_import.coverage_gaps(arrays, synonyms, c.strength).items():
+        if gaps:
+            logger.warning("%s: the imported array misses %d %d-tuples (used as it is)",
+                           question_id, gaps, c.strength)
+    folder_out = out / "ca"
+    for stale in [*folder_out.glob("ca-*.csv"), *(out / "ipm").glob("*.json")]:
+        stale.unlink()  # no IPMs here: the synonym lists are the guide's
+    for question_id, array in arrays.items():
+        io.write_text(folder_out / f"ca-{question_id}.csv", covering.ca_csv_text(array))
+    queries = guide_import.guide_queries(questions, synonyms, arrays, c.prompt_prefix,
+                                         c.prompt_suffix, c.prompt_join)
+    labels = folder / "test_runs.csv"
+    source = labels if labels.is_file() else folder / "public_questions.jsonl"
+    logger.info("imported %d questions, %d derived questions from %s", len(questions),
+                len(queries), folder)
+    return questions, queries, str(source)
 
 
 # ------------------------------------------------------------------ store
@@ -207,19 +242,27 @@ ANSWER_SETTINGS = {"hf": ("max_new_tokens", "system", "batch_size", "device"),
 def identity(spec: str, settings: dict, prompts: dict) -> str:
     """What fixes a model's answers, known without loading it: spec, the settings that
     change answers, prompt settings and, for a local model, the resolved revision (package
-    version / file hash)."""
-    from tasks.models.llm import _split_spec
+    version / file hash); for an HTTP model, the server (base URL) and, where the API gives
+    one, the model's digest, so answers from another server are never reused."""
+    from tasks.models.llm import LLMSettings, _split_spec, load_llm
 
     prefix, name = _split_spec(spec.strip())
     kind = "hf" if prefix == "hf" else "http"
-    revision = None
+    revision = endpoint = None
     if kind == "hf":
         from tasks.models.registry import resolve
 
         res = resolve(name, "causal_lm", offline=settings["offline"])
         revision = [res.source, res.revision, res.gguf_file]
+    else:
+        backend = load_llm(spec, LLMSettings(**settings))  # HTTP: no connection until asked
+        try:
+            endpoint = backend.endpoint()
+        finally:
+            backend.close()
     text = json.dumps({"spec": spec, "prompt": prompts, "revision": revision,
-                       "settings": {k: settings[k] for k in ANSWER_SETTINGS[kind]}},
+                       "settings": {k: settings[k] for k in ANSWER_SETTINGS[kind]},
+                       **({"endpoint": endpoint} if endpoint is not None else {})},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -284,21 +327,27 @@ def answer_pending(url: str, spec: str, ident: str, settings: dict, prompts: dic
     close = getattr(backend, "close", None)
     if callable(close):
         close()
-    return {"model_key": key, "sent": sent, "errors": errors, "total": total}
+    fingerprints = sorted(getattr(backend, "fingerprints", ()))
+    if fingerprints:
+        logger.info("%s: system_fingerprint(s) %s", spec, ", ".join(fingerprints))
+    return {"model_key": key, "sent": sent, "errors": errors, "total": total,
+            "system_fingerprints": fingerprints}
 
 
 @task(name="judge", cache_policy=NO_CACHE)
-def judge(url: str) -> int:
-    """The oracle reads every response it has not read yet; returns how many."""
+def judge(url: str, mode: str = "lenient") -> int:
+    """The oracle (``mode`` lenient or strict) reads every response it has not read yet under
+    its version; returns how many."""
+    version = oracle.oracle_version(mode)
     with open_store(url) as store:
-        todo = store.unjudged(oracle.ORACLE_VERSION)
+        todo = store.unjudged(version)
         rows = []
         for r in todo.itertuples(index=False):
-            parsed = oracle.parse_answer(r.raw_text)
+            parsed = oracle.parse_answer(r.raw_text, strict=mode == "strict")
             rows.append({"response_id": r.response_id, "parsed": parsed,
                          "correct": parsed == ("true" if r.expected else "false")})
-        store.save_verdicts(rows, oracle.ORACLE_VERSION)
-    get_run_logger().info("oracle %s: judged %d new responses", oracle.ORACLE_VERSION, len(rows))
+        store.save_verdicts(rows, version)
+    get_run_logger().info("oracle %s: judged %d new responses", version, len(rows))
     return len(rows)
 
 
@@ -311,12 +360,13 @@ def model_record(url: str, model_key: int) -> dict:
 
 
 @task(name="collect-results", cache_policy=NO_CACHE)
-def collect_results(url: str, model_keys: list[int], queries_path: str) -> pd.DataFrame:
+def collect_results(url: str, model_keys: list[int], queries_path: str,
+                    mode: str = "lenient") -> pd.DataFrame:
     """One row per model × covering-array row of this run, with the oracle's reading."""
     queries = pd.read_parquet(queries_path)
     with open_store(url) as store:
         results = store.results(model_keys, queries["store_id"].unique().tolist(),
-                                oracle.ORACLE_VERSION)
+                                oracle.oracle_version(mode))
         counts = store.counts()
     wanted = queries[["question_id", "store_id", "array_row", "prompt"]]
     results = (results.rename(columns={"question_id": "store_id"})

@@ -47,21 +47,27 @@ def counts(results: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby("model_id", sort=True)[SUMMARY_COUNTS].sum().reset_index()
 
 
-def summary(results: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+def summary(results: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
+            recall_definition: str = "all_true",
+            consistency_definition: str = "derived_rows") -> pd.DataFrame:
     """One row per model: counts, then accuracy, precision, recall, F1 (class true),
-    consistency and undefined rate, each with its 95% cluster-bootstrap CI (over questions)."""
+    consistency and undefined rate, each with its 95% cluster-bootstrap CI (over questions);
+    recall and consistency as ``metrics.definitions`` names them."""
     table = counts(results)
     rows = answered(results)
     if rows.empty:
         return table
-    scores = metrics.model_summary(rows, n_boot=n_boot, seed=seed)
+    scores = metrics.model_summary(rows, n_boot=n_boot, seed=seed,
+                                   recall_definition=recall_definition,
+                                   consistency_definition=consistency_definition)
     return table.merge(scores.drop(columns="n"), on="model_id", how="left")
 
 
-def question_table(results: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
+def question_table(results: pd.DataFrame, questions: pd.DataFrame,
+                   consistency_definition: str = "derived_rows") -> pd.DataFrame:
     """Per model and question: n, accuracy, consistency, undefined rate, the answer to the
     original question beside the annotation, and the question itself."""
-    table = metrics.question_summary(answered(results))
+    table = metrics.question_summary(answered(results), consistency_definition)
     info = questions[["question_id", "source", "question"]]
     return table.merge(info, on="question_id", how="left")
 

@@ -96,8 +96,10 @@ class EmbeddingStore:
 
     @classmethod
     def for_encoder(cls, root: Path, encoder, n_shards: int = 16) -> "EmbeddingStore":
-        """The store of a loaded encoder (its model id, revision and pooling)."""
-        return cls(root, encoder.model_id, encoder.revision, encoder.pooling, n_shards)
+        """The store of a loaded encoder (its model id, revision, pooling and any
+        max_length override: ``Encoder.cache_key``)."""
+        return cls(root, encoder.model_id, encoder.revision,
+                   getattr(encoder, "cache_key", encoder.pooling), n_shards)
 
     # ----------------------------------------------------------------- files
     @property

@@ -17,8 +17,13 @@ relation        str    CR1..CR4 or an imported relation name
 model_id        str    model under test
 revision        str    the model's resolved revision (package version + weights hash)
 pooling         str    the pooling used (e.g. ``mean+norm``, ``pooler``, ``cls``)
-distance        str    l1 / l2 / cos (cos = 1 − cosine similarity)
-dictionary      str    vocab (the model's whole-word vocabulary) or dataset (seed words)
+distance        str    l1 / l2 / cos (cos = 1 − cosine similarity; with ``cosine: similarity``
+                       the similarity itself, as the paper's code)
+dictionary      str    vocab (the model's whole-word vocabulary), dataset (seed words) or user
+                       (``dictionary_file``); each deduplicated by the model's normal form
+rule            str    ``paper`` when θ and the distance follow the paper's code
+                       (``threshold_rule: paper``; for cos also ``cosine: similarity``), else
+                       ``corrected``
 threshold_kind  str    zero / min / mu-2sigma / mu-sigma
 threshold       float  θ
 d_pos, d_neg    float  SemD(e, e⁺), SemD(e, e⁻): the raw output
@@ -41,15 +46,18 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from tasks.contrastive import classifiers, distances, embedding, ground_truth, suite, thresholds
+from tasks.contrastive import (classifiers, costello_json, distances, embedding, ground_truth,
+                                suite, thresholds)
 from tasks.core.caching import ContentKey
 from tasks.core.config import ContrastiveParams, Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
 
 SUITE_TABLES = ("sst", "word_polarity", "names", "gender_pairs", "contrast_pairs", "mrpc")
-SUITE_MODULES = ("tasks.contrastive.suite", "tasks.text.mutations", "tasks.text.lexicon_lookup")
-SUITE_SETTINGS = ("suite", "relations", "sst_split", "mrpc_split", "contrast_split", "max_seeds")
+SUITE_MODULES = ("tasks.contrastive.suite", "tasks.contrastive.costello_json",
+                 "tasks.text.mutations", "tasks.text.lexicon_lookup")
+SUITE_SETTINGS = ("suite", "relations", "sst_split", "mrpc_split", "contrast_split", "max_seeds",
+                  "cr1_triples", "synonym_scope", "synonym_probability")
 
 
 def _stable(value: object) -> object:
@@ -63,6 +71,12 @@ def token(*parts: object) -> str:
     """A cache token: sha256 of what determines a task's result (arrays by their bytes, so
     a cached result never outlives a change in the embeddings it was computed from)."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=_stable).encode()).hexdigest()
+
+
+def resolve_path(path: str, workspace: Workspace) -> Path:
+    """A parameter's path: as given when absolute, else under the project root."""
+    given = Path(path)
+    return given if given.is_absolute() else workspace.root / given
 
 
 def suite_inputs(params: ContrastiveParams, workspace: Workspace) -> list[str]:
@@ -90,7 +104,7 @@ def build_suite(inputs: list[str], settings: dict, seed: int, root: str,
     """Generate the triples (or import a COSTELLO JSON suite)."""
     params = ContrastiveParams(**settings)
     if params.suite:
-        return suite.read_costello_suite(inputs[0])
+        return costello_json.read_costello_suite(inputs[0])
     from tasks.models.nlp import load_spacy
     from tasks.text.wordnet import wordnet
 
@@ -120,24 +134,38 @@ class Embedded:
 
 @task(name="embed", task_run_name="embed-{model_id}", cache_policy=NO_CACHE)
 def embed(model_id: str, texts: list[str], store_root: str, offline: bool, device: str,
-          batch_size: int, max_words: int | None, seed: int) -> tuple[dict, Embedded]:
-    """Embed ``texts`` and the model's vocabulary dictionary, each distinct text once.
+          params: ContrastiveParams, seed: int,
+          dictionaries: dict[str, list[str]]) -> tuple[dict, Embedded]:
+    """Embed ``texts`` and the dictionaries (the model's vocabulary, plus ``dictionaries``:
+    name → words), each distinct text once, each dictionary deduplicated by the model's
+    normal form (``thresholds.distinct_forms``).
 
     The on-disk store is the cache: a rerun embeds nothing. Returns the model's facts
-    (id, revision, pooling, the dictionary's words) and the embeddings.
+    (id, revision, pooling, each dictionary's words) and the embeddings.
     """
     from tasks.models.encoders import load_encoder
 
-    encoder = load_encoder(model_id, offline=offline, device=device)
-    words = thresholds.vocabulary_dictionary(encoder, max_words, seed)
-    everything = list(dict.fromkeys([*texts, *words]))
+    if params.pooling is not None:
+        from tasks.models.encoders import parse_pooling
+        try:
+            parse_pooling(params.pooling)
+        except LingtestError as exc:
+            raise LingtestError(f"contrastive.pooling: {exc}; or null for each model's "
+                                "own pooling") from None
+    encoder = load_encoder(model_id, offline=offline, device=device, pooling=params.pooling,
+                           max_length=params.max_length)
+    words = {"vocab": thresholds.vocabulary_dictionary(encoder, params.dictionary_max_words,
+                                                       seed), **dictionaries}
+    words = {name: thresholds.distinct_forms(ws, encoder.normal_forms(ws))
+             for name, ws in words.items()}
+    everything = list(dict.fromkeys([*texts, *(w for ws in words.values() for w in ws)]))
     store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
     missing = len(store.missing(everything))
-    matrix = embedding.embed_texts(encoder, everything, store, batch_size)
+    matrix = embedding.embed_texts(encoder, everything, store, params.batch_size)
     get_run_logger().info("%s: %d distinct texts, %d embedded now, %d from the cache",
                           model_id, len(everything), missing, len(everything) - missing)
     info = {"model_id": model_id, "revision": encoder.revision, "pooling": encoder.pooling,
-            "dim": int(matrix.shape[1]), "vocabulary": words, "embedded_now": missing,
+            "dim": int(matrix.shape[1]), "dictionaries": words, "embedded_now": missing,
             "parameters": encoder.parameters()}
     return info, Embedded(everything, matrix)
 
@@ -170,39 +198,77 @@ def _sample(n: int, cap: int | None, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, cap, replace=False))
 
 
-def classifier_data(tables: dict[str, pd.DataFrame], params: ContrastiveParams,
-                    seed: int) -> dict[str, dict]:
-    """Training/test texts and labels of both downstream tasks (optionally capped)."""
-    data: dict[str, dict] = {"sentiment": {}, "paraphrase": {}}
+def needed_kinds(suite_frame: pd.DataFrame) -> list[str]:
+    """The downstream tasks the suite's relations need (``sentiment``, ``paraphrase``): only
+    their classifier banks are trained."""
+    kinds = {relation_kind(pd.concat([g["seed"], g["positive"], g["negative"]]))
+             for _, g in suite_frame.groupby("relation", sort=False)}
+    return [k for k in ("sentiment", "paraphrase") if k in kinds]
+
+
+def classifier_data(tables: dict[str, pd.DataFrame], params: ContrastiveParams, seed: int,
+                    kinds: tuple[str, ...] = ("sentiment", "paraphrase")) -> dict[str, dict]:
+    """Training/test texts and labels of the downstream tasks in ``kinds`` (optionally capped).
+
+    Paraphrase texts are (sentence1s, sentence2s); ``features`` makes them classifier input.
+    """
+    data: dict[str, dict] = {kind: {} for kind in kinds}
     for split, cap in (("train", params.classifier_max_train), ("test", params.classifier_max_test)):
-        texts, labels = classifiers.sst2_rows(tables["sst"], split)
-        keep = _sample(len(labels), cap, seed)
-        data["sentiment"][split] = [texts[i] for i in keep]
-        data["sentiment"][f"{split}_y"] = labels[keep]
-        first, second, labels = classifiers.mrpc_rows(tables["mrpc"], split)
-        keep = _sample(len(labels), cap, seed)
-        data["paraphrase"][split] = ([first[i] for i in keep], [second[i] for i in keep])
-        data["paraphrase"][f"{split}_y"] = labels[keep]
+        if "sentiment" in data:
+            texts, labels = classifiers.sst2_rows(tables["sst"], split)
+            keep = _sample(len(labels), cap, seed)
+            data["sentiment"][split] = [texts[i] for i in keep]
+            data["sentiment"][f"{split}_y"] = labels[keep]
+        if "paraphrase" in data:
+            first, second, labels = classifiers.mrpc_rows(tables["mrpc"], split)
+            keep = _sample(len(labels), cap, seed)
+            data["paraphrase"][split] = ([first[i] for i in keep], [second[i] for i in keep])
+            data["paraphrase"][f"{split}_y"] = labels[keep]
     return data
 
 
-def features(kind: str, texts, lookup) -> np.ndarray:
-    """Classifier features of ``texts``: embeddings, or pair features of (s1, s2) texts."""
+def _halves(texts) -> tuple[list[str], list[str]]:
+    return (list(texts[0]), list(texts[1])) if isinstance(texts, tuple) \
+        else classifiers.split_pairs(list(texts))
+
+
+def features(kind: str, texts, lookup, paraphrase: str = "joint") -> np.ndarray:
+    """Classifier (and, per triple, distance) input of ``texts``: their embeddings; for
+    paraphrase pairs the embedding of the joint text "s1 [SEP] s2" (``joint``, COSTELLO's
+    setting, the same vector the distances use) or the pair features [u, v, |u−v|, u⊙v]
+    of the halves (``pair``)."""
     if kind == "sentiment":
         return lookup(list(texts))
-    first, second = texts if isinstance(texts, tuple) else classifiers.split_pairs(list(texts))
-    return classifiers.pair_features(lookup(list(first)), lookup(list(second)))
+    first, second = _halves(texts)
+    if paraphrase == "joint":
+        return lookup([a + classifiers.SEP + b for a, b in zip(first, second)])
+    return classifiers.pair_features(lookup(first), lookup(second))
+
+
+def _triple_features(group: pd.DataFrame, lookup, paraphrase: str) -> list[np.ndarray]:
+    kind = relation_kind(pd.concat([group["seed"], group["positive"], group["negative"]]))
+    return [features(kind, group[c], lookup, paraphrase) for c in ("seed", "positive", "negative")]
 
 
 def validate(suite_frame: pd.DataFrame, lookup, model: dict, params: ContrastiveParams,
              thetas: dict[tuple[str, str], dict[str, float]],
              truth: pd.DataFrame) -> pd.DataFrame:
-    """Every (distance, dictionary, threshold) verdict of every triple, with its ground truth."""
-    seed, pos, neg = (lookup(suite_frame[c].tolist()) for c in ("seed", "positive", "negative"))
+    """Every (distance, dictionary, threshold) verdict of every triple, with its ground truth.
+
+    Distances are taken between the vectors the ground truth classifies (``features``)."""
     frames = []
     for metric in params.distances:
-        d_pos = distances.pair_distances(seed, pos, metric)
-        d_neg = distances.pair_distances(seed, neg, metric)
+        d_pos = np.empty(len(suite_frame))
+        d_neg = np.empty(len(suite_frame))
+        for _, group in suite_frame.groupby("relation", sort=False):
+            rows = suite_frame.index.get_indexer(group.index)
+            seed, pos, neg = _triple_features(group, lookup, params.paraphrase_features)
+            d_pos[rows] = distances.pair_distances(seed, pos, metric)
+            d_neg[rows] = distances.pair_distances(seed, neg, metric)
+        if metric == "cos" and params.cosine == "similarity":  # Testing.py's "cos"
+            d_pos, d_neg = 1.0 - d_pos, 1.0 - d_neg
+        paper_rule = params.threshold_rule == "paper" and (
+            metric != "cos" or params.cosine == "similarity")
         for (dist, dictionary), by_kind in thetas.items():
             if dist != metric:
                 continue
@@ -213,6 +279,7 @@ def validate(suite_frame: pd.DataFrame, lookup, model: dict, params: Contrastive
                     "relation": suite_frame["relation"].to_numpy(),
                     "model_id": model["model_id"], "revision": model["revision"],
                     "pooling": model["pooling"], "distance": metric, "dictionary": dictionary,
+                    "rule": "paper" if paper_rule else "corrected",
                     "threshold_kind": kind, "threshold": theta, "d_pos": d_pos, "d_neg": d_neg,
                     "margin": margin, "verdict": np.where(margin > theta, "fail", "pass"),
                     "p_greater": truth["p_greater"].to_numpy(),
@@ -221,33 +288,59 @@ def validate(suite_frame: pd.DataFrame, lookup, model: dict, params: Contrastive
     return pd.concat(frames, ignore_index=True)
 
 
-def triple_truth(suite_frame: pd.DataFrame, lookup, banks: dict, alpha: float) -> pd.DataFrame:
-    """GT_A / GT_B of every triple, with the bank of its relation's downstream task."""
+def triple_truth(suite_frame: pd.DataFrame, lookup, banks: dict, alpha: float,
+                 paraphrase: str = "joint") -> pd.DataFrame:
+    """GT_A / GT_B of every triple, with the bank of its relation's downstream task, on the
+    same vectors ``validate`` measures distances between."""
     parts = []
-    for relation, group in suite_frame.groupby("relation", sort=False):
+    for _, group in suite_frame.groupby("relation", sort=False):
         kind = relation_kind(pd.concat([group["seed"], group["positive"], group["negative"]]))
-        X = [features(kind, group[c], lookup) for c in ("seed", "positive", "negative")]
-        truth = ground_truth.bank_ground_truth(banks[kind], *X, alpha=alpha)
+        truth = ground_truth.bank_ground_truth(banks[kind],
+                                               *_triple_features(group, lookup, paraphrase),
+                                               alpha=alpha)
         truth.index = group.index
         parts.append(truth)
     return pd.concat(parts).loc[suite_frame.index]
 
 
-def needed_texts(suite_frame: pd.DataFrame, data: dict, dataset_words: list[str]) -> list[str]:
-    """Every distinct text to embed: triples, pair halves, classifier data, dataset words."""
+def needed_texts(suite_frame: pd.DataFrame, data: dict, dataset_words: list[str],
+                 paraphrase: str = "joint") -> list[str]:
+    """Every distinct text to embed: triples (and their pair halves for ``pair`` features),
+    classifier data (paraphrase pairs joined or as halves), dataset words."""
     texts: list[str] = []
     for column in ("seed", "positive", "negative"):
         values = suite_frame[column].tolist()
         texts += values
-        pairs = [v for v in values if v.count(classifiers.SEP) == 1]
-        for first, second in (v.split(classifiers.SEP) for v in pairs):
-            texts += [first, second]
-    texts += list(data["sentiment"]["train"]) + list(data["sentiment"]["test"])
-    for split in ("train", "test"):
+        if paraphrase == "pair":
+            pairs = [v for v in values if v.count(classifiers.SEP) == 1]
+            for first, second in (v.split(classifiers.SEP) for v in pairs):
+                texts += [first, second]
+    if "sentiment" in data:
+        texts += list(data["sentiment"]["train"]) + list(data["sentiment"]["test"])
+    for split in ("train", "test") if "paraphrase" in data else ():
         first, second = data["paraphrase"][split]
-        texts += list(first) + list(second)
+        if paraphrase == "pair":
+            texts += list(first) + list(second)
+        else:
+            texts += [a + classifiers.SEP + b for a, b in zip(first, second)]
     texts += dataset_words
     return list(dict.fromkeys(texts))
+
+
+def training_overlap(suite_frame: pd.DataFrame, data: dict) -> dict[str, int]:
+    """Per relation: triples whose seed (or a seed half) is a training sentence of the
+    downstream classifiers; such triples' ground truth is judged on seen data."""
+    seen = set(data.get("sentiment", {}).get("train", []))
+    if "paraphrase" in data:
+        first, second = data["paraphrase"]["train"]
+        seen |= set(first) | set(second) | {a + classifiers.SEP + b for a, b in zip(first, second)}
+    overlap = {}
+    for relation, group in suite_frame.groupby("relation", sort=False):
+        hits = group["seed"].map(lambda t: t in seen or any(h in seen for h in
+                                                             t.split(classifiers.SEP)))
+        if hits.any():
+            overlap[str(relation)] = int(hits.sum())
+    return overlap
 
 
 def settings_of(params: Params) -> dict:

@@ -18,7 +18,9 @@ from tasks.core.io import atomic_path
 
 THRESHOLD_ORDER = ["zero", "min", "mu-2sigma", "mu-sigma"]
 THRESHOLD_LABEL = {"zero": "0", "min": "min", "mu-2sigma": "μ−2σ", "mu-sigma": "μ−σ"}
-#: The paper's averages over its 42 models (L2 rows and cosine at zero), for reference.
+#: The paper's averages over its 42 models (L2 rows and cosine at zero), for reference; shown
+#: only beside rows computed with the paper's rule (results column ``rule``: √σ, squared L2,
+#: cosine similarity), as the figures came from that code.
 PAPER_ROWS = {
     ("l2", "zero", "vocab"): (51.22, 73.37),
     ("l2", "mu-2sigma", "vocab"): (62.00, 80.14),
@@ -32,40 +34,62 @@ def _precision(group: pd.DataFrame, column: str) -> float:
     return float(group.loc[violated, column].mean() * 100) if violated.any() else np.nan
 
 
-def table2(results: pd.DataFrame, model_id: str | None = None) -> pd.DataFrame:
-    """The paper's Table 2 layout for one model (or pooled over all when ``model_id`` is None).
+def _cells(group: pd.DataFrame, relations: list[str]) -> dict[str, float]:
+    """N_V, P_A, P_B per relation of one model's rows (one distance/threshold/dictionary)."""
+    cells: dict[str, float] = {}
+    for relation in relations:
+        part = group[group["relation"] == relation]
+        cells[f"{relation} N_V"] = float((part["verdict"] == "fail").sum())
+        cells[f"{relation} P_A"] = _precision(part, "gt_a")
+        cells[f"{relation} P_B"] = _precision(part, "gt_b")
+    return cells
 
-    Rows: distance × threshold (× dictionary); per relation N_V, P_A, P_B (%); averages;
-    N_M (models with at least one violation) when several models ran.
+
+def _nanmean(values: list[float]) -> float:
+    values = [v for v in values if not np.isnan(v)]
+    return float(np.mean(values)) if values else np.nan
+
+
+def table2(results: pd.DataFrame, model_id: str | None = None) -> pd.DataFrame:
+    """The paper's Table 2 layout for one model, or over all models when ``model_id`` is None.
+
+    Rows: distance × threshold (× dictionary); per relation N_V, P_A, P_B (%); averages over
+    the relations. Over several models, as in the paper: each cell is the mean over models
+    of the per-model figure (N_V: mean count; P_A / P_B: mean of the models' precisions,
+    models without a violation having none), and N_M per relation counts the models with at
+    least one violation.
     """
     frame = results if model_id is None else results[results["model_id"] == model_id]
     relations = sorted(frame["relation"].unique())
+    several = model_id is None and frame["model_id"].nunique() > 1
     rows = []
     keys = ["distance", "threshold_kind", "dictionary"]
     for (distance, kind, dictionary), group in frame.groupby(keys, sort=False):
         row: dict[str, object] = {"distance": distance, "threshold": THRESHOLD_LABEL[kind],
                                   "dictionary": dictionary,
                                   "θ": float(group["threshold"].mean())}
-        pas, pbs = [], []
+        per_model = [_cells(part, relations) for _, part in group.groupby("model_id")]
         for relation in relations:
-            part = group[group["relation"] == relation]
-            row[f"{relation} N_V"] = int((part["verdict"] == "fail").sum())
-            row[f"{relation} P_A"] = _precision(part, "gt_a")
-            row[f"{relation} P_B"] = _precision(part, "gt_b")
-            pas.append(row[f"{relation} P_A"])
-            pbs.append(row[f"{relation} P_B"])
+            if several:
+                row[f"{relation} N_M"] = sum(c[f"{relation} N_V"] > 0 for c in per_model)
+                row[f"{relation} N_V"] = float(np.mean([c[f"{relation} N_V"]
+                                                        for c in per_model]))
+            else:
+                row[f"{relation} N_V"] = int(per_model[0][f"{relation} N_V"])
+            for measure in ("P_A", "P_B"):
+                row[f"{relation} {measure}"] = _nanmean([c[f"{relation} {measure}"]
+                                                         for c in per_model])
         row["avg N_V"] = float(np.mean([row[f"{r} N_V"] for r in relations]))
-        row["avg P_A"] = float(np.nanmean(pas)) if not np.all(np.isnan(pas)) else np.nan
-        row["avg P_B"] = float(np.nanmean(pbs)) if not np.all(np.isnan(pbs)) else np.nan
-        if model_id is None and frame["model_id"].nunique() > 1:
-            violated = group[group["verdict"] == "fail"]
-            row["N_M"] = int(violated["model_id"].nunique())
-        paper = PAPER_ROWS.get((distance, kind, dictionary))
+        row["avg P_A"] = _nanmean([row[f"{r} P_A"] for r in relations])
+        row["avg P_B"] = _nanmean([row[f"{r} P_B"] for r in relations])
+        # the paper's figures only beside rows computed with the paper's rule
+        same_rule = "rule" in group and (group["rule"] == "paper").all()
+        paper = PAPER_ROWS.get((distance, kind, dictionary)) if same_rule else None
         row["paper avg P_A"], row["paper avg P_B"] = paper if paper else (np.nan, np.nan)
         rows.append(row)
     table = pd.DataFrame(rows)
     order = {k: i for i, k in enumerate(THRESHOLD_LABEL[t] for t in THRESHOLD_ORDER)}
-    table["_d"] = table["dictionary"].map({"vocab": 0, "dataset": 1})
+    table["_d"] = table["dictionary"].map({"vocab": 0, "dataset": 1, "user": 2})
     table["_t"] = table["threshold"].map(order)
     table["_m"] = table["distance"].map({"l1": 0, "l2": 1, "cos": 2})
     return table.sort_values(["_d", "_m", "_t"]).drop(columns=["_d", "_t", "_m"]).reset_index(drop=True)

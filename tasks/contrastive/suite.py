@@ -9,9 +9,10 @@ column       dtype  meaning
 ===========  =====  ==========================================================================
 case_id      str    ``case_id("contrastive", [seed, positive, negative], expectation)``
 method       str    ``contrastive``
-relation     str    ``CR1``..``CR4`` (generated) or the relation name of an imported JSON suite
+relation     str    ``CR1``..``CR4`` (generated, or COSTELLO's names in an imported JSON suite)
+                    or another imported relation name (``costello_json.py``)
 seed_id      str    SST ``sentence_id`` / contrast ``pair_id`` / MRPC ``pair_id``; imported:
-                    ``<relation>:<index>``
+                    ``<file's relation name>:<index>``
 seed         str    s; for CR4 ``"sentence1 [SEP] sentence2"`` (COSTELLO's pair format)
 positive     str    s⁺, the text that must stay closer
 negative     str    s⁻
@@ -23,26 +24,30 @@ provenance   str    JSON: source table (or imported file and its sha256), seed i
                     operators with their edits (position, original, replacement), parameters
 ===========  =====  ==========================================================================
 
-Relations (DESIGN.md, Method 2), each seed giving at most one triple:
+Relations (DESIGN.md, Method 2), as COSTELLO's generators build them:
 
-- CR1 (SST ``sst_split``): s⁺ synonym, s⁻ antonym of the SAME word, both sentiment-guided.
+- CR1 (SST ``sst_split``): s⁺ synonym, s⁻ antonym of the SAME word, both sentiment-guided;
+  one triple per qualifying word (``cr1_triples: word``, COSTELLO's ``SenWordFuzz``) or one
+  per seed (``seed``, a word drawn with the generator).
 - CR2 (SST): s⁺ gender swap (pronouns, gendered nouns, first names of PERSON entities: the
-  SST Docs keep spaCy's NER when CR2 runs), s⁻ sentiment-guided synonym substitution (COSTELLO's ``crossProperty ["swapGender", "sentiSynonymSubstitution"]``).
-- CR3 (contrast sets ``contrast_split``): s⁺ sentiment-guided synonym of the original review,
-  s⁻ its contrast (inverted) review.
+  SST Docs keep spaCy's NER when CR2 runs), s⁻ sentiment-guided synonym substitution over
+  the whole text, each polar word replaced with probability ``synonym_probability``
+  (COSTELLO's ``crossProperty ["swapGender", "sentiSynonymSubstitution"]``).
+- CR3 (contrast sets ``contrast_split``): s⁺ synonym substitution over the whole review
+  (adjectives, verbs, nouns, adverbs, each with probability ``synonym_probability``, as
+  COSTELLO's ``synon_contr`` from NL-Augmenter's SynonymSubstitution), s⁻ its contrast
+  (inverted) review. ``synonym_scope: word`` makes CR2/CR3 change one drawn word instead.
 - CR4 (MRPC ``mrpc_split`` paraphrases, label 1): an ADJ/VERB lemma present in both sentences
   is replaced everywhere by one synonym (s⁺) or one antonym (s⁻); no sentiment guidance.
 
 Determinism: each relation has its own NumPy generator seeded with ``[seed, relation index]``;
 it permutes the seed pool (the first ``max_seeds`` seeds of that order that yield a triple are
-kept) and picks the mutated word among the candidates. The substitute at the chosen word is
+kept), picks the mutated word among the candidates and draws the whole-text substitutions. The substitute at the chosen word is
 WordNet's best-ranked one that passes the checks (most frequent sense first). Rows come out by
 relation, then in the source table's order; duplicate case_ids keep their first row.
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -50,11 +55,10 @@ import pandas as pd
 
 from tasks.core.cases import case_id, provenance_json
 from tasks.core.config import RELATIONS, ContrastiveParams
-from tasks.core.errors import InputFormatError, LingtestError
-from tasks.core.io import sha256_file, write_json
+from tasks.core.errors import LingtestError
 from tasks.text import lexicon_lookup as lex
 from tasks.text.mutations import (Mutant, antonyms, first_per_position, gender_swap, invert,
-                                  replace_lemma, slots, synonyms)
+                                  replace_lemma, slots, synonym_rewrite, synonyms)
 
 METHOD = "contrastive"
 SEP = " [SEP] "
@@ -69,8 +73,7 @@ RELATION_INFO: dict[str, tuple[str, str, int]] = {
 BATCH_SIZE = 64
 # Tags, POS and lemmas are what the operators read; NER only marks names for CR2's swaps.
 _UNUSED_PIPES = ("parser", "ner")
-_FIX = ('a COSTELLO suite is a JSON object {"<relation>": [[seed, positive, negative], ...]}; '
-        "a 4th element (a label) is allowed")
+
 
 
 def expectation(relation: str) -> str:
@@ -137,12 +140,14 @@ class _Context:
             generator="lingtest.contrastive.suite", relation=relation, source=source,
             seed_id=seed_id, positive=positive, negative=negative,
             parameters={"seed": self.seed, "max_seeds": p.max_seeds, "sst_split": p.sst_split,
+                        "cr1_triples": p.cr1_triples, "synonym_scope": p.synonym_scope,
+                        "synonym_probability": p.synonym_probability,
                         "contrast_split": p.contrast_split, "mrpc_split": p.mrpc_split,
                         "polarity_min_strength": lex.CLEAR_STRENGTH},
             spacy={"name": self.nlp.meta.get("name"), "version": self.nlp.meta.get("version")})
 
 
-Builder = Callable[[_Context, pd.Series, np.random.Generator], dict[str, Any] | None]
+Builder = Callable[[_Context, pd.Series, np.random.Generator], list[dict[str, Any]]]
 
 
 def _seeds(ctx: _Context, frame: pd.DataFrame, texts: Callable[[pd.Series], list[str]],
@@ -157,47 +162,60 @@ def _seeds(ctx: _Context, frame: pd.DataFrame, texts: Callable[[pd.Series], list
             yield int(i), row
 
 
-def _cr1(ctx: _Context, row: pd.Series, rng: np.random.Generator) -> dict[str, Any] | None:
+def _synonym_mutant(ctx: _Context, doc: Any, rng: np.random.Generator) -> Mutant | None:
+    """s⁺ of CR3 / s⁻ of CR2: sentiment-guided synonyms over the text, or at one drawn word."""
+    p = ctx.params
+    if p.synonym_scope == "text":
+        return synonym_rewrite(doc, ctx.wn, rng, p.synonym_probability, ctx.polarity)
+    syn = first_per_position(synonyms(doc, ctx.wn, ctx.polarity))
+    if not syn:
+        return None
+    positions = sorted(syn)
+    return syn[positions[int(rng.integers(len(positions)))]]
+
+
+def _cr1(ctx: _Context, row: pd.Series, rng: np.random.Generator) -> list[dict[str, Any]]:
     doc = ctx.docs[row["text"]]
     syn = first_per_position(synonyms(doc, ctx.wn, ctx.polarity))
     ant = first_per_position(antonyms(doc, ctx.wn, ctx.polarity, positions=syn))
     both = sorted(set(syn) & set(ant))
     if not both:
-        return None
-    position = both[int(rng.integers(len(both)))]
-    plus, minus = syn[position], ant[position]
-    return _row("CR1", row["sentence_id"], (row["text"], plus.text, minus.text), row["label3"],
-                ctx.provenance("CR1", "sst", row["sentence_id"], plus.as_dict(),
-                               minus.as_dict()))
+        return []
+    if ctx.params.cr1_triples == "seed":
+        both = [both[int(rng.integers(len(both)))]]
+    return [_row("CR1", row["sentence_id"], (row["text"], syn[i].text, ant[i].text),
+                 row["label3"], ctx.provenance("CR1", "sst", row["sentence_id"],
+                                               syn[i].as_dict(), ant[i].as_dict()))
+            for i in both]
 
 
-def _cr2(ctx: _Context, row: pd.Series, rng: np.random.Generator) -> dict[str, Any] | None:
+def _cr2(ctx: _Context, row: pd.Series, rng: np.random.Generator) -> list[dict[str, Any]]:
     doc = ctx.docs[row["text"]]
     swapped = gender_swap(doc, *ctx.gender)
     if swapped is None:
-        return None
-    syn = first_per_position(synonyms(doc, ctx.wn, ctx.polarity))
-    if not syn:
-        return None
-    positions = sorted(syn)
-    minus = syn[positions[int(rng.integers(len(positions)))]]
-    return _row("CR2", row["sentence_id"], (row["text"], swapped.text, minus.text),
-                row["label3"], ctx.provenance("CR2", "sst", row["sentence_id"],
-                                              swapped.as_dict(), minus.as_dict()))
+        return []
+    minus = _synonym_mutant(ctx, doc, rng)
+    if minus is None:
+        return []
+    return [_row("CR2", row["sentence_id"], (row["text"], swapped.text, minus.text),
+                 row["label3"], ctx.provenance("CR2", "sst", row["sentence_id"],
+                                               swapped.as_dict(), minus.as_dict()))]
 
 
-def _cr3(ctx: _Context, row: pd.Series, rng: np.random.Generator) -> dict[str, Any] | None:
+def _cr3(ctx: _Context, row: pd.Series, rng: np.random.Generator) -> list[dict[str, Any]]:
     doc = ctx.docs[row["original"]]
-    syn = first_per_position(synonyms(doc, ctx.wn, ctx.polarity))
-    if not syn:
-        return None
-    positions = sorted(syn)
-    plus = syn[positions[int(rng.integers(len(positions)))]]
+    p = ctx.params
+    if p.synonym_scope == "text":  # NL-Augmenter's substitution: not sentiment-guided
+        plus = synonym_rewrite(doc, ctx.wn, rng, p.synonym_probability)
+    else:
+        plus = _synonym_mutant(ctx, doc, rng)
+    if plus is None:
+        return []
     minus = invert(row["original"], {row["original"]: row["contrast"]})
     inverted = {"operator": minus.operator, "contrast_label": row["contrast_label"]}
-    return _row("CR3", row["pair_id"], (row["original"], plus.text, minus.text),
-                row["original_label"], ctx.provenance("CR3", "contrast_pairs", row["pair_id"],
-                                                      plus.as_dict(), inverted))
+    return [_row("CR3", row["pair_id"], (row["original"], plus.text, minus.text),
+                 row["original_label"], ctx.provenance("CR3", "contrast_pairs", row["pair_id"],
+                                                       plus.as_dict(), inverted))]
 
 
 def _pair_mutants(ctx: _Context, docs: tuple[Any, Any], lemma: str, pos: str,
@@ -212,7 +230,7 @@ def _pair_mutants(ctx: _Context, docs: tuple[Any, Any], lemma: str, pos: str,
     return None
 
 
-def _cr4(ctx: _Context, row: pd.Series, rng: np.random.Generator) -> dict[str, Any] | None:
+def _cr4(ctx: _Context, row: pd.Series, rng: np.random.Generator) -> list[dict[str, Any]]:
     docs = (ctx.docs[row["sentence1"]], ctx.docs[row["sentence2"]])
     second = {(s.lemma, s.pos) for s in slots(docs[1], ctx.wn)}
     shared = [k for k in dict.fromkeys((s.lemma, s.pos) for s in slots(docs[0], ctx.wn))
@@ -224,13 +242,13 @@ def _cr4(ctx: _Context, row: pd.Series, rng: np.random.Generator) -> dict[str, A
         if syn and ant:
             candidates.append((syn, ant))
     if not candidates:
-        return None
+        return []
     syn, ant = candidates[int(rng.integers(len(candidates)))]
     texts = (row["sentence1"] + SEP + row["sentence2"], syn[0].text + SEP + syn[1].text,
              ant[0].text + SEP + ant[1].text)
-    return _row("CR4", row["pair_id"], texts, row["label"],
-                ctx.provenance("CR4", "mrpc", row["pair_id"],
-                               [m.as_dict() for m in syn], [m.as_dict() for m in ant]))
+    return [_row("CR4", row["pair_id"], texts, row["label"],
+                 ctx.provenance("CR4", "mrpc", row["pair_id"],
+                                [m.as_dict() for m in syn], [m.as_dict() for m in ant]))]
 
 
 def _pool(ctx: _Context, relation: str) -> tuple[pd.DataFrame, Callable[[pd.Series], list[str]]]:
@@ -264,105 +282,36 @@ def generate_suite(tables: dict[str, pd.DataFrame], nlp: Any, wn: Any,
     for relation in params.relations:
         rng = np.random.default_rng([seed, RELATIONS.index(relation)])
         pool, texts = _pool(ctx, relation)
-        found: list[tuple[int, dict[str, Any]]] = []
+        found: list[tuple[int, list[dict[str, Any]]]] = []
         ner = sst_ner and relation in ("CR1", "CR2")
         for index, row in _seeds(ctx, pool, texts, rng, ner):
             if params.max_seeds is not None and len(found) >= params.max_seeds:
                 break
             built = _BUILDERS[relation](ctx, row, rng)
-            if built is not None:
+            if built:
                 found.append((index, built))
-        frames.extend(r for _, r in sorted(found, key=lambda pair: pair[0]))
+        frames.extend(r for _, rows in sorted(found, key=lambda pair: pair[0]) for r in rows)
     return _frame(frames)
 
 
+def duplicate_triples(suite: pd.DataFrame) -> pd.Series:
+    """Per relation: rows whose (seed, positive, negative) repeats an earlier row's."""
+    repeated = suite.duplicated(["relation", "seed", "positive", "negative"])
+    return repeated.groupby(suite["relation"], sort=False).sum().astype(int)
+
+
 def table1(suite: pd.DataFrame) -> pd.DataFrame:
-    """The paper's Table 1: triples per relation beside the paper's counts."""
+    """The paper's Table 1: triples per relation beside the paper's counts; ``duplicates``:
+    triples repeating an earlier one of the relation (counted in ``triples``, as the paper)."""
     counts = suite.groupby("relation", sort=False).size()
+    repeats = duplicate_triples(suite)
     known = [r for r in RELATION_INFO if r in counts.index]
     rows = []
     for relation in known + [r for r in counts.index if r not in RELATION_INFO]:
         description, source, paper = RELATION_INFO.get(relation, (None, None, None))
         rows.append({"relation": relation, "description": description, "source": source,
-                     "triples": int(counts[relation]), "paper_triples": paper})
+                     "triples": int(counts[relation]), "duplicates": int(repeats[relation]),
+                     "paper_triples": paper})
     return pd.DataFrame(rows, columns=["relation", "description", "source", "triples",
-                                       "paper_triples"]).astype({"paper_triples": "Int64"})
-
-
-# --------------------------------------------------------------------------- COSTELLO JSON
-
-def _key_line(text: str, key: str) -> int | None:
-    """1-based line where the JSON key ``key`` first appears (None when not found)."""
-    at = text.find(json.dumps(key) + ":")
-    if at < 0:
-        at = text.find(json.dumps(key))
-    return text.count("\n", 0, at) + 1 if at >= 0 else None
-
-
-def read_costello_suite(path: str | Path) -> pd.DataFrame:
-    """A COSTELLO suite ``{"<relation>": [[seed, positive, negative(, label)], ...]}`` as a table.
-
-    Malformed JSON, a relation that is not a list, a triple that is not 3–4 items with three
-    strings (and a scalar label), or a suite without triples is an InputFormatError naming
-    the file, the relation and the triple's index. Exact duplicate triples keep the first.
-    """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputFormatError(path, None, f"cannot read the suite ({exc})", _FIX) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFormatError(path, exc.lineno, f"not valid JSON: {exc.msg} (column "
-                               f"{exc.colno})", _FIX) from None
-    if not isinstance(data, dict):
-        raise InputFormatError(path, 1, f"the top level is a {type(data).__name__}, "
-                               "not an object of relations", _FIX)
-    digest, rows = sha256_file(path), []
-    for relation, triples in data.items():
-        line = _key_line(text, relation)
-        if not isinstance(triples, list):
-            raise InputFormatError(path, line, f"relation {relation!r} holds a "
-                                   f"{type(triples).__name__}, not a list of triples", _FIX)
-        for index, triple in enumerate(triples):
-            ok = (isinstance(triple, list) and len(triple) in (3, 4)
-                  and all(isinstance(t, str) and t for t in triple[:3])
-                  and (len(triple) == 3 or isinstance(triple[3], (str, int, float, type(None)))))
-            if not ok:
-                shown = json.dumps(triple, ensure_ascii=False)[:80]
-                raise InputFormatError(path, line, f"relation {relation!r}, triple {index}: "
-                                       f"expected [seed, positive, negative] with three non-empty "
-                                       f"strings and an optional scalar label, got {shown}", _FIX)
-            seed_id = f"{relation}:{index}"
-            provenance = provenance_json(imported_from=str(path), sha256=digest,
-                                         relation=relation, index=index, seed_id=seed_id)
-            label = triple[3] if len(triple) == 4 else None
-            rows.append(_row(relation, seed_id, tuple(triple[:3]), label, provenance))
-    if not rows:
-        raise InputFormatError(path, None, "the suite has no triples", _FIX)
-    return _frame(rows)
-
-
-def _label_value(label: Any) -> Any:
-    """A label for JSON: integer-looking text as an integer (COSTELLO's MRPC files use 0/1)."""
-    text = str(label)
-    return int(text) if text.lstrip("-").isdigit() else text
-
-
-def write_costello_suite(suite: pd.DataFrame, path: str | Path) -> Path:
-    """Write ``suite`` in COSTELLO's JSON layout (atomically); labels as a 4th element."""
-    missing = [c for c in ("relation", "seed", "positive", "negative") if c not in suite]
-    if missing:
-        raise LingtestError(f"write_costello_suite({path}): the suite lacks columns {missing}")
-    if suite.empty:
-        raise LingtestError(f"write_costello_suite({path}): the suite has no triples to write")
-    out: dict[str, list[list[Any]]] = {}
-    labels = suite["label"] if "label" in suite else pd.Series([None] * len(suite))
-    for (relation, seed, positive, negative), label in zip(
-            suite[["relation", "seed", "positive", "negative"]].itertuples(index=False), labels):
-        triple: list[Any] = [seed, positive, negative]
-        if label is not None and not pd.isna(label):
-            triple.append(_label_value(label))
-        out.setdefault(str(relation), []).append(triple)
-    return write_json(path, out)
+                                       "duplicates", "paper_triples"]
+                        ).astype({"paper_triples": "Int64"})

@@ -16,31 +16,35 @@ The float32 products only *choose* each word's neighbour; the distance to it is 
 recomputed exactly in float64 (``pair_distances``), so the expansion's cancellation error
 (largest exactly where NN distances are small) never reaches θ.
 
-Self-matches are excluded by index, not by distance 0. Two different words with exactly
-the same vector (e.g. a cased dictionary under a lower-casing model) are real neighbours at
-distance 0, as in the reference code, which masks only the diagonal; so the ``min``
-threshold is then 0. Repeated *strings* are not meant to be passed: both dictionary
-builders below return distinct words.
+Self-matches are excluded by index, not by distance 0. Words the model cannot tell apart
+(cliché / cliche under an accent-stripping tokenizer; Cliche / cliche under a lower-casing
+one) would be neighbours at distance 0 and make the ``min`` threshold 0, so the dictionaries
+are deduplicated by the model's normal form first (``distinct_forms``).
 
-Differences from the reference code (lenijwp/COSTELLO, ``Testing.py``), on purpose:
-its μ − kσ uses ``sqrt(σ)`` of ``scipy.stats.norm.fit`` (whose scale already is σ) — here
-σ is the population standard deviation; its ``l2`` thresholds come from *squared* distances —
-here plain Euclidean; its dictionary is the whole tokenizer vocabulary including special
-tokens and sub-word pieces — here whole-word tokens (``Encoder.vocabulary``) or the words of
-the seed dataset.
+Differences from the reference code (lenijwp/COSTELLO, ``Testing.py``): its μ − kσ uses
+``sqrt(σ)`` of ``scipy.stats.norm.fit`` (whose scale already is σ), and its ``l2``
+thresholds come from *squared* distances; ``rule="paper"`` reproduces both
+(``threshold``; the caller squares the L2 distances, ``rule_distances``), the default
+``corrected`` uses σ and plain Euclidean distances. Its dictionary is the whole tokenizer
+vocabulary including special tokens and sub-word pieces — here whole-word tokens
+(``Encoder.vocabulary``), the words of the seed dataset, or a user's word list
+(``read_dictionary``, the reference code's ``--tokendict``).
 """
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 from scipy.spatial.distance import cdist
 
 from tasks.contrastive.distances import check_metric, pair_distances
-from tasks.core.errors import LingtestError
+from tasks.core.errors import InputFormatError, LingtestError
 
 KINDS = ("zero", "min", "mu-2sigma", "mu-sigma")
+RULES = ("corrected", "paper")
 _WORD_EDGES = re.compile(r"^[^\w']+|[^\w']+$")  # keep apostrophes: clitics ('s, n't) drop
 
 
@@ -111,14 +115,23 @@ def naive_nearest_neighbour_distances(embeddings: np.ndarray, metric: str) -> np
     return full.min(axis=1)
 
 
-def threshold(nn_distances: np.ndarray, kind: str) -> float:
+def rule_distances(nn_distances: np.ndarray, metric: str, rule: str) -> np.ndarray:
+    """The NN distances a rule takes θ from: as they are, or (``paper``, L2) squared, as the
+    reference code's ``EuclideanDistance`` returns them."""
+    d = np.asarray(nn_distances, dtype=np.float64)
+    return d ** 2 if rule == "paper" and metric == "l2" else d
+
+
+def threshold(nn_distances: np.ndarray, kind: str, rule: str = "corrected") -> float:
     """θ from NN distances: ``zero``, ``min``, ``mu-2sigma`` or ``mu-sigma``, clamped at 0.
 
-    σ is the population standard deviation (ddof=0, what ``scipy.stats.norm.fit`` returns
-    as its scale), not the reference code's sqrt of it.
+    ``corrected``: σ is the population standard deviation (ddof=0, what
+    ``scipy.stats.norm.fit`` returns as its scale); ``paper``: μ − k·√σ, the reference code's.
     """
     if kind not in KINDS:
         raise LingtestError(f"threshold `{kind}` unknown; expected one of {', '.join(KINDS)}")
+    if rule not in RULES:
+        raise LingtestError(f"threshold rule `{rule}` unknown; expected one of {', '.join(RULES)}")
     if kind == "zero":
         return 0.0
     d = np.asarray(nn_distances, dtype=np.float64)
@@ -128,13 +141,15 @@ def threshold(nn_distances: np.ndarray, kind: str) -> float:
     if kind == "min":
         value = d.min()
     else:
-        value = d.mean() - (2.0 if kind == "mu-2sigma" else 1.0) * d.std()
+        spread = np.sqrt(d.std()) if rule == "paper" else d.std()
+        value = d.mean() - (2.0 if kind == "mu-2sigma" else 1.0) * spread
     return max(0.0, float(value))
 
 
-def thresholds(nn_distances: np.ndarray, kinds: Iterable[str] = KINDS) -> dict[str, float]:
+def thresholds(nn_distances: np.ndarray, kinds: Iterable[str] = KINDS,
+               rule: str = "corrected") -> dict[str, float]:
     """θ for each kind, from one set of NN distances."""
-    return {kind: threshold(nn_distances, kind) for kind in kinds}
+    return {kind: threshold(nn_distances, kind, rule) for kind in kinds}
 
 
 # --------------------------------------------------------------------- dictionaries
@@ -154,6 +169,56 @@ def dictionary_from_dataset(texts: Iterable[str]) -> list[str]:
             if token.isalpha():
                 words.add(token)
     return sorted(words)
+
+
+def distinct_forms(words: Sequence[str], forms: Sequence[str]) -> list[str]:
+    """The first word of each normal form (``forms[i]`` is ``words[i]`` as the model sees
+    it, ``Encoder.normal_forms``): words the model maps to one vector count once."""
+    if len(words) != len(forms):
+        raise LingtestError(f"{len(words)} words but {len(forms)} normal forms")
+    first: dict[str, str] = {}
+    for word, form in zip(words, forms):
+        first.setdefault(form, word)
+    return list(first.values())
+
+
+def read_dictionary(path: str | Path) -> list[str]:
+    """A user's dictionary: a JSON list of words or object whose keys are the words (the
+    reference code's ``--tokendict``), or a text file with one word per line (``#`` starts a
+    comment). Distinct words in file order; at least two, else an InputFormatError."""
+    path = Path(path)
+    fix = ("a dictionary file is a JSON list of words (or an object keyed by word), or one "
+           "word per line; set contrastive.dictionary_file to it or to null")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFormatError(path, None, f"cannot read the dictionary ({exc})", fix) from None
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputFormatError(path, exc.lineno, f"not valid JSON: {exc.msg}", fix) from None
+        if not isinstance(data, (list, dict)):
+            raise InputFormatError(path, 1, f"the top level is a {type(data).__name__}", fix)
+        for index, word in enumerate(data):
+            if not isinstance(word, str) or len(word.split()) != 1:
+                raise InputFormatError(path, None, f"entry {index} ({json.dumps(word)}) is "
+                                       "not one word", fix)
+        words = [w.strip() for w in data]
+    else:
+        words = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            entry = line.split("#", 1)[0].strip()
+            if not entry:
+                continue
+            if len(entry.split()) != 1:
+                raise InputFormatError(path, number, f"{entry!r} is more than one word", fix)
+            words.append(entry)
+    words = list(dict.fromkeys(words))
+    if len(words) < 2:
+        raise InputFormatError(path, None, f"{len(words)} distinct word(s); a dictionary "
+                               "needs at least two", fix)
+    return words
 
 
 def cap_words(words: Sequence[str], max_words: int | None, seed: int) -> list[str]:

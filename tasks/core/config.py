@@ -74,6 +74,12 @@ class ContrastiveParams(Section):
     contrast_split: Literal["dev", "test", "all"] = Field(
         "all", description="IMDb contrast-set pairs that seed CR3")
     max_seeds: int | None = Field(None, ge=1, description="cap on seeds per relation; null: all")
+    cr1_triples: Literal["word", "seed"] = Field(
+        "word", description="CR1: one triple per qualifying word (paper) or one per seed")
+    synonym_scope: Literal["text", "word"] = Field(
+        "text", description="CR2 s⁻ / CR3 s⁺: synonyms over the whole text (paper) or one word")
+    synonym_probability: float = Field(
+        0.5, gt=0, le=1, description="chance each replaceable word is replaced (scope text)")
     encoders: list[str] | None = Field(None, description="models under test; null: models.encoders")
     batch_size: int = Field(32, ge=1)
     distances: list[Literal[DISTANCES]] = Field(  # type: ignore[valid-type]
@@ -82,6 +88,17 @@ class ContrastiveParams(Section):
         default_factory=lambda: list(THRESHOLDS))
     dictionary_max_words: int | None = Field(
         None, ge=2, description="cap on the vocabulary dictionary (sampled with the seed)")
+    dictionary_file: str | None = Field(
+        None, description="a user dictionary (JSON list or one word per line) for θ, beside "
+        "the vocabulary and dataset ones")
+    pooling: str | None = Field(
+        None, description="pooling override (pooler, cls, mean, mean+norm, ...); null: the model's own")
+    max_length: int | None = Field(
+        None, ge=8, description="tokens kept per text; null: the model's own (paper: 512)")
+    threshold_rule: Literal["corrected", "paper"] = Field(
+        "corrected", description="θ rule: σ and plain L2 (corrected), or √σ and squared L2 (paper's code)")
+    cosine: Literal["distance", "similarity"] = Field(
+        "distance", description="cos: 1 − cos similarity, or the similarity (paper's code)")
     block_size: int = Field(1024, ge=16, description="rows per block of the nearest-neighbour search")
     n_classifiers: int = Field(14, ge=2, le=14)
     classifier_epochs: int = Field(30, ge=1)
@@ -89,6 +106,9 @@ class ContrastiveParams(Section):
         None, ge=10, description="cap on training examples per downstream task (seeded sample)")
     classifier_max_test: int | None = Field(
         None, ge=10, description="cap on test examples per downstream task (seeded sample)")
+    paraphrase_features: Literal["joint", "pair"] = Field(
+        "joint", description='CR4 vectors (distances and classifiers): "s1 [SEP] s2" embedded '
+        "whole (paper) or pair features [u, v, |u-v|, u*v]")
     alpha: float = Field(0.05, gt=0, lt=1)
 
 
@@ -118,6 +138,14 @@ class CapabilitiesParams(Section):
                             description="masked LM (fill-mask) or causal LM proposing words")
     fill_candidates: int = Field(10, ge=1, description="candidates proposed per mask")
     max_expansions_per_seed: int = Field(5, ge=1)
+    mask_sampling: Literal["alict", "count"] = Field(
+        "alict", description="alict: top_productions reference rules per seed production, then "
+        "uniform (ALiCT); count: ∝ reference count over all candidates (earlier behaviour)")
+    top_productions: int = Field(5, ge=1, description="ALiCT's NUM_TOPK reference rules kept "
+                                 "per seed production (mask_sampling: alict)")
+    min_logprob_per_word: float | None = Field(
+        -9.0, le=0, description="confidence floor: (log P(expansion) − log P(seed)) per "
+        "inserted word, causal fill models only; null: no floor")
     neutral_band: tuple[float, float] = Field(
         (1 / 3, 2 / 3), description="a binary model predicts neutral when P(pos) is inside")
     models: list[str] = Field(
@@ -156,6 +184,8 @@ class ConsistencyParams(Section):
         description="LLM specs: a hub/packaged id, ollama:<model>, openai:<model>")
     prompt_prefix: str = ""
     prompt_suffix: str = "Return a JSON Boolean."
+    prompt_join: Literal["space", "none"] = Field(
+        "space", description="none: prefix + question + suffix verbatim (the guide's runner)")
     max_new_tokens: int = Field(16, ge=1)
     temperature: float = Field(0.0, ge=0, description="HTTP backends; the local one is greedy")
     timeout_s: float = Field(60.0, gt=0, description="per HTTP request")
@@ -166,6 +196,16 @@ class ConsistencyParams(Section):
     database_url: str | None = Field(
         None, description="SQLAlchemy URL; null: sqlite:///<root>/data/consistency/results.sqlite")
     bootstrap: int = Field(1000, ge=0, description="resamples of the 95% CIs (0: none)")
+    oracle: Literal["lenient", "strict"] = Field(
+        "lenient", description="strict: only a JSON Boolean is an answer (the guide's letter)")
+    recall_definition: Literal["all_true", "answered"] = Field(
+        "all_true", description="answered: tp/(tp+fn) over answered questions (the guide's)")
+    consistency_definition: Literal["derived_rows", "per_question"] = Field(
+        "derived_rows", description="per_question: share of all rows (original included) "
+        "agreeing with the original, averaged over questions (the guide's)")
+    import_dir: str | None = Field(
+        None, description="a folder of the guide's ca-N.csv + synonyms-N.txt (+ test_runs.csv "
+        "or public_questions.jsonl): run exactly those derived questions")
 
 
 class Params(Section):

@@ -76,7 +76,8 @@ class Encoder:
     """A loaded encoder: ``encode`` gives float32 sentence embeddings, one row per input."""
 
     def __init__(self, resolution: Resolution, model, tokenizer, device: torch.device,
-                 pooling: str, max_length: int, lowercase: bool = False):
+                 pooling: str, max_length: int, lowercase: bool = False,
+                 max_length_set: bool = False):
         self.resolution = resolution
         self.model_id = resolution.model_id
         self.model = model
@@ -85,6 +86,7 @@ class Encoder:
         self.pooling = pooling
         self._mode, self._normalize = parse_pooling(pooling)
         self.max_length = max_length
+        self.max_length_set = max_length_set  # asked for, not the model's own
         self.lowercase = lowercase
         commit = getattr(model.config, "_commit_hash", None)
         self.revision = resolution.revision or commit  # hub: the commit actually loaded
@@ -117,6 +119,21 @@ class Encoder:
         [unusedN] tokens, no continuation pieces (WordPiece '##x'; for byte-level BPE and
         SentencePiece only word-initial 'Ġx' / '▁x'), letters only. COSTELLO's dictionary."""
         return whole_words(self.tokenizer, ascii_only)
+
+    @property
+    def cache_key(self) -> str:
+        """What, besides model and revision, decides a text's vector: the pooling, and the
+        truncation length when it was set by the caller rather than taken from the model."""
+        return self.pooling + (f"|max_length={self.max_length}" if self.max_length_set else "")
+
+    def normal_forms(self, words: list[str]) -> list[str]:
+        """Each word as the model sees it before tokenising: lower-cased when the model
+        lower-cases, then the tokenizer's normaliser (e.g. BERT's accent stripping:
+        cliché → cliche). Words with one normal form get the same vector."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        normalizer = getattr(backend, "normalizer", None)
+        forms = [w.lower() if self.lowercase else w for w in words]
+        return [normalizer.normalize_str(w) for w in forms] if normalizer is not None else forms
 
     def parameters(self) -> dict[str, object]:
         """What produced these embeddings, for result rows and reports."""
@@ -164,8 +181,10 @@ def _st_settings(folder: Path) -> tuple[int | None, bool]:
 
 
 def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
-                 pooling: str | None = None) -> Encoder:
-    """Resolve and load an encoder; ``pooling`` overrides the model's own (recorded either way).
+                 pooling: str | None = None, max_length: int | None = None) -> Encoder:
+    """Resolve and load an encoder; ``pooling`` (e.g. ``pooler``, ``cls``, ``mean+norm``) and
+    ``max_length`` (tokens kept; COSTELLO's code: 512) override the model's own settings
+    (recorded either way).
 
     Raises LingtestError when the id is missing offline (with the fix) or fails to load.
     """
@@ -191,13 +210,21 @@ def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
         raise LingtestError(f"model `{res.model_id}` ({res.source}, {source}) failed to load: "
                             f"{exc}") from exc
     model.eval().to(dev)
+    if pooling is not None:
+        parse_pooling(pooling)  # a clear error before any embedding
     chosen = pooling or (pooling_from_files(folder) if folder is not None else PLAIN_HF_POOLING)
     if chosen == PLAIN_HF_POOLING:  # COSTELLO: the pooler when the architecture has one
         chosen = "pooler" if getattr(model, "pooler", None) is not None else "cls"
     st_max, lowercase = _st_settings(folder) if folder is not None else (None, False)
     limit = tokenizer.model_max_length if tokenizer.model_max_length < 100_000 else None
-    max_length = st_max or min(limit or DEFAULT_MAX_LENGTH, DEFAULT_MAX_LENGTH)
-    return Encoder(res, model, tokenizer, dev, chosen, int(max_length), lowercase)
+    own = st_max or min(limit or DEFAULT_MAX_LENGTH, DEFAULT_MAX_LENGTH)
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if max_length is not None and positions is not None and max_length > positions:
+        raise LingtestError(f"max_length {max_length} exceeds `{res.model_id}`'s "
+                            f"{positions} positions; fix: set contrastive.max_length <= "
+                            f"{positions} or null (the model's own {own})")
+    return Encoder(res, model, tokenizer, dev, chosen, int(max_length or own), lowercase,
+                   max_length_set=max_length is not None)
 
 
 def _hub_st_folder(model_id: str) -> Path | None:

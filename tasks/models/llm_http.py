@@ -12,6 +12,7 @@ from __future__ import annotations
 import email.utils
 import logging
 import os
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -98,6 +99,12 @@ class HTTPBackend:
                 "seed": s.seed, "max_tokens": s.max_new_tokens, "system": s.system,
                 "decoding": "greedy" if s.temperature == 0 else "sampling"}
 
+    def endpoint(self) -> dict:
+        """Which server answers: its base URL (without credentials) and, where the API
+        gives one, the model's digest. Part of a model's identity in the result store, so
+        answers from another server (or another build of the model) are never reused."""
+        return {"base_url": public_url(self.base_url)}
+
     def answer(self, prompts: list[str]) -> list[LLMResponse]:
         """Answers in prompt order; never raises for a failed prompt."""
         if not prompts:
@@ -152,6 +159,10 @@ class HTTPBackend:
         except httpx.TransportError as exc:
             raise _Failure(f"connection error to {public_url(url)}: {exc}", retry=True) from exc
         status = response.status_code
+        if status < 400 and _is_html(response):
+            # A proxy's or gateway's error page sent with 200: not an answer; likely transient.
+            raise _Failure(f"HTML page instead of an API response (HTTP {status}) from "
+                           f"{public_url(url)}: {response.text[:ERROR_BODY_CHARS]}", retry=True)
         if status >= 400:
             detail = response.text[:ERROR_BODY_CHARS]
             retry = status == 429 or status >= 500
@@ -172,7 +183,23 @@ class HTTPBackend:
         if text is None or not text.strip():
             raise _Failure(f"empty response from {public_url(url)}: {payload!r:.300}",
                            retry=False)
+        if _HTML_START.match(text):
+            raise _Failure(f"HTML page instead of an answer from {public_url(url)}: "
+                           f"{text[:ERROR_BODY_CHARS]}", retry=True)
+        self._seen(payload)
         return text
+
+    def _seen(self, payload: dict[str, Any]) -> None:
+        """Hook: note provenance a reply carries (OpenAI's system_fingerprint)."""
+
+
+_HTML_START = re.compile(r"^\s*(?:<!doctype\s+html|<html[\s>])", re.IGNORECASE)
+
+
+def _is_html(response: httpx.Response) -> bool:
+    """An HTML document, by content type or by its first bytes."""
+    kind = response.headers.get("content-type", "").lower()
+    return "text/html" in kind or bool(_HTML_START.match(response.text[:200]))
 
 
 class OllamaLLM(HTTPBackend):
@@ -225,6 +252,9 @@ class OllamaLLM(HTTPBackend):
     def parameters(self) -> dict:
         return {**super().parameters(), "format": "json", "digest": self.digest()}
 
+    def endpoint(self) -> dict:
+        return {**super().endpoint(), "digest": self.digest()}
+
 
 class OpenAILLM(HTTPBackend):
     """An OpenAI-compatible chat completions API (OpenAI, vLLM, llama.cpp server, ...)."""
@@ -234,6 +264,9 @@ class OpenAILLM(HTTPBackend):
     def __init__(self, spec: str, model: str, settings: LLMSettings):
         base = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         super().__init__(spec, model, base, settings, os.environ.get("OPENAI_API_KEY"))
+        # Known only after replies, so recorded with the run, not in the model's identity.
+        self.fingerprints: set[str] = set()
+        self._lock = threading.Lock()
 
     def _endpoint(self) -> str:
         return "/chat/completions"
@@ -254,3 +287,9 @@ class OpenAILLM(HTTPBackend):
 
     def parameters(self) -> dict:
         return {**super().parameters(), "format": "text"}
+
+    def _seen(self, payload: dict[str, Any]) -> None:
+        fingerprint = payload.get("system_fingerprint")
+        if isinstance(fingerprint, str) and fingerprint:
+            with self._lock:
+                self.fingerprints.add(fingerprint)

@@ -80,7 +80,9 @@ class SentimentModel(ABC):
 
     def predict(self, texts: list[str]) -> list[str]:
         """One of neg / neutral / pos per text (binary models: CheckList's neutral band)."""
-        probs = self.predict_proba(texts)
+        return self._labels(self.predict_proba(texts))
+
+    def _labels(self, probs: np.ndarray) -> list[str]:
         if self.labels == LABELS2:
             return [three_way(float(p), self.neutral_band) for p in probs[:, 1]]
         return [self.labels[i] for i in probs.argmax(axis=1)]
@@ -88,10 +90,19 @@ class SentimentModel(ABC):
     def probabilities3(self, texts: list[str]) -> np.ndarray:
         """(n, 3) columns neg / neutral / pos for CheckList's DIR/INV checks. A binary model
         gets [P(neg), 0, P(pos)], as CheckList's own sentiment tutorial pads binary models."""
-        probs = self.predict_proba(texts)
+        return self._pad3(self.predict_proba(texts))
+
+    def _pad3(self, probs: np.ndarray) -> np.ndarray:
         if self.labels == LABELS3:
             return probs
         return np.column_stack([probs[:, 0], np.zeros(len(probs)), probs[:, 1]])
+
+    def predict_with_probabilities3(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        """``predict`` and ``probabilities3`` from one pass over the model. The labels are
+        ``predict``'s (neutral band, VADER's compound), never the argmax of the padded
+        probabilities: that argmax cannot be neutral for a binary model."""
+        probs = self.predict_proba(texts)
+        return self._labels(probs), self._pad3(probs)
 
     def parameters(self) -> dict[str, object]:
         """What produced the predictions, for result rows and reports."""
@@ -128,19 +139,31 @@ class VaderModel(SentimentModel):
         return [self.analyzer.polarity_scores(t) for t in _check_texts(texts)]
 
     def predict_proba(self, texts: list[str]) -> np.ndarray:
-        rows = np.array([[s["neg"], s["neu"], s["pos"]] for s in self.scores(texts)],
+        return self._proportions(self.scores(texts))
+
+    @staticmethod
+    def _proportions(scores: list[dict[str, float]]) -> np.ndarray:
+        rows = np.array([[s["neg"], s["neu"], s["pos"]] for s in scores],
                         dtype=np.float64).reshape(-1, 3)
         totals = rows.sum(axis=1, keepdims=True)
         rows[totals[:, 0] == 0] = (0.0, 1.0, 0.0)  # empty / no tokens: all neutral
         return rows / rows.sum(axis=1, keepdims=True)
 
     def predict(self, texts: list[str]) -> list[str]:
-        out = []
-        for s in self.scores(texts):
-            c = s["compound"]
-            out.append("pos" if c >= VADER_THRESHOLD else "neg" if c <= -VADER_THRESHOLD
-                       else "neutral")
-        return out
+        return self.predict_with_probabilities3(texts)[0]
+
+    def predict_with_probabilities3(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        """Labels from the compound score (±0.05), probabilities from the proportions."""
+        scores = self.scores(texts)
+        labels = [compound_label(s["compound"]) for s in scores]
+        return labels, self._proportions(scores)
+
+
+def compound_label(compound: float) -> str:
+    """VADER's documented reading: pos at compound >= 0.05, neg at <= -0.05, else neutral."""
+    if compound >= VADER_THRESHOLD:
+        return "pos"
+    return "neg" if compound <= -VADER_THRESHOLD else "neutral"
 
 
 # --------------------------------------------------------------------------- torch models
