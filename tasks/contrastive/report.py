@@ -92,6 +92,9 @@ def table2(results: pd.DataFrame, model_id: str | None = None) -> pd.DataFrame:
     table["_d"] = table["dictionary"].map({"vocab": 0, "dataset": 1, "user": 2})
     table["_t"] = table["threshold"].map(order)
     table["_m"] = table["distance"].map({"l1": 0, "l2": 1, "cos": 2})
+    paper_columns = ["paper avg P_A", "paper avg P_B"]
+    if table[paper_columns].isna().all().all():  # no row used the paper's rule: no empty columns
+        table = table.drop(columns=paper_columns)
     return table.sort_values(["_d", "_m", "_t"]).drop(columns=["_d", "_t", "_m"]).reset_index(drop=True)
 
 
