@@ -11,3 +11,15 @@ STAGES: dict[str, str] = {
     "capabilities": "flows.capabilities:capabilities_flow",
     "consistency": "flows.consistency:consistency_flow",
 }
+
+# The parameters each stage reads: its `params:` list in dvc.yaml (tests/test_run_comparison.py
+# checks they are equal); the run's `params:` tag hashes only these.
+STAGE_PARAMS: dict[str, tuple[str, ...]] = {
+    "data": ("profile", "data"),
+    "contrastive": ("seed", "profile", "models", "contrastive"),
+    "train-sentiment": ("seed", "profile", "models.offline", "runtime.threads",
+                        "capabilities.train_sentiment"),
+    "capabilities": ("seed", "profile", "models.offline", "models.spacy", "runtime.threads",
+                     "capabilities"),
+    "consistency": ("seed", "profile", "models.offline", "models.spacy", "consistency"),
+}

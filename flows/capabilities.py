@@ -53,7 +53,8 @@ def capabilities_flow(params: Params, root: str) -> dict:
     if absent:
         raise LingtestError(f"missing processed tables {', '.join(absent)}: run "
                             "`lingtest run data` (or `dvc repro data`) first")
-    out, reports = workspace.interim / "capabilities", workspace.reports / "capabilities"
+    out = workspace.interim / "capabilities"
+    reports = io.staging_dir(workspace.reports / "capabilities")  # swapped in whole at the end
     specs = load_specs(workspace.root / c.specs_dir if c.specs_dir else BUILTIN_SPECS,
                        c.capabilities)
     models = cp.load_models(c, params.models.offline, root)  # fail fast on a missing model
@@ -83,7 +84,8 @@ def capabilities_flow(params: Params, root: str) -> dict:
             str(grammar_path), polarity_path, polarity, str(files["ptb_trees"]), tagged,
             tagged_token, {**settings, "mask_sampling": c.mask_sampling,
                            "top_productions": c.top_productions,
-                           "min_logprob_per_word": c.min_logprob_per_word},
+                           "min_logprob_per_word": c.min_logprob_per_word,
+                           "min_right_context_logprob": c.min_right_context_logprob},
             params.seed, c.fill_model, c.parser, params.models.spacy, params.models.offline)
         expanded.append(frame)
         fill_stats.append(stats)
@@ -108,6 +110,7 @@ def capabilities_flow(params: Params, root: str) -> dict:
                                         c.bootstrap, params.seed) for m in models}
     _publish(params, specs, suite, results, verdicts, seed_counts, fill_stats, pcfg, tables,
              coverage, reports, provenance)
+    io.replace_dir(reports, workspace.reports / "capabilities")
     io.write_json(workspace.reports / "capabilities-metrics.json",
                   _metrics(tables, suite, pcfg, coverage["curve"]))
     return {"cases": len(suite), "seeds": int((suite["kind"] == "seed").sum()),

@@ -28,11 +28,14 @@ METRICS_FILE = "consistency-metrics.json"  # beside, not inside, the reports/con
 
 
 @flow(name="consistency-model", flow_run_name="consistency-{spec}")
-def query_model(spec: str, params: Params, root: str, url: str, run_id: int) -> dict:
+def query_model(spec: str, params: Params, root: str, run_id: int) -> dict:
     """Send one LLM the run's prompts it has not answered yet. Takes paths, not tables; the
-    model is not loaded when the database already answers every prompt."""
+    model is not loaded when the database already answers every prompt. The database URL is
+    derived here, not passed: Prefect stores a subflow's parameters, and it may hold a password."""
     logger = get_run_logger()
-    queries = str(Workspace(Path(root)).interim / "consistency" / "queries.parquet")
+    workspace = Workspace(Path(root))
+    url = cp.database_url(params.consistency, workspace)
+    queries = str(workspace.interim / "consistency" / "queries.parquet")
     settings = cp.llm_settings(params)
     prompts = cp.prompt_settings(params.consistency)
     ident = cp.identity(spec, settings, prompts)
@@ -52,7 +55,7 @@ def consistency_flow(params: Params, root: str) -> dict:
     workspace = Workspace(Path(root))
     c = params.consistency
     out = workspace.interim / "consistency"
-    reports = workspace.reports / "consistency"
+    reports = io.staging_dir(workspace.reports / "consistency")  # swapped in whole at the end
     url = cp.database_url(c, workspace)
     if c.import_dir:  # the guide's own ca-N.csv + synonyms-N.txt: exactly its questions
         questions, queries, source = cp.import_guide(c, workspace, out)
@@ -70,7 +73,7 @@ def consistency_flow(params: Params, root: str) -> dict:
     run_id = cp.record_queries(url, str(questions_path), str(queries_path), run_params,
                                params.seed, commit)
     try:
-        runs = [query_model(spec, params, root, url, run_id) for spec in c.llms]
+        runs = [query_model(spec, params, root, run_id) for spec in c.llms]
         cp.judge(url, c.oracle)
         results = cp.collect_results(url, [r["model_key"] for r in runs], str(queries_path),
                                      c.oracle)
@@ -84,15 +87,16 @@ def consistency_flow(params: Params, root: str) -> dict:
     table = report.summary(results, c.bootstrap, params.seed, c.recall_definition,
                            c.consistency_definition)
     _publish(results, questions, table, reports, provenance, c.consistency_definition)
+    io.replace_dir(reports, workspace.reports / "consistency")
     sent = {r["spec"]: r["sent"] for r in runs}
-    metrics = report.metrics_json(table, sent, {r["spec"]: r["total"] for r in runs})
+    metrics = report.metrics_json(table, {r["spec"]: r["total"] for r in runs})
     io.write_json(workspace.reports / METRICS_FILE, metrics)
     summary = {"run_id": run_id, "questions": len(questions), "array_rows": len(queries),
                "prompts": int(queries[["store_id", "prompt"]].drop_duplicates().shape[0]),
                "sent": int(sum(sent.values())), "sent_by_model": sent,
                "errors": int(sum(r["errors"] for r in runs)), "database": redact(url)}
     io.write_json(workspace.data / "consistency" / "last-run.json", summary)
-    return summary
+    return cp.check_calls(summary)  # failed calls: non-zero exit, DVC retries the stage
 
 
 def _derive(params: Params, workspace: Workspace, questions: pd.DataFrame,

@@ -23,6 +23,27 @@ SUBSTITUTES = ("Substitutes: the paper's 42 hub encoders → the packaged all-Mi
                "trained here on the tested model's embeddings.")
 
 
+METRICS_FILE = "contrastive-metrics.json"  # beside, not inside, the reports/contrastive out
+
+
+def headline_metrics(results: pd.DataFrame) -> dict:
+    """For ``dvc exp show``: per model and relation N_V, P_A, P_B at the headline setting
+    (L2 distance, θ = μ−σ, vocabulary dictionary — the setting of the violation list)."""
+    out: dict[str, dict] = {}
+    for model_id in results["model_id"].unique():
+        table = report.table2(results, model_id)
+        row = table[(table["distance"] == "l2") & (table["dictionary"] == "vocab") &
+                    (table["threshold"] == report.THRESHOLD_LABEL["mu-sigma"])]
+        if row.empty:
+            continue
+        cells = row.iloc[0]
+        relations = sorted(results["relation"].unique())
+        out[str(model_id)] = {rel: {m: (None if pd.isna(cells[f"{rel} {m}"])
+                                        else round(float(cells[f"{rel} {m}"]), 4))
+                                    for m in ("N_V", "P_A", "P_B")} for rel in relations}
+    return {"setting": "l2 mu-sigma vocab", "models": out}
+
+
 @flow(name="contrastive-model", flow_run_name="contrastive-{model_id}")
 def test_encoder(model_id: str, params: Params, root: str) -> dict:
     """Validate every triple of the stage's suite on one model: thresholds, ground truth,
@@ -85,7 +106,7 @@ def contrastive_flow(params: Params, root: str) -> dict:
     workspace = Workspace(Path(root))
     c = params.contrastive
     out = workspace.interim / "contrastive"
-    reports = workspace.reports / "contrastive"
+    reports = io.staging_dir(workspace.reports / "contrastive")  # swapped in whole at the end
     inputs = cp.suite_inputs(c, workspace)
     suite_frame = cp.build_suite(inputs, cp.settings_of(params), params.seed, root,
                                  params.models.spacy, params.models.offline)
@@ -104,6 +125,8 @@ def contrastive_flow(params: Params, root: str) -> dict:
     violations = report.violation_list(results, suite_frame)
     io.write_parquet(out / "violations.parquet", violations)
     _publish(suite_frame, results, violations, runs, reports, provenance)
+    io.replace_dir(reports, workspace.reports / "contrastive")
+    io.write_json(workspace.reports / METRICS_FILE, headline_metrics(results))
     return {"triples": len(suite_frame),
             "violations": int((results["verdict"] == "fail").sum()),
             "embedded_now": {r["info"]["model_id"]: r["info"]["embedded_now"] for r in runs}}

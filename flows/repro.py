@@ -25,20 +25,24 @@ def dvc_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "dvc", *args]
 
 
-def run_identity(root: str) -> dict[str, str]:
-    """Parameter hash, commit, profile and seed of the checkout, as ``lingtest run`` tags them."""
+def run_identity(root: str, stages: list[str] | None = None) -> dict[str, str]:
+    """Parameter hash (of the parameters the reproduced stages read; all stages when none),
+    commit, profile and seed of the checkout, as ``lingtest run`` tags them."""
+    from flows import STAGES
+    from flows.stage import stage_params_hash
     from tasks.core.config import load_params
     from tasks.core.runtime import git_commit
 
     params = load_params(Path(root))
-    return {"params": params.section_hash(), "commit": git_commit(Path(root)),
+    read = [s for s in (stages or STAGES) if s in STAGES] or list(STAGES)
+    return {"params": stage_params_hash(params, *read), "commit": git_commit(Path(root)),
             "profile": params.profile, "seed": str(params.seed)}
 
 
 def _run_name() -> str:
     from prefect.runtime import flow_run
 
-    identity = run_identity(flow_run.parameters["root"])
+    identity = run_identity(flow_run.parameters["root"], flow_run.parameters.get("stages"))
     return f"repro-{identity['params'][:8]}-{identity['commit']}"
 
 
@@ -89,7 +93,7 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
 
 @flow(name="repro", flow_run_name=_run_name, log_prints=True)
 def repro_flow(root: str, stages: list[str] | None = None, experiment: bool = True) -> str:
-    identity = run_identity(root)
+    identity = run_identity(root, stages)
     _tag_this_run(identity)
     output = dvc_repro(root, stages or [], experiment)
     publish_table("dvc-metrics", dvc_metrics(root), "DVC metrics after the scheduled rerun",

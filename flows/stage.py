@@ -9,7 +9,22 @@ from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
 from tasks.core.runtime import git_commit, seed_everything, set_threads
 
-from flows import STAGES
+from flows import STAGE_PARAMS, STAGES
+
+
+def stage_params_hash(params: Params, *stages: str) -> str:
+    """Short hash of only the (dotted) parameters the stages read, as dvc.yaml lists them."""
+    import hashlib
+    import json
+
+    dumped = params.model_dump(mode="json")
+    picked = {}
+    for name in sorted({key for stage in stages for key in STAGE_PARAMS[stage]}):
+        value = dumped
+        for part in name.split("."):
+            value = value[part]
+        picked[name] = value
+    return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def load_flow(stage: str):
@@ -47,7 +62,7 @@ def run_stage(stage: str, params: Params, workspace: Workspace) -> Any:
     seed_everything(params.seed)
     set_threads(params.runtime.threads)
     commit = git_commit(workspace.root)
-    params_hash = params.section_hash()
+    params_hash = stage_params_hash(params, stage)
     configured = flow.with_options(
         flow_run_name=f"{stage}-{params_hash[:8]}-{commit}",
         task_runner=task_runner(params),

@@ -35,6 +35,21 @@ def test_import_copies_files_and_writes_manifest(mirror: Path, tmp_path: Path) -
     assert on_disk["source"].str.startswith("mirror:").all()
 
 
+def test_importing_a_subset_keeps_the_other_assets(mirror: Path, tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path / "project")
+    import_raw_assets(DataParams(mirror=str(mirror), online=False,
+                                 assets=["kommkonllm", "mrpc"]), workspace)
+    before = pd.read_csv(workspace.manifest, sep="\t")
+    manifest = import_raw_assets(DataParams(mirror=str(mirror), online=False,
+                                            assets=["kommkonllm"]), workspace)
+    assert sorted(manifest["asset"].unique()) == ["kommkonllm", "mrpc"]
+    after = pd.read_csv(workspace.manifest, sep="\t")
+    key = ["path", "sha256", "bytes", "asset", "source"]
+    assert after.sort_values("path")[key].values.tolist() == \
+        before.sort_values("path")[key].values.tolist()
+    assert all((workspace.raw / rel).is_file() for rel in after["path"])
+
+
 @pytest.mark.parametrize("online", [False, True])
 def test_missing_assets_are_all_named_and_nothing_is_written(
         mirror: Path, tmp_path: Path, online: bool) -> None:

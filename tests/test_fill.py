@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from tasks.capabilities.fill import (Candidate, Expansions, MaskedFiller, Tagged, check,
-                                     expand, fill_kind, load_fill_model, propose,
-                                     spec_still_matches, tag, validate)
+from tasks.capabilities.fill import (Candidate, Expansions, MaskedFiller, expand, fill_kind,
+                                     load_fill_model, propose)
+from tasks.capabilities.validation import Tagged, check, spec_still_matches, tag, validate
 from tasks.capabilities.masks import MASK, Masked, mask_candidates
 from tasks.capabilities.specs import load_spec
 from tasks.core.errors import LingtestError

@@ -197,7 +197,7 @@ def test_polarity_lookup_keeps_clear_words_only():
 def test_synonym_rewrite_replaces_words_with_the_given_probability(nlp, wn, polarity):
     import numpy as np
 
-    from tasks.text.mutations import rewrite_slots, synonym_rewrite
+    from tasks.text.rewrite import rewrite_slots, synonym_rewrite
     doc = nlp("The movie was a wonderful and moving story ; the actors play their parts "
               "beautifully and the director shows a rare talent for quiet scenes .")
     every = synonym_rewrite(doc, wn, np.random.default_rng(0), 1.0)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 import uuid
 from pathlib import Path
 
@@ -238,3 +239,12 @@ def test_unwritable_sqlite_folder_is_a_user_error(tmp_path: Path):
     (tmp_path / "file").write_text("")
     with pytest.raises(LingtestError, match="cannot create its folder"):
         open_store(f"sqlite:///{tmp_path}/file/results.sqlite")
+
+
+def test_server_binaries_come_from_the_venv_wheel():
+    """The bundled PostgreSQL (pgserver, in the test extra) wins over the system's: no apt, no root."""
+    bundled = pg_server.bundled_bin_dir()
+    if sys.version_info < (3, 13):  # pgserver 0.1.4 has wheels for CPython 3.9-3.12
+        assert bundled is not None, "pgserver is not installed: pip install -e '.[test]'"
+    if bundled is not None:
+        assert pg_server.find_bin_dir() == bundled

@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.capabilities.fill import (UNUSED_PIPES, FillModel, TagLexicon, expand,
-                                    spec_still_matches)
+from tasks.capabilities.fill import FillModel, TagLexicon, expand
 from tasks.capabilities.grammar import Grammar, parse_benepar
 from tasks.capabilities.masks import Cfg, Surface, masked_sentences
 from tasks.capabilities.search import CASE_COLUMNS, METHOD, WordPolarity, _ptb
 from tasks.capabilities.specs import CapabilitySpec
+from tasks.capabilities.validation import UNUSED_PIPES, spec_still_matches
 from tasks.core.cases import case_id, provenance_json
 from tasks.data.treebank import Node
 
@@ -43,10 +43,11 @@ GENERATOR = "lingtest.capabilities.expansion"
 SUITE_COLUMNS = CASE_COLUMNS + ["parent_case_id"]
 STATS_COLUMNS = ["capability", "cases", "parse_fallbacks", "masked", "proposed", "valid",
                  "kept", "rejected_pos", "rejected_polarity", "rejected_rule",
-                 "rejected_agreement", "rejected_confidence", "rejected_duplicate",
+                 "rejected_agreement", "rejected_structure", "rejected_confidence",
+                 "rejected_context", "rejected_duplicate",
                  "unaligned"]
 DEFAULT_SETTINGS = {"mask_sampling": "alict", "top_productions": 5,
-                    "min_logprob_per_word": -9.0}
+                    "min_logprob_per_word": -9.0, "min_right_context_logprob": -6.0}
 
 
 def open_spans(text: str, provenance: str | dict) -> list[tuple[int, int]]:
@@ -115,7 +116,8 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tup
     """The expansions of one capability's seed cases and the capability's fill statistics.
 
     ``settings``: max_masks_per_seed, fill_candidates, max_expansions_per_seed and the
-    optional mask_sampling, top_productions, min_logprob_per_word (``DEFAULT_SETTINGS``);
+    optional mask_sampling, top_productions, min_logprob_per_word, min_right_context_logprob
+    (``DEFAULT_SETTINGS``);
     all are written into each expansion's provenance.
     """
     settings = {**DEFAULT_SETTINGS, **settings}
@@ -139,7 +141,8 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tup
                       if spec.transform is None else None)
         found = expand(masked, fill_model, nlp, polarity, settings["fill_candidates"],
                        settings["max_expansions_per_seed"], keeps_rule, tags=tags,
-                       min_logprob_per_word=settings["min_logprob_per_word"])
+                       min_logprob_per_word=settings["min_logprob_per_word"],
+                       min_right_context_logprob=settings["min_right_context_logprob"])
         for key, value in found.report().items():
             stats[key] += value
         for rank, exp in enumerate(found):

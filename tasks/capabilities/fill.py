@@ -27,16 +27,11 @@ probable words, which is the conservative direction for label-preserving expansi
 Proposals are whole words: a causal LM's word-start token must be a word of the tag lexicon
 (when one is given) and longer than one letter unless it is "a" or "I" (no "made out o").
 
-Validation, in this order, each rejection counted under its first failed reason:
-``pos`` (spaCy's PTB tag of the filled word, tagged in the filled sentence, must equal the
-masked symbol), ``polarity`` (the word is absent from the polarity source or ``neutral``,
-and is no negator, diminisher or focus word: ``NOT_NEUTRAL``), ``rule`` (the optional
-``still_matches`` callback on the tagged expansion), ``agreement`` (an inserted word breaks
-a/an or determiner–noun number agreement — "An Same guy", "one performances" — or dangles:
-a determiner before no nominal, a preposition before a verb; ``wellformed``),
-``confidence`` (causal LM only: the expansion's log-probability, less the seed's own, per
-inserted word, is below ``min_logprob_per_word``, so a fill the whole sentence makes
-unlikely goes), ``duplicate`` (an expansion text already kept for this seed, or the seed).
+Validation (``validation.py``, with the checks in ``wellformed.py``) keeps a candidate only
+when its words keep the masked tags, carry no sentiment, keep LC1/LC2 inside their search rule
+and break no agreement or structure; ``expand`` then applies the two language-model checks —
+the confidence floor per inserted word and the right-context check (the words after the
+insertion must stay about as probable as in the seed) — and drops duplicates.
 
 The expansion's text is the seed's exact text with the words inserted when the masked
 sentence carries a ``Surface`` (the pipeline's case); else the tokens are detokenised.
@@ -54,20 +49,16 @@ from typing import Any
 import pandas as pd
 
 from tasks.capabilities.masks import MASK, PTB_TAGS, Masked
-from tasks.capabilities.search import LexiconPolarity, WordPolarity, search_seeds
-from tasks.capabilities.specs import CapabilitySpec
-from tasks.capabilities.wellformed import (NOT_NEUTRAL, agreement_error, below_floor,
-                                          is_whole_word)
+from tasks.capabilities.search import WordPolarity
+from tasks.capabilities.validation import REASONS, Tagged, validate
+from tasks.capabilities.wellformed import below_floor, context_drops, is_whole_word
 from tasks.core.errors import LingtestError
 from tasks.data.sst import detokenize
 from tasks.models.causal_lm import CausalLM, load_causal_lm
 from tasks.models.registry import ALIASES, KNOWN, hub_offline, resolve
 
-REASONS = ("pos", "polarity", "rule", "agreement", "confidence", "duplicate")
 OVERSAMPLE = 10  # causal-LM proposals looked at per kept one when a tag lexicon narrows them
 TagLexicon = Mapping[str, frozenset[str]]  # lowercased word → PTB tags it was seen with
-UNUSED_PIPES = ("parser", "ner", "senter", "lemmatizer")
-NEUTRAL = "neutral"
 
 
 @dataclass(frozen=True)
@@ -95,15 +86,6 @@ def seed_text(masked: Masked) -> str:
     if masked.surface is not None:
         return masked.surface.text
     return detokenize([t for t in masked.tokens if t != MASK])
-
-
-@dataclass(frozen=True)
-class Tagged:
-    """A filled sentence as spaCy tags it: coarse ``pos`` (search rules) and PTB ``tag``."""
-
-    tokens: list[str]
-    pos: list[str]
-    tag: list[str]
 
 
 @dataclass(frozen=True)
@@ -327,77 +309,37 @@ def tag_lexicon(tagged_sentences: Iterable[tuple[Sequence[str], Sequence[str]]])
     return {word: frozenset(tags) for word, tags in seen.items()}
 
 
-# --------------------------------------------------------------------------- validation
-
-def as_polarity(polarity: WordPolarity | pd.DataFrame) -> WordPolarity:
-    """A ``word_polarity`` table or any ``WordPolarity`` callable, as a callable."""
-    return LexiconPolarity(polarity) if isinstance(polarity, pd.DataFrame) else polarity
-
-
-def tag(token_lists: list[list[str]], nlp: Any) -> list[Tagged]:
-    """spaCy tags of pre-tokenised sentences (one tag per token, as ``search.tag_sst``)."""
-    from spacy.tokens import Doc
-
-    docs = (Doc(nlp.vocab, words=[detokenize([t]) or t for t in toks]) for toks in token_lists)
-    disable = [p for p in UNUSED_PIPES if p in nlp.pipe_names]
-    return [Tagged(list(toks), [t.pos_ for t in doc], [t.tag_ for t in doc])
-            for toks, doc in zip(token_lists, nlp.pipe(docs, disable=disable))]
-
-
-def check(candidate: Candidate, tagged: Tagged, polarity: WordPolarity,
-          still_matches: Callable[[Tagged], bool] | None = None, strict: bool = True) -> str | None:
-    """The first failed reason (``pos``, ``polarity``, ``rule``), or None when it is valid."""
-    masked = candidate.masked
-    if any(tagged.tag[p] != s for p, s in zip(masked.mask_positions, masked.mask_symbols)):
-        return "pos"
-    for p, word in zip(masked.mask_positions, candidate.words):
-        if (strict and word.lower() in NOT_NEUTRAL) or polarity(word, tagged.pos[p]) not in (None, NEUTRAL):
-            return "polarity"
-    if still_matches is not None and not still_matches(tagged):
-        return "rule"
-    if strict and agreement_error(tagged, masked.mask_positions):
-        return "agreement"
-    return None
-
-
-def validate(candidates: list[Candidate], nlp: Any, polarity: WordPolarity | pd.DataFrame,
-             still_matches: Callable[[Tagged], bool] | None = None, strict: bool = True
-             ) -> tuple[list[Candidate], Counter]:
-    """The valid candidates (input order) and the count of rejections per reason."""
-    polarity = as_polarity(polarity)
-    rejected: Counter = Counter()
-    kept = []
-    for cand, tagged in zip(candidates, tag([c.tokens for c in candidates], nlp)):
-        reason = check(cand, tagged, polarity, still_matches, strict)
-        if reason is None:
-            kept.append(cand)
-        else:
-            rejected[reason] += 1
-    return kept, rejected
-
-
 def expand(seed_masked: Sequence[Masked], model: FillModel, nlp: Any,
            polarity: WordPolarity | pd.DataFrame, k: int, max_keep: int,
            still_matches: Callable[[Tagged], bool] | None = None,
            batched: bool = True, tags: TagLexicon | None = None,
-           min_logprob_per_word: float | None = None, strict: bool = True) -> Expansions:
+           min_logprob_per_word: float | None = None, strict: bool = True,
+           min_right_context_logprob: float | None = None) -> Expansions:
     """The ``max_keep`` most confident valid expansions over all masked sentences of a seed.
 
     ``batched=False`` re-scores one candidate per ``score`` call (benchmark baseline only).
-    ``min_logprob_per_word``: the confidence floor relative to the seed's own score (causal
-    LM only; None: no floor). ``strict=False`` is the earlier selection (word pieces
-    allowed, no negator list, no agreement check): the quality benchmark's baseline.
+    ``min_logprob_per_word``: the confidence floor relative to the seed's own score;
+    ``min_right_context_logprob``: the most the words after the last insertion may lose
+    against the seed (both causal LM only; None: no check). ``strict=False`` is the earlier
+    selection (word pieces allowed, no negator list, no agreement or structure check): the
+    quality benchmark's baseline.
     """
     if max_keep < 1:
         raise LingtestError(f"capabilities.max_expansions_per_seed must be >= 1 (got {max_keep})")
     proposed = propose_all(seed_masked, model, k, batched, tags, whole=strict)
     valid, rejected = validate(proposed, nlp, polarity, still_matches, strict)
+    seed = seed_text(seed_masked[0])
     seen = {seed_text(m) for m in seed_masked}  # the seed
     if valid and min_logprob_per_word is not None and isinstance(model, CausalLM):
-        [seed_score] = model.score([seed_text(seed_masked[0])])
+        [seed_score] = model.score([seed])
         low = below_floor(valid, float(seed_score), min_logprob_per_word)
         rejected["confidence"] += sum(low)
         valid = [c for c, drop in zip(valid, low) if not drop]
+    if valid and min_right_context_logprob is not None and isinstance(model, CausalLM):
+        drops = context_drops(model, seed, [c.text for c in valid])
+        broken = [d < min_right_context_logprob for d in drops]
+        rejected["context"] += sum(broken)
+        valid = [c for c, drop in zip(valid, broken) if not drop]
     kept: list[Expansion] = []
     for cand in _ranked(valid):
         text = cand.text
@@ -411,18 +353,3 @@ def expand(seed_masked: Sequence[Masked], model: FillModel, nlp: Any,
     out = Expansions(kept, len(proposed), rejected)
     out.valid = len(valid) - rejected["duplicate"]
     return out
-
-
-def spec_still_matches(spec: CapabilitySpec, label: str,
-                       polarity: WordPolarity | pd.DataFrame) -> Callable[[Tagged], bool]:
-    """``still_matches`` for LC1/LC2: the expansion, with the seed's label, meets one of the
-    spec's search rules (through the public ``search_seeds`` on a one-row table)."""
-    polarity = as_polarity(polarity)
-
-    def still_matches(tagged: Tagged) -> bool:
-        row = pd.DataFrame({"sentence_id": [0], "split": [""], "tokens": [tagged.tokens],
-                            "text": [detokenize(tagged.tokens)], "label": [label],
-                            "pos": [tagged.pos]})
-        return not search_seeds(spec, row, polarity).empty
-
-    return still_matches

@@ -25,7 +25,8 @@ from tasks.models.sentiment import SentimentModel, load_sentiment_model
 
 EXPANSION_MODULES = ("tasks.capabilities.expansion", "tasks.capabilities.fill",
                      "tasks.capabilities.masks", "tasks.capabilities.grammar",
-                     "tasks.capabilities.search", "tasks.capabilities.wellformed")
+                     "tasks.capabilities.search", "tasks.capabilities.wellformed",
+                     "tasks.capabilities.validation", "tasks.models.causal_lm")
 RESULT_COLUMNS = ["case_id", "model_id", "revision", "capability", "kind", "parent_case_id",
                   "text", "expected", "prediction", "p_neg", "p_neutral", "p_pos", "verdict"]
 

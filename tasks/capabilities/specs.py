@@ -44,7 +44,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
 from pydantic import field_validator, model_validator
 
-from tasks.core.errors import InputFormatError, LingtestError
+from tasks.core.errors import InputFormatError, LingtestError, read_utf8
 
 LABELS = ("neg", "neutral", "pos")
 # Universal POS tags that spaCy's English pipelines assign (token.pos_).
@@ -299,7 +299,7 @@ def load_spec(path: str | Path) -> CapabilitySpec:
     """Read and validate one specification file; InputFormatError names file, line and key."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path, "save the specification as UTF-8")
     except OSError as exc:
         raise LingtestError(f"{path}: cannot read the capability specification ({exc})") from None
     try:

@@ -5,14 +5,22 @@ Why: a causal LM's word-start token can be a word piece ("made out o"), a POS-co
 still break a/an or number agreement ("An Same guy", "one performances"), and negators or
 focus words change what a sentence asserts while carrying no lexicon polarity. The checks
 look at the inserted words and their neighbours only: a seed's own oddities are not ours.
+``structure_error`` holds the patterns a hand reading of the suite found after those checks
+("Do I agree that that it's", "paced by you could", "In this is not", "the Gollum's
+'performance'", "either in it"); ``context_drops`` measures what an insertion does to the
+words after it, which the whole-sentence score mixes with the inserted word's own cost.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+
+import numpy as np
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tasks.capabilities.fill import Candidate, Tagged
+    from tasks.capabilities.fill import Candidate
+    from tasks.capabilities.validation import Tagged
+    from tasks.models.causal_lm import CausalLM
 
 # Negators, diminishers and focus words change what a sentence asserts: never a neutral fill.
 NOT_NEUTRAL = frozenset("""not n't no never nor neither none nobody nothing nowhere without
@@ -30,6 +38,23 @@ OBJECT_NEXT = NOMINAL_NEXT | {"PRP", "WP", "WDT", "WRB", "EX", "IN", "TO", "POS"
 VERB_TAGS = frozenset({"VB", "VBP", "VBZ", "VBD", "MD"})
 NOUN_MODIFIERS = frozenset({"JJ", "JJR", "JJS", "RB", "RBS", "RBR", "VBN", "VBG", "HYPH",
                             "CD", "NN", "NNP"})
+PREPOSITIONS = frozenset({"IN", "TO"})
+PROPER = frozenset({"NNP", "NNPS"})
+MODIFIER_TAGS = frozenset({"DT", "PDT", "JJ", "JJR", "JJS", "NN", "NNS", "NNP", "NNPS", "CD",
+                           "PRP$", "VBN", "VBG", "RB", "RBR", "RBS"})
+NOUN_PHRASE_TAGS = frozenset({"DT", "PDT", "PRP", "PRP$", "JJ", "JJR", "JJS", "NN", "NNS",
+                              "NNP", "NNPS", "CD", "POS", "HYPH"})
+FINITE_VERBS = frozenset({"VBZ", "VBP", "VBD", "MD"})
+ADVERBS = frozenset({"RB", "RBR", "RBS"})
+# Pronouns that take no determiner or adjective before them ("every third everything").
+BARE_PRONOUNS = frozenset("""everything something anything nothing everyone someone anyone
+everybody somebody anybody nobody""".split())
+PRENOMINAL = frozenset({"JJ", "JJR", "JJS", "RB", "RBR", "RBS", "VBN", "VBG", "HYPH", "CD",
+                        ",", "CC", "``", "''"})
+# Determiners that stand as a whole noun phrase ("all of", "this is", "both were").
+STANDALONE_DETS = frozenset("all both each either neither this that these those some any "
+                            "another".split())
+PRECONJUNCTIONS = {"either": ("or",), "neither": ("nor",), "both": ("and",)}
 
 
 def is_whole_word(word: str, tags: Mapping[str, frozenset[str]] | None = None) -> bool:
@@ -62,7 +87,7 @@ def dangling_error(tagged: "Tagged", inserted: Sequence[int]) -> bool:
         nxt = tags[i + 1] if i + 1 < len(tags) else "END"
         if tags[i] in ("DT", "PDT") and nxt not in NOMINAL_NEXT:
             return True
-        if tags[i] in ("IN", "TO") and nxt not in OBJECT_NEXT:
+        if tags[i] in PREPOSITIONS and (nxt not in OBJECT_NEXT or nxt in PREPOSITIONS):
             return True
         if (tags[i] == "NNS" and nxt == "VBZ") or (tags[i] in ("NN", "NNP") and nxt == "VBP"):
             return True
@@ -98,6 +123,92 @@ def agreement_error(tagged: "Tagged", inserted: Sequence[int]) -> bool:
                 (low in PLURAL_DETS and head in ("NN", "NNP")):
             return True
     return False
+
+
+def structure_error(tagged: "Tagged", inserted: Sequence[int]) -> bool:
+    """Whether an inserted word breaks the sentence's structure (``structure`` reason)."""
+    toks = [t.lower() for t in tagged.tokens]
+    tags = tagged.tag
+    added = set(inserted)
+    for i in inserted:
+        word = toks[i]
+        # a repeated neighbour: "of of", "that that", "convey and convey", "see it and it"
+        if word.isalpha() and any(toks[j] == word for j in (i - 2, i - 1, i + 1, i + 2)
+                                  if 0 <= j < len(toks) and j != i):
+            return True
+        right = next((j for j in range(i + 1, len(toks)) if j not in added), None)
+        left = next((j for j in range(i - 1, -1, -1) if j not in added), None)
+        nxt = tags[i + 1] if i + 1 < len(tags) else "END"
+        # an invented name ("Some Like It Hot Will on the Hardwood"; "French" may stay)
+        if tags[i] in PROPER or (i > 0 and tagged.tokens[i][:1].isupper() and word != "i"
+                                 and not tags[i].startswith("JJ")):
+            return True
+        # a noun made into a compound modifier ("the game swinging", "a place group") or an
+        # adverb before a noun ("the hollow inside state")
+        if (tags[i] in ("NN", "NNS") or tags[i] in ADVERBS) and nxt in ("NN", "NNS", "VBG"):
+            return True
+        # unlike conjuncts around an inserted "and"/"or" ("this one and 90-minute dud")
+        if tags[i] == "CC" and word not in PRECONJUNCTIONS and 0 < i < len(tags) - 1 \
+                and tags[i - 1][:2] != tags[i + 1][:2]:
+            return True
+        # a modifier of a proper name: "the Gollum's", "many people Maik", "Little Red ... Seamstress"
+        if tags[i] in MODIFIER_TAGS and right is not None and tags[right] in PROPER:
+            return True
+        # nothing takes a modifier before "everything", "someone", ...
+        if right is not None and toks[right] in BARE_PRONOUNS and tags[i] != "CC":
+            return True
+        # a determiner needs a noun to determine ("Boring and the meandering.")
+        if tags[i] in ("DT", "PDT") and word not in STANDALONE_DETS:
+            j = i + 1
+            while j < len(tags) and tags[j] in PRENOMINAL:
+                j += 1
+            if j == len(tags) or not (tags[j].startswith("NN") or tags[j] in ("PRP", "CD")):
+                return True
+        if word in PRECONJUNCTIONS and not any(t in PRECONJUNCTIONS[word] for t in toks[i + 1:]):
+            return True
+        if tags[i] not in PREPOSITIONS:
+            continue
+        # a prepositional phrase (or "As"/"If" clause) opening the sentence or a "that" clause
+        # ("that" as spaCy may tag it DT: "saying that of the mood"), or right after another
+        # preposition or subordinator ("Illuminating if to overly talky")
+        if left is None or toks[left] == "that" or tags[left] in PREPOSITIONS:
+            return True
+        if right is None:
+            continue
+        # "in ever released": a preposition before an adverb and then a verb
+        if tags[right] in ADVERBS and right + 1 < len(tags) and tags[right + 1].startswith(("VB", "MD")):
+            return True
+        # "by you could", "by High Crimes miscasts": the object is the next verb's subject
+        j = right
+        while j < len(tags) and tags[j] in NOUN_PHRASE_TAGS and j - right < 6:
+            j += 1
+        if j > right and j < len(tags) and tags[j] in FINITE_VERBS:
+            return True
+    return False
+
+
+def context_drops(model: "CausalLM", seed: str, texts: Sequence[str]) -> list[float]:
+    """Per expansion text, log P(the words after its last insertion) less log P(the same words
+    in the seed), each given everything before them (nats; ≤ 0 when the insertion makes the
+    rest less likely). The shared tail is found as the longest common character suffix, cut
+    at the first token start both texts share; no shared tail gives 0."""
+    scored = model.token_logprobs([seed, *texts])
+    seed_off, seed_lp = scored[0]
+    seed_starts = set(seed_off.tolist())
+    drops = []
+    for text, (off, lp) in zip(texts, scored[1:]):
+        shift = len(text) - len(seed)
+        tail = 0
+        while tail < min(len(text), len(seed)) and text[-1 - tail] == seed[-1 - tail]:
+            tail += 1
+        cut = len(text) - tail
+        common = sorted(o - shift for o in off.tolist() if o >= cut and o - shift in seed_starts)
+        if not common:
+            drops.append(0.0)
+            continue
+        start = common[0]
+        drops.append(float(np.sum(lp[off >= start + shift]) - np.sum(seed_lp[seed_off >= start])))
+    return drops
 
 
 def below_floor(candidates: "list[Candidate]", seed_score: float, floor: float | None

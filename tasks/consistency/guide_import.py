@@ -23,7 +23,7 @@ import pandas as pd
 
 from tasks.consistency.covering import missing_tuples, read_ca_csv
 from tasks.consistency.ipm import derive_prompt
-from tasks.core.errors import InputFormatError, LingtestError
+from tasks.core.errors import InputFormatError, LingtestError, read_utf8
 
 PARAM = "consistency.import_dir"
 _FILE = re.compile(r"^(ca|synonyms)-(\d+)\.(csv|txt)$")
@@ -34,7 +34,7 @@ def read_synonyms(path: Path) -> list[list[str]]:
     """One list of strings per line (the guide writes Python list literals, ``['is']``)."""
     fix = "each line must be a list of strings, the token first: ['roof', 'ceiling']"
     tokens: list[list[str]] = []
-    for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line, text in enumerate(read_utf8(path).splitlines(), start=1):
         if not text.strip():
             continue
         try:
@@ -82,7 +82,7 @@ def _sentences(folder: Path) -> dict[int, tuple[str, bool]]:
     if not questions.is_file():
         raise LingtestError(f"{PARAM}: {folder} has neither test_runs.csv nor "
                             "public_questions.jsonl (the guide's example/ folder has both)")
-    lines = [t for t in questions.read_text(encoding="utf-8").splitlines() if t.strip()]
+    lines = [t for t in read_utf8(questions).splitlines() if t.strip()]
     for number, text in enumerate(lines, start=1):
         try:
             record = json.loads(text)

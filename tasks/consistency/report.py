@@ -125,18 +125,19 @@ def chart(table: pd.DataFrame, path: Path, title: str) -> Path:
     return path
 
 
-def metrics_json(table: pd.DataFrame, sent: dict[str, int], totals: dict[str, int]) -> dict:
-    """For ``dvc metrics show``: per model the headline metrics, prompts sent now and total."""
+def metrics_json(table: pd.DataFrame, totals: dict[str, int]) -> dict:
+    """For ``dvc metrics show``: per model the headline metrics and the prompts answered in
+    all (not the prompts this process sent: a counter of one run is no metric of the
+    results; ``last-run.json`` keeps it)."""
     out: dict[str, dict] = {}
     for row in table.to_dict(orient="records"):
         model = str(row["model_id"])
         entry = {name: _number(row.get(name)) for name in
                  ("accuracy", "f1", "consistency", "undefined_rate")}
         entry.update({"n_queries": int(row["n_queries"]), "n_errors": int(row["n_errors"]),
-                      "prompts_sent_now": int(sent.get(model, 0)),
                       "prompts_total": int(totals.get(model, 0))})
         out[model] = entry
-    return {"models": out, "prompts_sent_now": int(sum(sent.values()))}
+    return {"models": out}
 
 
 def _number(value: object) -> float | None:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from tasks.contrastive.suite import METHOD, _frame, _row
 from tasks.core.cases import case_id, provenance_json
-from tasks.core.errors import InputFormatError, LingtestError
+from tasks.core.errors import InputFormatError, LingtestError, read_utf8
 from tasks.core.io import sha256_file, write_json
 
 #: COSTELLO's relation names in its released suites (``ctset1.json``, ``mrpc_ct.json``).
@@ -44,8 +44,8 @@ def read_costello_suite(path: str | Path) -> pd.DataFrame:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_utf8(path, "save the suite as UTF-8")
+    except OSError as exc:
         raise InputFormatError(path, None, f"cannot read the suite ({exc})", _FIX) from None
     try:
         data = json.loads(text)

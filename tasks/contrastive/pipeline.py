@@ -55,7 +55,8 @@ from tasks.core.paths import Workspace
 
 SUITE_TABLES = ("sst", "word_polarity", "names", "gender_pairs", "contrast_pairs", "mrpc")
 SUITE_MODULES = ("tasks.contrastive.suite", "tasks.contrastive.costello_json",
-                 "tasks.text.mutations", "tasks.text.lexicon_lookup")
+                 "tasks.text.mutations", "tasks.text.rewrite",
+                 "tasks.text.lexicon_lookup")
 SUITE_SETTINGS = ("suite", "relations", "sst_split", "mrpc_split", "contrast_split", "max_seeds",
                   "cr1_triples", "synonym_scope", "synonym_probability")
 

@@ -58,7 +58,8 @@ from tasks.core.config import RELATIONS, ContrastiveParams
 from tasks.core.errors import LingtestError
 from tasks.text import lexicon_lookup as lex
 from tasks.text.mutations import (Mutant, antonyms, first_per_position, gender_swap, invert,
-                                  replace_lemma, slots, synonym_rewrite, synonyms)
+                                  replace_lemma, slots, synonyms)
+from tasks.text.rewrite import synonym_rewrite
 
 METHOD = "contrastive"
 SEP = " [SEP] "

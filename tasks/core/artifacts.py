@@ -46,4 +46,15 @@ def publish_table(key: str, df: pd.DataFrame, title: str, report_dir: Path | Non
     except Exception:  # outside a flow run: the files are the report
         return
     records = df.astype(object).where(df.notna(), None).to_dict(orient="records")
-    create_table_artifact(key=key, table=records, description=f"**{title}**\n\n{notes}")
+    create_table_artifact(key=key, table=records,
+                          description=artifact_description(title, notes, provenance))
+
+
+def artifact_description(title: str, notes: str, provenance: dict[str, object] | None) -> str:
+    """Title, notes and provenance (with the code's commit), so the UI's versions can be told apart."""
+    from tasks.core.runtime import git_commit
+
+    provenance = dict(provenance or {})
+    if not {"commit", "code"} & set(provenance):
+        provenance["commit"] = git_commit(Path(__file__).resolve().parents[2])
+    return f"**{title}**\n\n" + (f"{notes}\n\n" if notes else "") + provenance_block(provenance)

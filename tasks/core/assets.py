@@ -7,8 +7,8 @@ are staged in a temporary folder that replaces ``data/raw`` whole.
 """
 from __future__ import annotations
 
+import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -21,6 +21,10 @@ from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace, default_mirror
 
 Fetcher = Callable[[Path, float], None]
+# The MANIFEST names a mirror copy by this label plus the asset's canonical source, never by
+# the mirror's location: a clone with the mirror elsewhere records the same bytes (and DVC
+# the same hashes).
+MIRROR_SOURCE = "mirror"
 
 
 @dataclass(frozen=True)
@@ -79,15 +83,14 @@ def _stage_from_mirror(asset: Asset, mirror: Path, stage: Path, sums: dict[str, 
                 "damaged: copy the file again from its source")
         (stage / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, stage / rel)
-    return f"mirror:{mirror}"
+    return f"{MIRROR_SOURCE}:{asset.source}"
 
 
 def import_raw_assets(params: DataParams, workspace: Workspace) -> pd.DataFrame:
     """Copy (or fetch) every configured asset into ``data/raw``; return the MANIFEST rows."""
     mirror = mirror_folder(params, workspace)
     sums = _mirror_sums(mirror) if mirror else {}
-    workspace.data.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=".raw-", dir=workspace.data))
+    stage = io.staging_dir(workspace.raw)
     sources: dict[str, str] = {}
     missing: list[str] = []
     try:
@@ -117,14 +120,36 @@ def import_raw_assets(params: DataParams, workspace: Workspace) -> pd.DataFrame:
                  "bytes": (stage / rel).stat().st_size, "asset": name, "source": sources[name]}
                 for name in params.assets for rel in ASSETS[name].files]
         manifest = pd.DataFrame(rows, columns=["path", "sha256", "bytes", "asset", "source"])
+        manifest = pd.concat([manifest, _carry_over(workspace, stage, set(params.assets))],
+                             ignore_index=True)
         manifest.to_csv(stage / "MANIFEST.tsv", sep="\t", index=False)
-        if workspace.raw.exists():
-            shutil.rmtree(workspace.raw)
-        stage.rename(workspace.raw)
+        io.replace_dir(stage, workspace.raw)
         return manifest
     finally:
         if stage.exists():
             shutil.rmtree(stage, ignore_errors=True)
+
+
+def _carry_over(workspace: Workspace, stage: Path, listed: set[str]) -> pd.DataFrame:
+    """The current ``data/raw`` assets that ``data.assets`` does not list, linked (or copied)
+    into ``stage`` with their MANIFEST rows: importing a subset never deletes the others."""
+    columns = ["path", "sha256", "bytes", "asset", "source"]
+    try:
+        old = pd.read_csv(workspace.manifest, sep="\t", dtype=str, keep_default_na=False)
+    except (OSError, ValueError):
+        old = pd.DataFrame(columns=columns)
+    if not set(columns) <= set(old.columns):  # no manifest, or not ours: nothing to keep
+        return pd.DataFrame(columns=columns)
+    keep = old[~old["asset"].isin(listed) & old["asset"].isin(list(ASSETS))]
+    keep = keep[keep["path"].map(lambda rel: (workspace.raw / rel).is_file()).astype(bool)]
+    for rel in keep["path"]:
+        target = stage / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(workspace.raw / rel, target)
+        except OSError:
+            shutil.copy2(workspace.raw / rel, target)
+    return keep[columns].astype({"bytes": int})
 
 
 def _why_not_in_mirror(asset: Asset, mirror: Path | None) -> str:

@@ -5,6 +5,7 @@ Every ``LingtestError`` is printed as one line (no traceback) and exits with sta
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -32,8 +33,11 @@ def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stage
     """Run one stage's Prefect flow (DVC's stages call this)."""
     from tasks.core.runtime import configure_environment
 
+    from tasks.core.validate import validate_inputs
+
     workspace = Workspace.current()
     params = _params(set_, profile)
+    validate_inputs(stage, params, workspace)  # before Prefect starts or anything is written
     api = configure_environment(workspace)
     typer.echo(f"lingtest: stage {stage}, profile {params.profile}, seed {params.seed}, "
                f"Prefect API {api or 'temporary local server'}", err=True)
@@ -64,19 +68,21 @@ def params(set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP
 @app.command()
 def models(set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
            profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
-    """List each configured model and where it resolves (package, hub, or missing and why)."""
+    """List every configured model id (models, contrastive, capabilities, consistency) and
+    where it resolves (package, hub cache, hub, local, http) or why it is missing."""
     from rich.console import Console
     from rich.table import Table
 
-    from tasks.models.registry import describe_models
+    from tasks.core.validate import describe_configured
 
-    rows = describe_models(_params(set_, profile).models)
-    table = Table("model", "kind", "source", "revision", "pooling", "path / reason")
+    rows = describe_configured(_params(set_, profile), Workspace.current())
+    table = Table("parameter", "model", "kind", "source", "revision", "pooling", "path / reason")
     for row in rows:
         where = row.get("reason") if row["source"] == "missing" else row.get("path")
-        table.add_row(row["id"], row["kind"], row["source"], str(row.get("revision") or ""),
-                      str(row.get("pooling") or ""), str(where or ""))
-    Console(width=200).print(table)
+        table.add_row(row["key"], row["id"], row["kind"], row["source"],
+                      str(row.get("revision") or ""), str(row.get("pooling") or ""),
+                      str(where or ""))
+    Console(width=240).print(table)
 
 
 @app.command()
@@ -144,6 +150,16 @@ def classify_answers(
         typer.echo(f"{value}\t{count}")
 
 
+def _read_ca_csv(covering, path: str):
+    """``--check``'s file, with a missing or non-UTF-8 file as one clear error."""
+    from tasks.core.errors import read_utf8
+
+    if not Path(path).is_file():
+        raise LingtestError(f"--check {path}: no such file (give the ca-N.csv to verify)")
+    read_utf8(path, "a ca-N.csv is UTF-8 text, one row of integers per line")
+    return covering.read_ca_csv(path)
+
+
 @app.command("covering-array")
 def covering_array_command(
         values: str = typer.Option(..., "--values", help="Levels per parameter, e.g. 3,3,2,2."),
@@ -165,7 +181,7 @@ def covering_array_command(
             raise LingtestError(f"--values {values!r}: expected comma-separated integers "
                                 f">= 1, e.g. --values 3,3,2,2") from None
         if check_file:
-            array = covering.read_ca_csv(check_file)
+            array = _read_ca_csv(covering, check_file)
             covering.check(array, levels, strength)
             t = min(strength, len(levels))
             typer.echo(f"{check_file}: {len(array)} rows, all "

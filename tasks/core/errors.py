@@ -19,3 +19,16 @@ class InputFormatError(LingtestError):
             message += f" ({fix})"
         super().__init__(message)
         self.path, self.line, self.problem = path, line, problem
+
+
+def read_utf8(path, fix: str = "save the file as UTF-8") -> str:
+    """A text file's contents; non-UTF-8 bytes become an InputFormatError naming the line."""
+    from pathlib import Path
+
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputFormatError(path, line, f"not UTF-8 text (byte {data[exc.start]:#04x})",
+                               fix) from None

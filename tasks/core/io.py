@@ -1,8 +1,11 @@
-"""Atomic file writes: every output appears whole or not at all.
+"""Atomic file and folder writes: every output appears whole or not at all.
 
 A stage that fails half-way must never leave a table that a later stage (or DVC) would
 take for a finished one, so every writer goes to a temporary file beside the target and
-renames it into place.
+renames it into place. Folders (``data/raw``, ``data/processed``, ``reports/<stage>``) are
+filled in a staging sibling and swapped in by renames only (``replace_dir``), so a SIGKILL
+at any moment leaves the previous or the new copy; ``recover_dir`` at the next start puts
+the previous copy back if the kill fell between the two renames and deletes leftovers.
 """
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -35,6 +40,72 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+STAGING, OLD = "staging", "old"  # leftover folders: .<name>.staging-*, .<name>.old-*
+
+
+def _siblings(target: Path, kind: str) -> list[Path]:
+    """``target``'s leftover ``.<name>.<kind>-*`` folders, oldest first."""
+    if not target.parent.is_dir():
+        return []
+    found = target.parent.glob(f".{target.name}.{kind}-*")
+    return sorted((p for p in found if p.is_dir()), key=lambda p: p.stat().st_mtime)
+
+
+def recover_dir(target: str | os.PathLike) -> None:
+    """Undo what a killed swap left beside ``target``.
+
+    If ``target`` is missing while a moved-aside copy exists, the kill fell between the two
+    renames of ``replace_dir``: the newest moved-aside copy (the previous one) goes back.
+    Every other staging or moved-aside folder is deleted.
+    """
+    target = Path(target)
+    old = _siblings(target, OLD)
+    if not target.exists() and old:
+        os.rename(old.pop(), target)
+    # .raw-*, .processed-*: staging folders of earlier versions
+    legacy = [p for p in target.parent.glob(f".{target.name}-*") if p.is_dir()]
+    for leftover in old + _siblings(target, STAGING) + legacy:
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def staging_dir(target: str | os.PathLike) -> Path:
+    """A fresh, empty staging folder beside ``target`` (after cleaning up old ones)."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    recover_dir(target)
+    return Path(tempfile.mkdtemp(prefix=f".{target.name}.{STAGING}-", dir=target.parent))
+
+
+def replace_dir(staged: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """Swap the complete folder ``staged`` in for ``target`` by renames only.
+
+    The old copy is moved aside, the new one moved in, then the old one deleted: never
+    rmtree-then-rename, so there is no moment without a whole copy on disk.
+    """
+    staged, target = Path(staged), Path(target)
+    os.chmod(staged, 0o777 & ~_UMASK)  # mkdtemp makes 0700
+    aside = None
+    if target.exists():
+        aside = target.parent / f".{target.name}.{OLD}-{os.getpid()}-{time.time_ns()}"
+        os.rename(target, aside)
+    os.rename(staged, target)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+    return target
+
+
+@contextlib.contextmanager
+def staged_dir(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield a staging folder for ``target``; swap it in on success, drop it on error."""
+    stage = staging_dir(target)
+    try:
+        yield stage
+        replace_dir(stage, target)
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:

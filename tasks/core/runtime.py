@@ -26,7 +26,7 @@ def ui_state_file(workspace: Workspace) -> Path:
     return workspace.prefect_home / "ui.json"
 
 
-def running_ui_url(workspace: Workspace, timeout: float = 2.0) -> str | None:
+def running_ui_url(workspace: Workspace, timeout: float = 10.0) -> str | None:
     """The API URL of this project's ``lingtest ui`` server when it answers, else None."""
     state = ui_state_file(workspace)
     if not state.is_file():
@@ -62,11 +62,23 @@ def seed_everything(seed: int) -> None:
     import numpy as np
 
     np.random.seed(seed % (2**32))
+    _unseed_prefect_port_choice()
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency
         return
     torch.manual_seed(seed)
+
+
+def _unseed_prefect_port_choice() -> None:
+    """Prefect's temporary server draws its port from the global ``random``
+    (``SubprocessASGIServer.find_available_port``), so two runs with the same seed drew the
+    same ports and collided; that module gets OS entropy instead. Only ours is seeded."""
+    if os.environ.get("PREFECT_API_URL"):  # a running server: no port to pick
+        return
+    from prefect.server.api import server
+
+    server.random = random.SystemRandom()
 
 
 def set_threads(threads: int) -> None:

@@ -5,8 +5,6 @@ add caching keyed on the raw files' contents and the readers' source code, and l
 """
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -45,12 +43,12 @@ def build_table(name: str, raw: str, manifest_file: str) -> pd.DataFrame:
 
 
 @task(name="write-tables", cache_policy=NO_CACHE)
-def write_tables(tables: dict[str, pd.DataFrame], manifest: pd.DataFrame, root: str) -> pd.DataFrame:
-    """Write every table into a staging folder that replaces ``data/processed`` whole."""
+def write_tables(tables: dict[str, pd.DataFrame], manifest: pd.DataFrame, root: str,
+                 report_dir: str) -> pd.DataFrame:
+    """Write every table into a staging folder that replaces ``data/processed`` whole, and
+    the row counts (DVC metrics) into ``report_dir``."""
     workspace = Workspace(Path(root))
-    workspace.data.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=".processed-", dir=workspace.data))
-    try:
+    with io.staged_dir(workspace.processed) as stage:
         rows = []
         for name in sorted(tables):
             path = stage / f"{name}.parquet"
@@ -59,13 +57,7 @@ def write_tables(tables: dict[str, pd.DataFrame], manifest: pd.DataFrame, root: 
                          "columns": ", ".join(map(str, tables[name].columns)),
                          "sha256": io.sha256_file(path)[:16]})
         summary = pd.DataFrame(rows)
-        if workspace.processed.exists():
-            shutil.rmtree(workspace.processed)
-        stage.rename(workspace.processed)
-    finally:
-        if stage.exists():
-            shutil.rmtree(stage, ignore_errors=True)
-    io.write_json(workspace.reports / "data" / "tables.json",
+    io.write_json(Path(report_dir) / "tables.json",
                   {"rows": {r["table"]: r["rows"] for r in rows}})
     return summary
 

@@ -131,6 +131,30 @@ class CausalLM:
                 scores[i] = float(row_logp.double().sum())
         return scores
 
+    def token_logprobs(self, texts: list[str], batch_size: int = 16
+                       ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per text, each token's start offset (characters) and log p(token | all before it),
+        so a caller can sum the log-probability of any word-aligned stretch of the text."""
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise LingtestError(f"model `{self.model_id}`: token offsets need a fast tokenizer")
+        enc = [self.tokenizer(t, return_offsets_mapping=True) for t in texts]
+        rows = [self._start + e["input_ids"] for e in enc]
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start:start + batch_size]
+            found = self._forward_logprobs(chunk) if max(map(len, chunk)) > 1 else \
+                [torch.zeros(0)] * len(chunk)
+            for e, row, logp in zip(enc[start:start + batch_size], chunk, found):
+                offsets = np.array([o[0] for o in e["offset_mapping"]], dtype=np.int64)
+                # logp[i] scores row[i + 1]; the text's own first token is unscored only when
+                # the tokenizer put a BOS there itself (no start token of ours)
+                first = len(row) - len(offsets)
+                if first == 0:
+                    offsets = offsets[1:]
+                    first = 1
+                out.append((offsets, logp.double().numpy()[first - 1:]))
+        return out
+
     # ------------------------------------------------------------------ next words
 
     def _word_table(self, sentence_start: bool) -> tuple[np.ndarray, list[str]]:

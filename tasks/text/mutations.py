@@ -12,10 +12,8 @@ replaced, so spacing and everything else stay as they were.
   :func:`~tasks.text.lexicon_lookup.polarity_lookup`) a seed word must be clearly polar and a
   synonym share that polarity, an antonym have the opposite one. Every candidate is returned,
   ordered by position, then by WordNet rank (most frequent sense first).
-- :func:`synonym_rewrite`: synonym substitution over the whole text (COSTELLO's CR2 s⁻ and
-  CR3 s⁺): every replaceable word (adjective, verb, singular common noun, adverb; no stop
-  word) is replaced with probability ``probability`` by a synonym drawn with the caller's
-  generator.
+- ``tasks/text/rewrite.py``'s ``synonym_rewrite``: synonym substitution over the whole text
+  (COSTELLO's CR2 s⁻ and CR3 s⁺), built on this module's slots and edits.
 - :func:`replace_lemma`: one substitute for every occurrence of a lemma (pairs of sentences).
 - :func:`gender_swap`: pronouns and gendered nouns by the pair table, first names by a name
   map (:func:`~tasks.text.lexicon_lookup.name_swaps`), in both directions, case kept.
@@ -118,7 +116,7 @@ def _article_edit(doc: Any, position: int, replacement: str) -> Edit | None:
     return None if wanted == before.text else Edit(position - 1, before.text, wanted)
 
 
-def _apply(doc: Any, words: Sequence[Edit]) -> tuple[str, tuple[Edit, ...]]:
+def apply_edits(doc: Any, words: Sequence[Edit]) -> tuple[str, tuple[Edit, ...]]:
     """Text and edits for word replacements plus the article fixes they need (after them)."""
     articles = [a for a in (_article_edit(doc, e.position, e.replacement) for e in words) if a]
     edits = tuple(words) + tuple(articles)
@@ -152,7 +150,7 @@ def _find_slots(doc: Any, wn: Any) -> list[Slot]:
     return found
 
 
-def _polarity_of(polarity: Mapping[str, str], *words: str) -> str | None:
+def polarity_of(polarity: Mapping[str, str], *words: str) -> str | None:
     for word in words:
         label = polarity.get(word)
         if label in _OPPOSITE:
@@ -170,7 +168,7 @@ def _substitutions(doc: Any, wn: Any, kind: str, polarity: Mapping[str, str] | N
             continue
         need = None
         if polarity is not None:
-            seed_polarity = _polarity_of(polarity, slot.word, slot.lemma)
+            seed_polarity = polarity_of(polarity, slot.word, slot.lemma)
             if seed_polarity is None:
                 continue
             need = seed_polarity if kind == "synonym" else _OPPOSITE[seed_polarity]
@@ -178,7 +176,7 @@ def _substitutions(doc: Any, wn: Any, kind: str, polarity: Mapping[str, str] | N
             form = inflect(wn, lemma, slot.pos, slot.tag)
             if form is None or form == slot.word:
                 continue
-            if need is not None and _polarity_of(polarity, form, lemma) != need:
+            if need is not None and polarity_of(polarity, form, lemma) != need:
                 continue
             original = doc[slot.position].text
             replacement = match_case(original, form)
@@ -186,7 +184,7 @@ def _substitutions(doc: Any, wn: Any, kind: str, polarity: Mapping[str, str] | N
                       ("tag", slot.tag), ("rank", str(rank)))
             if need is not None:
                 detail += (("polarity", need),)
-            text, edits = _apply(doc, [Edit(slot.position, original, replacement)])
+            text, edits = apply_edits(doc, [Edit(slot.position, original, replacement)])
             mutants.append(Mutant(kind, text, edits, detail))
     return mutants
 
@@ -201,90 +199,6 @@ def antonyms(doc: Any, wn: Any, polarity: Mapping[str, str] | None = None,
              positions: Iterable[int] | None = None) -> list[Mutant]:
     """Every single-word antonym substitution (with ``polarity``: opposite clear polarity)."""
     return _substitutions(doc, wn, "antonym", polarity, positions)
-
-
-# Word classes the whole-text rewrite may also replace: nouns (singular, or regular plural)
-# and plain adverbs.
-_PLAIN_CLASSES = {("NOUN", "NN"): "n", ("NOUN", "NNS"): "n", ("ADV", "RB"): "r"}
-
-
-def _plural(noun: str) -> str:
-    """The regular English plural (the only kind the rewrite builds)."""
-    if noun.endswith(("s", "x", "z", "ch", "sh")):
-        return noun + "es"
-    if noun.endswith("y") and noun[-2:-1] not in "aeiou":
-        return noun[:-1] + "ies"
-    return noun + "s"
-
-
-def rewrite_slots(doc: Any, wn: Any) -> list[Slot]:
-    """:func:`slots` plus common nouns (NN, and NNS with a regular plural) and adverbs (RB);
-    stop words excluded."""
-    key = ("lingtest.rewrite_slots", id(wn))
-    if key not in doc.user_data:
-        found = {s.position: s for s in slots(doc, wn)}
-        for token in doc:
-            pos = _PLAIN_CLASSES.get((token.pos_, token.tag_))
-            lemma = token.lemma_.lower() if token.tag_ == "NNS" else token.lower_
-            if token.tag_ == "NNS" and _plural(lemma) != token.lower_:
-                continue  # an irregular plural: no form we could build for a substitute
-            if pos and token.i not in found and usable(lemma) and has_pos(wn, lemma, pos):
-                found[token.i] = Slot(token.i, token.lower_, lemma, pos, token.tag_)
-        doc.user_data[key] = [found[i] for i in sorted(found) if not doc[i].is_stop]
-    return doc.user_data[key]
-
-
-def _form(wn: Any, lemma: str, slot: Slot) -> str | None:
-    if slot.tag == "NNS":
-        return _plural(lemma)
-    return lemma if slot.pos in ("n", "r") else inflect(wn, lemma, slot.pos, slot.tag)
-
-
-def synonym_rewrite(doc: Any, wn: Any, rng: Any, probability: float,
-                    polarity: Mapping[str, str] | None = None) -> Mutant | None:
-    """Synonym substitution over the whole text, as COSTELLO's generators do.
-
-    Without ``polarity`` (NL-Augmenter's SynonymSubstitution, COSTELLO's CR3 s⁺) each
-    replaceable word (:func:`rewrite_slots`) with a synonym is replaced with probability
-    ``probability`` by one of its synonyms chosen uniformly. With ``polarity``
-    (COSTELLO's ``sentiSynonymSubstitution``, CR2 s⁻) only clearly polar words count, each
-    synonym of the same polarity is drawn in turn with ``probability`` and the last one drawn
-    replaces the word (so a word with k synonyms changes with probability 1 − (1−p)^k).
-    ``rng`` is a NumPy generator. None when nothing changed.
-    """
-    if not 0 < probability <= 1:
-        raise LingtestError(f"synonym_rewrite: probability {probability} must be in (0, 1]")
-    words = []
-    for slot in rewrite_slots(doc, wn):
-        need = None
-        if polarity is not None:
-            need = _polarity_of(polarity, slot.word, slot.lemma)
-            if need is None:
-                continue
-        forms = []
-        for lemma in synonym_lemmas(wn, slot.lemma, slot.pos):
-            form = _form(wn, lemma, slot)
-            if form is None or form == slot.word or form in forms:
-                continue
-            if need is not None and _polarity_of(polarity, form, lemma) != need:
-                continue
-            forms.append(form)
-        if not forms:
-            continue
-        if polarity is not None:
-            drawn = [f for f in forms if rng.random() < probability]
-            chosen = drawn[-1] if drawn else None
-        else:
-            chosen = forms[int(rng.integers(len(forms)))] if rng.random() < probability else None
-        if chosen is None:
-            continue
-        original = doc[slot.position].text
-        words.append(Edit(slot.position, original, match_case(original, chosen)))
-    if not words:
-        return None
-    text, edits = _apply(doc, words)
-    operator = "senti_synonym_rewrite" if polarity is not None else "synonym_rewrite"
-    return Mutant(operator, text, edits, (("probability", str(probability)),))
 
 
 def replace_lemma(doc: Any, wn: Any, lemma: str, pos: str, substitute: str,
@@ -305,7 +219,7 @@ def replace_lemma(doc: Any, wn: Any, lemma: str, pos: str, substitute: str,
         words.append(Edit(slot.position, original, match_case(original, form)))
     if not words:
         return None
-    text, edits = _apply(doc, words)
+    text, edits = apply_edits(doc, words)
     detail = (("lemma", lemma), ("substitute", substitute), ("pos", pos))
     return Mutant(operator, text, edits, detail)
 

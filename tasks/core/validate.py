@@ -1,0 +1,188 @@
+"""Validate a stage's inputs before Prefect starts: every configured model id resolves and
+every input file the stage reads parses, so bad input costs one line and no written output.
+
+``validate_inputs`` runs in ``lingtest run`` ahead of ``run_stage``; it reads files with the
+same readers the flows use (so the checks cannot drift) and never loads model weights.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tasks.core.config import Params
+from tasks.core.errors import LingtestError
+from tasks.core.paths import Workspace
+
+
+def _path(value: str, workspace: Workspace) -> Path:
+    """A parameter's path: as given when absolute (``~`` expanded), else under the root."""
+    given = Path(value).expanduser()
+    return given if given.is_absolute() else workspace.root / given
+
+
+def _keyed(key: str, error: LingtestError) -> LingtestError:
+    """The reader's message, prefixed by the parameter that named the file."""
+    return LingtestError(f"{key}: {error}")
+
+
+def configured_models(params: Params) -> list[tuple[str, str, str]]:
+    """(parameter key, model id, kind) of every model a stage may load."""
+    from tasks.models.llm import _split_spec
+
+    out = [("models.encoders", m, "encoder") for m in params.models.encoders]
+    out += [("contrastive.encoders", m, "encoder") for m in params.contrastive.encoders or []]
+    out += [("models.causal_lm", params.models.causal_lm, "causal_lm"),
+            ("models.spacy", params.models.spacy, "spacy")]
+    out += [("capabilities.models", m, "sentiment") for m in params.capabilities.models]
+    out.append(("capabilities.fill_model", params.capabilities.fill_model, "fill"))
+    for spec in params.consistency.llms:
+        prefix, name = _split_spec(spec.strip())
+        out.append(("consistency.llms", spec if prefix != "hf" else name,
+                    "causal_lm" if prefix == "hf" else f"llm:{prefix}"))
+    return out
+
+
+def check_model(key: str, model_id: str, kind: str, params: Params,
+                workspace: Workspace) -> dict[str, str | None]:
+    """The `lingtest models` row of one configured id; LingtestError when it cannot load."""
+    from tasks.models.registry import resolve
+
+    offline = params.models.offline
+    row = {"key": key, "id": model_id, "kind": kind, "source": "", "revision": None,
+           "pooling": None, "path": None, "reason": ""}
+    if kind.startswith("llm:"):
+        from tasks.models.llm import SPEC_FORMS
+        prefix = kind[4:]
+        if prefix not in ("ollama", "openai") or not model_id.partition(":")[2]:
+            raise LingtestError(f"{key}: LLM spec `{model_id}` is not one of "
+                                f"{', '.join(SPEC_FORMS)}")
+        return {**row, "source": "http", "path": model_id}
+    if kind == "sentiment":
+        from tasks.models.sentiment import MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID
+        if model_id == "vader":
+            return {**row, "source": "package", "path": "vaderSentiment"}
+        if model_id == MINILM_SST2_ID:  # made by `lingtest run train-sentiment`
+            folder = workspace.root / MINILM_SST2_DIR
+            if not (folder / MINILM_CONFIG).is_file():
+                raise LingtestError(f"{key}: model `{MINILM_SST2_ID}` is missing: {folder} "
+                                    f"holds no fine-tuned classifier; fix: lingtest run "
+                                    f"train-sentiment (or drop it from {key})")
+            return {**row, "source": "local", "path": str(folder)}
+        if (Path(model_id).expanduser() / MINILM_CONFIG).is_file():
+            return {**row, "source": "local", "path": model_id}
+        kind = "classifier"
+    if kind == "fill":
+        from tasks.capabilities.fill import fill_kind
+        kind = fill_kind(model_id)
+    try:
+        found = resolve(model_id, kind, offline=offline).require()
+    except LingtestError as error:
+        raise _keyed(key, error) from None
+    return {**row, **found.as_row(), "key": key, "kind": kind}
+
+
+def describe_configured(params: Params, workspace: Workspace) -> list[dict[str, str | None]]:
+    """Every configured id, per parameter, with where it resolves or why it cannot."""
+    rows, seen = [], set()
+    for key, model_id, kind in configured_models(params):
+        if (key, model_id) in seen:
+            continue
+        seen.add((key, model_id))
+        try:
+            rows.append(check_model(key, model_id, kind, params, workspace))
+        except LingtestError as error:
+            rows.append({"key": key, "id": model_id, "kind": kind, "source": "missing",
+                         "reason": str(error)})
+    return rows
+
+
+STAGE_MODEL_KEYS = {
+    "contrastive": ("contrastive.encoders", "models.encoders", "models.spacy"),
+    "capabilities": ("capabilities.models", "capabilities.fill_model", "models.spacy"),
+    "consistency": ("consistency.llms",),
+}
+
+
+def _check_stage_models(stage: str, params: Params, workspace: Workspace) -> None:
+    keys = STAGE_MODEL_KEYS.get(stage, ())
+    entries = [e for e in configured_models(params) if e[0] in keys]
+    if stage == "contrastive" and params.contrastive.encoders is not None:
+        entries = [e for e in entries if e[0] != "models.encoders"]
+    for key, model_id, kind in entries:
+        check_model(key, model_id, kind, params, workspace)
+
+
+def _check_data(params: Params, workspace: Workspace) -> None:
+    """Every listed asset is in the mirror or fetchable (a subset keeps the others:
+    ``assets._carry_over``)."""
+    from tasks.core.assets import ASSETS, _why_not_in_mirror, mirror_folder
+
+    d = params.data
+    if d.mirror and not mirror_folder(d, workspace).is_dir():
+        raise LingtestError(f"data.mirror: {mirror_folder(d, workspace)} is not a folder (set "
+                            f"data.mirror to the raw-asset mirror, or null for $LINGTEST_MIRROR)")
+    mirror = mirror_folder(d, workspace)
+    missing = [f"{name} ({_why_not_in_mirror(ASSETS[name], mirror)})" for name in d.assets
+               if not (mirror and all((mirror / r).is_file() for r in ASSETS[name].files))
+               and not (d.online and ASSETS[name].fetcher is not None)]
+    if missing:
+        raise LingtestError(f"data.assets: cannot import {'; '.join(missing)}; fix: put the "
+                            f"files in the mirror, point LINGTEST_MIRROR at it, or set "
+                            f"data.online: true")
+
+
+def _check_stage_files(stage: str, params: Params, workspace: Workspace) -> None:
+    if stage == "data":
+        _check_data(params, workspace)
+    elif stage == "contrastive":
+        c = params.contrastive
+        if c.suite:
+            from tasks.contrastive.costello_json import read_costello_suite
+            _read("contrastive.suite", read_costello_suite, _path(c.suite, workspace))
+        if c.dictionary_file:
+            from tasks.contrastive.thresholds import read_dictionary
+            _read("contrastive.dictionary_file", read_dictionary,
+                  _path(c.dictionary_file, workspace))
+    elif stage == "capabilities":
+        from tasks.capabilities.specs import BUILTIN_SPECS, load_specs
+        c = params.capabilities
+        folder = workspace.root / c.specs_dir if c.specs_dir else BUILTIN_SPECS
+        load_specs(folder, c.capabilities)
+    elif stage == "consistency":
+        c = params.consistency
+        if c.questions:
+            from tasks.data.questions import read_questions_jsonl
+            _read("consistency.questions", read_questions_jsonl, _path(c.questions, workspace))
+        if c.import_dir:
+            from tasks.consistency.guide_import import read_guide_folder
+            _read("consistency.import_dir", read_guide_folder, _path(c.import_dir, workspace))
+
+
+def _read(key: str, reader, path: Path) -> None:
+    if not path.exists():
+        raise LingtestError(f"{key}: {path} does not exist (fix the path in params.yaml or "
+                            f"--set {key}=...; relative paths start at the project root)")
+    try:
+        reader(path)
+    except LingtestError as error:
+        raise (error if str(error).startswith(key) else _keyed(key, error)) from None
+    except UnicodeDecodeError as exc:
+        from tasks.core.errors import read_utf8
+        if path.is_file():  # name the line when the whole file is the culprit
+            try:
+                read_utf8(path)
+            except LingtestError as error:
+                raise _keyed(key, error) from None
+        raise LingtestError(f"{key}: {path}: not UTF-8 text ({exc})") from None
+    except (OSError, ValueError) as exc:  # a reader's unforeseen case
+        raise LingtestError(f"{key}: {path}: cannot read it ({type(exc).__name__}: "
+                            f"{exc})") from None
+
+
+def validate_inputs(stage: str, params: Params, workspace: Workspace) -> None:
+    """Raise the first LingtestError a stage would hit on its inputs, before anything runs."""
+    from flows import STAGES
+
+    if stage not in STAGES:
+        raise LingtestError(f"unknown stage `{stage}`; stages: {', '.join(STAGES)}")
+    _check_stage_files(stage, params, workspace)
+    _check_stage_models(stage, params, workspace)

@@ -1,0 +1,275 @@
+"""Bad-input sweep: every reader, CLI command and parameter fails with one clear error.
+
+Each case runs ``lingtest ...`` in-process against a throw-away project and asserts
+(a) exit status 2, (b) a short message naming the file/line/key, no traceback, (c) nothing
+under data/ or reports/ created or changed, and (d) for ``run``: no flow started (the
+stage's flow is replaced by a recorder, so a case that slips past validation fails fast
+instead of running for minutes).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tasks.core.paths import PACKAGE_ROOT
+from tasks.models.sentiment import MINILM_CONFIG
+
+NOT_UTF8 = b"caf\xe9 \xff\xfe\n"
+
+
+def run(stage: str, *sets: str) -> list[str]:
+    return ["run", stage, *[arg for s in sets for arg in ("--set", s)]]
+
+
+# (id, argv, {relative path: bytes written, or None: removed, before the run}, text the
+# message must contain)
+CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
+    # ---- parameters: --set
+    ("seed-negative", run("data", "seed=-1"), {}, "seed"),
+    ("seed-text", run("data", "seed=abc"), {}, "seed"),
+    ("unknown-top-key", run("data", "foo=1"), {}, "foo"),
+    ("unknown-section-key", run("data", "data.bogus=1"), {}, "data.bogus"),
+    ("device-tpu", run("data", "runtime.device=tpu"), {}, "runtime.device"),
+    ("threads-zero", run("data", "runtime.threads=0"), {}, "runtime.threads"),
+    ("assets-empty", run("data", "data.assets=[]"), {}, "data.assets"),
+    ("assets-unknown", run("data", "data.assets=[nope]"), {}, "data.assets"),
+    ("timeout-negative", run("data", "data.timeout_s=-1"), {}, "data.timeout_s"),
+    ("llms-empty", run("consistency", "consistency.llms=[]"), {}, "consistency.llms"),
+    ("band-inverted", run("capabilities", "capabilities.neutral_band=[0.7,0.3]"), {},
+     "neutral_band"),
+    ("band-above-one", run("capabilities", "capabilities.neutral_band=[0.2,1.5]"), {},
+     "neutral_band"),
+    ("band-one-value", run("capabilities", "capabilities.neutral_band=[0.2]"), {},
+     "neutral_band"),
+    ("alpha-range", run("contrastive", "contrastive.alpha=1.5"), {}, "contrastive.alpha"),
+    ("distance-unknown", run("contrastive", "contrastive.distances=[l3]"), {}, "distances"),
+    ("distances-empty", run("contrastive", "contrastive.distances=[]"), {}, "distances"),
+    ("thresholds-empty", run("contrastive", "contrastive.thresholds=[]"), {}, "thresholds"),
+    ("relation-unknown", run("contrastive", "contrastive.relations=[CR9]"), {}, "relations"),
+    ("relations-empty", run("contrastive", "contrastive.relations=[]"), {}, "relations"),
+    ("encoders-empty", run("contrastive", "contrastive.encoders=[]"), {}, "encoders"),
+    ("models-encoders-empty", run("contrastive", "models.encoders=[]"), {}, "encoders"),
+    ("sentiment-models-empty", run("capabilities", "capabilities.models=[]"), {},
+     "capabilities.models"),
+    ("coverage-size-zero", run("capabilities", "capabilities.coverage_sizes=[0,50]"), {},
+     "coverage_sizes"),
+    ("classifiers-range", run("contrastive", "contrastive.n_classifiers=20"), {},
+     "n_classifiers"),
+    ("strength-zero", run("consistency", "consistency.strength=0"), {}, "consistency.strength"),
+    ("generator-unknown", run("consistency", "consistency.generator=foo"), {}, "generator"),
+    ("http-timeout-zero", run("consistency", "consistency.timeout_s=0"), {}, "timeout_s"),
+    ("parser-unknown", run("capabilities", "capabilities.parser=stanford"), {}, "parser"),
+    ("profile-unknown", run("data", "profile=nonexistent"), {}, "nonexistent"),
+    ("set-no-equals", ["run", "data", "--set", "seed"], {}, "key=value"),
+    ("set-empty-part", ["run", "data", "--set", ".seed=1"], {}, "empty part"),
+    ("set-into-value", ["run", "data", "--set", "seed.x=1"], {}, "seed"),
+    ("params-set-bad", ["params", "--set", "runtime.max_workers=0"], {}, "max_workers"),
+    # ---- parameter files
+    ("params-bad-yaml", ["params"], {"params.yaml": b"seed: [1\n"}, "params.yaml"),
+    ("params-top-list", ["params"], {"params.yaml": b"- 1\n- 2\n"}, "params.yaml"),
+    ("params-not-utf8", ["params"], {"params.yaml": b"seed: 1\n# " + NOT_UTF8}, "params.yaml:2"),
+    ("params-bad-value", ["run", "data"], {"params.yaml": b"seed: -4\n"}, "seed"),
+    ("profile-bad-yaml", ["params", "--profile", "broken"],
+     {"params/broken.yaml": b"data: {online: [\n"}, "broken.yaml"),
+    ("profile-unknown-key", ["params", "--profile", "odd"],
+     {"params/odd.yaml": b"data:\n  onlin: false\n"}, "data.onlin"),
+    # ---- model ids (offline: nothing holds them)
+    ("encoder-unknown", run("contrastive", "contrastive.encoders=[nobody/no-encoder]"), {},
+     "nobody/no-encoder"),
+    ("models-encoder-unknown", run("contrastive", "models.encoders=[nobody/enc]"), {},
+     "nobody/enc"),
+    ("sentiment-untrained", run("capabilities"), {"data/models/minilm-sst2/" + MINILM_CONFIG: None},
+     "train-sentiment"),
+    ("sentiment-unknown", run("capabilities", "capabilities.models=[vader,nobody/clf]"), {},
+     "nobody/clf"),
+    ("fill-unknown", run("capabilities", "capabilities.fill_model=nobody/lm"), {}, "nobody/lm"),
+    ("fill-is-encoder", run("capabilities",
+                            "capabilities.fill_model=sentence-transformers/all-MiniLM-L6-v2"),
+     {}, "fill_model"),
+    ("spacy-unknown", run("capabilities", "models.spacy=xx_no_pipeline"), {}, "xx_no_pipeline"),
+    ("llm-unknown", run("consistency", "consistency.llms=[nobody/llm]"), {}, "nobody/llm"),
+    ("llm-bad-prefix", run("consistency", "consistency.llms=['ftp:x']"), {}, "ftp:x"),
+    ("llm-empty-name", run("consistency", "consistency.llms=['ollama:']"), {}, "ollama:"),
+    # ---- COSTELLO suite JSON
+    ("suite-missing", run("contrastive", "contrastive.suite=inputs/none.json"), {},
+     "contrastive.suite"),
+    ("suite-bad-json", run("contrastive", "contrastive.suite=inputs/s.json"),
+     {"inputs/s.json": b'{"a": [1, 2,\n'}, "s.json"),
+    ("suite-not-utf8", run("contrastive", "contrastive.suite=inputs/s.json"),
+     {"inputs/s.json": b"{\n" + NOT_UTF8}, "s.json:2"),
+    ("suite-wrong-shape", run("contrastive", "contrastive.suite=inputs/s.json"),
+     {"inputs/s.json": b"[1, 2, 3]\n"}, "s.json"),
+    ("suite-empty-object", run("contrastive", "contrastive.suite=inputs/s.json"),
+     {"inputs/s.json": b"{}\n"}, "s.json"),
+    # ---- COSTELLO dictionary file
+    ("dict-missing", run("contrastive", "contrastive.dictionary_file=inputs/none.txt"), {},
+     "dictionary_file"),
+    ("dict-not-utf8", run("contrastive", "contrastive.dictionary_file=inputs/d.txt"),
+     {"inputs/d.txt": NOT_UTF8}, "d.txt"),
+    ("dict-bad-json", run("contrastive", "contrastive.dictionary_file=inputs/d.json"),
+     {"inputs/d.json": b'["a", "b"\n'}, "d.json"),
+    ("dict-one-word", run("contrastive", "contrastive.dictionary_file=inputs/d.txt"),
+     {"inputs/d.txt": b"only\n"}, "d.txt"),
+    # ---- capability specs
+    ("specs-dir-missing", run("capabilities", "capabilities.specs_dir=inputs/nospecs"), {},
+     "specs_dir"),
+    ("specs-dir-empty", run("capabilities", "capabilities.specs_dir=inputs/specs"),
+     {"inputs/specs/README.txt": b"no specs here\n"}, "specs"),
+    ("spec-bad-yaml", run("capabilities", "capabilities.specs_dir=inputs/specs"),
+     {"inputs/specs/LC1.yaml": b"id: LC1\ndescription: [unclosed\n"}, "LC1.yaml"),
+    ("spec-not-utf8", run("capabilities", "capabilities.specs_dir=inputs/specs"),
+     {"inputs/specs/LC1.yaml": b"id: LC1\n" + NOT_UTF8}, "LC1.yaml"),
+    ("spec-top-list", run("capabilities", "capabilities.specs_dir=inputs/specs"),
+     {"inputs/specs/LC1.yaml": b"- a\n- b\n"}, "LC1.yaml"),
+    ("spec-unknown-id", run("capabilities", "capabilities.capabilities=[LC99]"), {}, "LC99"),
+    # ---- consistency questions
+    ("questions-missing", run("consistency", "consistency.questions=inputs/none.jsonl"), {},
+     "consistency.questions"),
+    ("questions-bad-json", run("consistency", "consistency.questions=inputs/q.jsonl"),
+     {"inputs/q.jsonl": b'{"question": "is it", "answer": true}\n{"question": \n'}, "q.jsonl:2"),
+    ("questions-not-utf8", run("consistency", "consistency.questions=inputs/q.jsonl"),
+     {"inputs/q.jsonl": b'{"question": "is it", "answer": true}\n' + NOT_UTF8}, "q.jsonl"),
+    ("questions-no-answer", run("consistency", "consistency.questions=inputs/q.jsonl"),
+     {"inputs/q.jsonl": b'{"question": "is it"}\n'}, "q.jsonl:1"),
+    ("questions-empty", run("consistency", "consistency.questions=inputs/q.jsonl"),
+     {"inputs/q.jsonl": b"\n"}, "q.jsonl"),
+    # ---- guide import folder
+    ("guide-missing", run("consistency", "consistency.import_dir=inputs/none"), {},
+     "import_dir"),
+    ("guide-empty", run("consistency", "consistency.import_dir=inputs/guide"),
+     {"inputs/guide/notes.txt": b"x\n"}, "guide"),
+    ("guide-bad-ca", run("consistency", "consistency.import_dir=inputs/guide"),
+     {"inputs/guide/ca-1.csv": b"a,b\nx,y\n", "inputs/guide/synonyms-1.txt": b"is;it\n"},
+     "guide"),
+    ("guide-synonyms-not-utf8", run("consistency", "consistency.import_dir=inputs/guide"),
+     {"inputs/guide/ca-1.csv": b"0,0\n1,1\n", "inputs/guide/synonyms-1.txt": NOT_UTF8,
+      "inputs/guide/public_questions.jsonl": b'{"question": "is it", "answer": true}\n'},
+     "synonyms-1.txt:1"),
+    ("guide-no-sentences", run("consistency", "consistency.import_dir=inputs/guide"),
+     {"inputs/guide/ca-1.csv": b"0,0\n1,1\n", "inputs/guide/synonyms-1.txt": b"['is']\n"},
+     "public_questions.jsonl"),
+    # ---- data stage
+    ("mirror-not-a-folder", run("data", "data.mirror=inputs/nomirror"), {}, "data.mirror"),
+    ("asset-missing-offline", run("data", "data.mirror=inputs/mirror", "data.online=false"),
+     {"inputs/mirror/README": b"empty\n"}, "data.assets"),
+    # ---- CLI
+    ("stage-unknown", ["run", "nope"], {}, "nope"),
+    ("command-unknown", ["frobnicate"], {}, "frobnicate"),
+    ("option-unknown", ["run", "data", "--sett", "seed=1"], {}, "--sett"),
+    ("ca-values-text", ["covering-array", "--values", "a,b"], {}, "--values"),
+    ("ca-check-missing", ["covering-array", "--values", "2,2", "--check", "inputs/none.csv"],
+     {}, "none.csv"),
+    ("ca-check-not-utf8", ["covering-array", "--values", "2,2", "--check", "inputs/ca.csv"],
+     {"inputs/ca.csv": NOT_UTF8}, "ca.csv"),
+    ("classify-missing", ["classify-answers", "inputs/none.csv", "--column", "r"], {},
+     "none.csv"),
+    ("classify-not-utf8", ["classify-answers", "inputs/a.csv", "--column", "r"],
+     {"inputs/a.csv": b"r\n" + NOT_UTF8}, "a.csv"),
+    ("classify-no-column", ["classify-answers", "inputs/a.csv", "--column", "zz"],
+     {"inputs/a.csv": b"r\ntrue\n"}, "zz"),
+    ("classify-column-parsed", ["classify-answers", "inputs/a.csv", "--column", "parsed"],
+     {"inputs/a.csv": b"r\ntrue\n"}, "--column parsed"),
+    ("ca-strength-zero", ["covering-array", "--values", "2,2", "--strength", "0"], {},
+     "strength"),
+]
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, str]]:
+    out = {}
+    for top in ("data", "reports", "inputs"):
+        for path in sorted((root / top).rglob("*")):
+            if path.is_file():
+                out[str(path.relative_to(root))] = (path.stat().st_mtime_ns,
+                                                    hashlib.sha256(path.read_bytes()).hexdigest())
+    return out
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project with params, and earlier outputs under data/ and reports/ to protect."""
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params.yaml").write_bytes((PACKAGE_ROOT / "params.yaml").read_bytes())
+    raw = tmp_path / "data" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "MANIFEST.tsv").write_text("path\tsha256\tbytes\tasset\tsource\n"
+                                      "sst/a\t00\t1\tsst\tmirror\nmrpc/b\t00\t1\tmrpc\tmirror\n")
+    (tmp_path / "data" / "processed").mkdir()
+    (tmp_path / "data" / "processed" / "sst.parquet").write_bytes(b"earlier table")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "metrics.json").write_text(json.dumps({"earlier": 1}))
+    (tmp_path / "inputs").mkdir()
+    trained = tmp_path / "data" / "models" / "minilm-sst2"  # train-sentiment's output
+    trained.mkdir(parents=True)
+    (trained / MINILM_CONFIG).write_text("{}")
+    monkeypatch.setenv("LINGTEST_ROOT", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def lingtest(argv: list[str], monkeypatch, capsys) -> tuple[int, str, list[str]]:
+    """Run the CLI's ``main`` in-process: (exit status, stdout+stderr, stages started)."""
+    import flows.stage
+    from tasks.core import cli
+
+    started: list[str] = []
+    monkeypatch.setattr(flows.stage, "run_stage", lambda stage, *a, **k: started.append(stage))
+    monkeypatch.setattr(sys, "argv", ["lingtest", *argv])
+    try:
+        cli.main()
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code if isinstance(exit_.code, int) else 1
+    except Exception as error:  # noqa: BLE001 - a raw traceback is exactly what we test for
+        status, captured = -1, capsys.readouterr()
+        return status, f"Traceback: {type(error).__name__}: {error}", started
+    captured = capsys.readouterr()
+    return status, captured.out + captured.err, started
+
+
+@pytest.mark.parametrize("argv, files, needle", [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_bad_input_is_one_clear_error(argv, files, needle, project, monkeypatch, capsys):
+    for rel, content in files.items():  # None: remove the file
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        if content is None:
+            (project / rel).unlink()
+        else:
+            (project / rel).write_bytes(content)
+    before = _snapshot(project)
+    status, output, started = lingtest(argv, monkeypatch, capsys)
+    assert "Traceback" not in output, output
+    assert not started, f"no error: stage {started} started ({output[-300:]})"
+    assert status == 2, (status, output)
+    assert needle in output, output
+    assert len(output.strip().splitlines()) <= 12, output
+    assert _snapshot(project) == before, "an output file was created or changed"
+
+
+def test_sweep_has_at_least_60_cases():
+    assert len({c[0] for c in CASES}) == len(CASES) >= 60
+
+
+def test_models_lists_every_configured_id(project, monkeypatch, capsys):
+    sets = ["--set", "contrastive.encoders=[nobody/enc]", "--set",
+            "consistency.llms=['ollama:llama3', nobody/llm]", "--set",
+            "capabilities.fill_model=HuggingFaceTB/SmolLM2-135M-Instruct"]
+    status, output, _ = lingtest(["models", *sets], monkeypatch, capsys)
+    assert status == 0, output
+    assert output.count("HuggingFaceTB/SmolLM2-135M-Instruct") >= 2  # causal_lm and fill_model
+    for needle in ("models.encoders", "contrastive.encoders", "nobody/enc", "capabilities.models",
+                   "vader", "lingtest/minilm-sst2", "capabilities.fill_model",
+                   "consistency.llms", "ollama:llama3", "nobody/llm", "models.spacy"):
+        assert needle in output, (needle, output)
+
+
+def test_valid_inputs_reach_the_stage(project, monkeypatch, capsys):
+    """Validation passes good input through (the recorder sees the stage start)."""
+    (project / "inputs" / "q.jsonl").write_text('{"question": "is it so", "answer": true}\n')
+    argv = run("consistency", "consistency.questions=inputs/q.jsonl",
+               "consistency.llms=['ollama:llama3']")
+    status, output, started = lingtest(argv, monkeypatch, capsys)
+    assert (status, started) == (0, ["consistency"]), output

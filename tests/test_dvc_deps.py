@@ -1,0 +1,107 @@
+"""dvc.yaml's dependencies derived from the code: every project module a stage's command
+imports (transitively, lazy imports included), the parameter profiles, the raw WordNet
+when the stage reads it, and the user-input folder are dependencies of that stage; a new
+import without a matching dependency fails here."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flows import STAGES
+from tasks.core.paths import PACKAGE_ROOT
+
+PROJECT_PACKAGES = ("tasks", "flows")
+# What the stage's command (`lingtest run <stage>`: cli.run) runs besides the flow itself; the
+# CLI's other commands' lazy imports are not part of a stage.
+COMMAND_MODULES = ("tasks.core.cli", "tasks.core.config", "tasks.core.runtime", "flows.stage")
+WORDNET = "data/raw/nltk_data/corpora/wordnet.zip"
+USER_INPUTS = "inputs"  # user files (dictionary, questions, guide folders, specs) live here
+READS_USER_FILES = {"contrastive", "capabilities", "consistency"}
+
+
+def _module_file(module: str) -> Path | None:
+    base = PACKAGE_ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported(module: str) -> set[str]:
+    """Project modules ``module`` imports anywhere in its body (only at top level for the
+    CLI, whose commands import lazily), with their packages."""
+    tree = ast.parse(_module_file(module).read_text(encoding="utf-8"))
+    names: set[str] = set()
+    nodes = tree.body if module == "tasks.core.cli" else ast.walk(tree)
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    found = set()
+    for name in names:
+        parts = name.split(".")
+        if parts[0] not in PROJECT_PACKAGES:
+            continue
+        for end in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b too
+            if _module_file(".".join(parts[:end])):
+                found.add(".".join(parts[:end]))
+    return found
+
+
+def imported_closure(roots: list[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        todo.extend(_imported(module) - seen)
+    return seen
+
+
+def _deps() -> dict[str, list[str]]:
+    stages = yaml.safe_load((PACKAGE_ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    return {name: [str(d) for d in stage.get("deps", [])] for name, stage in stages.items()}
+
+
+def _covered(path: str, deps: list[str]) -> bool:
+    return any(path == dep or path.startswith(dep.rstrip("/") + "/") for dep in deps)
+
+
+def stage_modules(stage: str) -> set[str]:
+    return imported_closure([STAGES[stage].split(":")[0], *COMMAND_MODULES])
+
+
+def test_every_flow_is_a_stage():
+    assert set(_deps()) == set(STAGES)
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_stage_depends_on_every_module_it_imports(stage):
+    deps = _deps()[stage]
+    files = {str(_module_file(m).relative_to(PACKAGE_ROOT)) for m in stage_modules(stage)}
+    missing = sorted(f for f in files if not _covered(f, deps))
+    assert not missing, (f"dvc.yaml: stage {stage} imports {missing} but does not depend on "
+                         "them: add the file or its folder to its deps")
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_stage_depends_on_profiles_wordnet_and_user_inputs(stage):
+    deps = _deps()[stage]
+    assert _covered("params/paper.yaml", deps), f"dvc.yaml: {stage} must depend on params/"
+    if "tasks.text.wordnet" in stage_modules(stage):
+        assert _covered(WORDNET, deps), f"dvc.yaml: {stage} reads WordNet: add {WORDNET}"
+    if stage in READS_USER_FILES:
+        assert USER_INPUTS in deps, f"dvc.yaml: {stage} reads user files: add {USER_INPUTS}"
+
+
+def test_closure_follows_lazy_imports():
+    """The walk sees imports inside functions (the CLI imports flows lazily)."""
+    assert "tasks.core.flow_runs" in imported_closure(["flows.stage"])
+    assert "tasks.core.io" in imported_closure(["flows.data"])

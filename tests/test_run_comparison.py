@@ -1,0 +1,62 @@
+"""Run comparison: a table artifact's description carries its provenance and the commit."""
+from __future__ import annotations
+
+from tasks.core.artifacts import artifact_description
+
+
+def test_description_carries_provenance_and_commit():
+    text = artifact_description("T", "some notes", {"seed": 7, "params": "abc123"})
+    assert "**T**" in text and "some notes" in text
+    assert "**seed**: `7`" in text and "**params**: `abc123`" in text
+    assert "**commit**:" in text
+
+
+def test_description_keeps_a_given_commit():
+    text = artifact_description("T", "", {"code": "deadbeef"})
+    assert "**code**: `deadbeef`" in text and "**commit**" not in text
+
+
+def test_stage_params_equal_dvc_yaml():
+    from pathlib import Path
+
+    import yaml
+
+    from flows import STAGE_PARAMS
+
+    dvc = yaml.safe_load((Path(__file__).resolve().parents[1] / "dvc.yaml").read_text())
+    assert {k: list(v) for k, v in STAGE_PARAMS.items()} == \
+        {name: stage["params"] for name, stage in dvc["stages"].items()}
+
+
+def test_params_tag_ignores_sections_the_stage_does_not_read():
+    from pathlib import Path
+
+    from flows.stage import stage_params_hash
+    from tasks.core.config import load_params
+
+    params = load_params(Path(__file__).resolve().parents[1])
+    other = params.model_copy(update={"consistency": params.consistency.model_copy(
+        update={"bootstrap": params.consistency.bootstrap + 1})})
+    assert stage_params_hash(params, "data") == stage_params_hash(other, "data")
+    assert stage_params_hash(params, "consistency") != stage_params_hash(other, "consistency")
+
+
+def test_contrastive_headline_metrics():
+    import pandas as pd
+
+    from flows.contrastive import headline_metrics
+
+    rows = []
+    for kind in ("mu-sigma", "min"):
+        for relation, verdict, a in (("synonym", "fail", True), ("synonym", "pass", True),
+                                     ("antonym", "pass", True)):
+            rows.append({"model_id": "m", "distance": "l2", "threshold_kind": kind,
+                         "dictionary": "vocab", "threshold": 0.5, "relation": relation,
+                         "verdict": verdict, "gt_a": a, "gt_b": a, "rule": "paper"})
+    try:
+        metrics = headline_metrics(pd.DataFrame(rows))
+    except KeyError as exc:  # the results frame needs more columns than this sketch
+        raise AssertionError(f"results columns: {exc}")
+    assert metrics["setting"] == "l2 mu-sigma vocab"
+    assert metrics["models"]["m"]["synonym"]["N_V"] == 1
+    assert metrics["models"]["m"]["antonym"]["N_V"] == 0
