@@ -19,6 +19,7 @@ from tasks.consistency.store import redact
 from tasks.core import io
 from tasks.core.artifacts import publish_table
 from tasks.core.config import Params
+from tasks.core.errors import check_calls
 from tasks.core.paths import Workspace
 from tasks.core.runtime import git_commit
 
@@ -96,7 +97,7 @@ def consistency_flow(params: Params, root: str) -> dict:
                "sent": int(sum(sent.values())), "sent_by_model": sent,
                "errors": int(sum(r["errors"] for r in runs)), "database": redact(url)}
     io.write_json(workspace.data / "consistency" / "last-run.json", summary)
-    return cp.check_calls(summary)  # failed calls: non-zero exit, DVC retries the stage
+    return check_calls("consistency", summary)  # failed calls: non-zero exit, DVC retries the stage
 
 
 def _derive(params: Params, workspace: Workspace, questions: pd.DataFrame,

@@ -13,10 +13,10 @@ from sqlalchemy import delete, select
 from flows.stage import run_stage
 from tasks.consistency import report
 from tasks.consistency.covering import read_ca_csv
-from tasks.consistency.pipeline import FailedCalls
 from tasks.consistency.store import open_store
 from tasks.consistency.store_schema import Response, Verdict
 from tasks.core.config import load_params
+from tasks.core.errors import FailedCalls
 from tasks.core.io import sha256_file
 from tasks.models.llm import LLMResponse
 

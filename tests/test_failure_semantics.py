@@ -11,7 +11,7 @@ import pytest
 from llm_servers import FakeLLMServer
 from test_kommkonllm_import import guide_folder  # noqa: F401 - the guide's files, a fixture
 
-from tasks.consistency.pipeline import FailedCalls
+from tasks.core.errors import FailedCalls
 from tasks.core.paths import PACKAGE_ROOT, Workspace
 
 OVERRIDES = ["consistency.llms=[ollama:llama3.2]", "consistency.prompt_join=none",

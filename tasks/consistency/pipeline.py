@@ -211,29 +211,6 @@ def import_guide(c: ConsistencyParams, workspace: Workspace, out: Path
 
 # ------------------------------------------------------------------ store
 
-class FailedCalls(LingtestError):
-    """Some LLM calls of the run failed. Raised after everything is written, so the stage
-    exits non-zero and DVC does not record it as up to date: the next ``make run`` resends
-    just the failed prompts (answered ones come from the database)."""
-
-    def __init__(self, summary: dict) -> None:
-        self.summary = summary
-        errors, sent = summary["errors"], summary["sent"]
-        how = f"all {sent}" if errors == sent else f"{errors} of {sent}"
-        super().__init__(
-            f"consistency: {how} LLM calls failed ({summary['sent_by_model']} "
-            "sent by model); the reports hold what was answered. Check the model server, "
-            "then run `make run` (or `lingtest run consistency`) again: only the failed "
-            "prompts are sent again")
-
-
-def check_calls(summary: dict) -> dict:
-    """``summary`` when no call failed, else raise ``FailedCalls`` (the stage fails)."""
-    if summary["errors"]:
-        raise FailedCalls(summary)
-    return summary
-
-
 @task(name="record-queries", cache_policy=NO_CACHE)
 def record_queries(url: str, questions_path: str, queries_path: str, run_params: dict,
                    seed: int, commit: str) -> int:
