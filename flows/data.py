@@ -20,7 +20,7 @@ def data_flow(params: Params, root: str) -> dict[str, int]:
     reports = staging_dir(final_reports)  # swapped in whole at the end (replace_dir)
     manifest = import_raw_assets(params.data, root)
     futures = {name: build_table.submit(name, str(workspace.raw), str(workspace.manifest))
-               for name in table_names()}
+               for name in table_names(manifest)}
     tables = {name: future.result() for name, future in futures.items()}
     summary = write_tables(tables, manifest, root, str(reports))
     provenance = {"seed": params.seed, "profile": params.profile,

@@ -73,3 +73,25 @@ def _cached_task_runs() -> int:
             return sum(1 for t in tasks if t.state and t.state.name == "Cached")
 
     return asyncio.run(count())
+
+
+def test_a_subset_of_assets_builds_its_tables_and_keeps_the_rest(tmp_path, mirror) -> None:
+    """``data.assets`` naming a subset: on a fresh project only the tables of those assets
+    are built; a later subset run keeps the other assets and tables."""
+    import shutil
+
+    from tasks.core.paths import PACKAGE_ROOT
+    from tasks.data import TABLE_ASSETS, TABLES
+
+    assert set(TABLE_ASSETS) == set(TABLES)
+    shutil.copy(PACKAGE_ROOT / "params.yaml", tmp_path / "params.yaml")
+    workspace = Workspace(tmp_path)
+    base = [f"data.mirror={mirror}", "data.online=false"]
+    run_stage("data", load_params(tmp_path, [*base, "data.assets=[boolq,kommkonllm,mrpc]"]),
+              workspace)
+    built = sorted(p.stem for p in workspace.processed.glob("*.parquet"))
+    assert built == ["gender_pairs", "mrpc", "questions"]
+    run_stage("data", load_params(tmp_path, [*base, "data.assets=[mrpc]"]), workspace)
+    assert sorted(p.stem for p in workspace.processed.glob("*.parquet")) == built
+    assert set(pd.read_csv(workspace.manifest, sep="\t")["asset"]) == {"boolq", "kommkonllm",
+                                                                        "mrpc"}
