@@ -80,8 +80,9 @@ def test_a_subset_of_assets_builds_its_tables_and_keeps_the_rest(tmp_path, mirro
     are built; a later subset run keeps the other assets and tables."""
     import shutil
 
+    from flows.data import TABLE_ASSETS
     from tasks.core.paths import PACKAGE_ROOT
-    from tasks.data import TABLE_ASSETS, TABLES
+    from tasks.data import TABLES
 
     assert set(TABLE_ASSETS) == set(TABLES)
     shutil.copy(PACKAGE_ROOT / "params.yaml", tmp_path / "params.yaml")

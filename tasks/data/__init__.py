@@ -32,18 +32,4 @@ TABLES: dict[str, Callable[[Path], pd.DataFrame]] = {
     "gender_pairs": build_gender_pairs,
 }
 
-# The raw assets (``tasks.core.assets.ASSETS``) each table is read from: a table is built only
-# when ``data/raw`` holds all of them, so ``data.assets`` may name a subset on a fresh checkout.
-TABLE_ASSETS: dict[str, tuple[str, ...]] = {
-    "sst": ("sst",),
-    "word_polarity": ("sst", "opinion_lexicon"),
-    "mrpc": ("mrpc",),
-    "questions": ("boolq", "kommkonllm"),
-    "contrast_pairs": ("contrast_sets",),
-    "ptb_trees": ("treebank",),
-    "checklist_suite": ("checklist",),
-    "names": ("checklist", "names"),
-    "gender_pairs": (),
-}
-
-__all__ = ["TABLES", "TABLE_ASSETS"]
+__all__ = ["TABLES"]

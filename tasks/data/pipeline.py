@@ -16,7 +16,7 @@ from tasks.core import assets, io
 from tasks.core.caching import ContentKey
 from tasks.core.config import DataParams
 from tasks.core.paths import Workspace
-from tasks.data import TABLE_ASSETS, TABLES
+from tasks.data import TABLES
 from tasks.data.lexicons import GENDER_PAIRS_TSV
 
 READER_MODULES = tuple(sorted({fn.__module__ for fn in TABLES.values()}))
@@ -62,8 +62,5 @@ def write_tables(tables: dict[str, pd.DataFrame], manifest: pd.DataFrame, root: 
     return summary
 
 
-def table_names(manifest: pd.DataFrame | None = None) -> list[str]:
-    """Every table, or with ``manifest`` only those whose raw assets it lists."""
-    present = None if manifest is None else set(manifest["asset"])
-    return sorted(name for name in TABLES
-                  if present is None or set(TABLE_ASSETS[name]) <= present)
+def table_names() -> list[str]:
+    return sorted(TABLES)
