@@ -59,8 +59,9 @@ def processed(data_project) -> Path:
 
 
 @pytest.fixture(scope="session")
-def nltk_data(data_project) -> Path:
-    return data_project[0].nltk_data
+def nltk_data(mirror: Path) -> Path:
+    """The mirror's nltk_data (``data/raw`` has the same layout): no data stage needed."""
+    return mirror / "nltk_data"
 
 
 @pytest.fixture(scope="session")
@@ -78,8 +79,23 @@ def wn(nltk_data: Path):
 
 
 @pytest.fixture(scope="session")
-def table(processed: Path):
-    """``table("sst")``: a processed table of the session's temporary project."""
+def table(mirror: Path):
+    """``table("sst")``: a processed table, built by its reader straight from the mirror (the
+    mirror has ``data/raw``'s layout) and passed through Parquet as the data stage writes it,
+    so unit tests need neither a Prefect harness nor the data flow."""
+    import io
+
     import pandas as pd
 
-    return lambda name: pd.read_parquet(processed / f"{name}.parquet")
+    from tasks.data import TABLES
+
+    built: dict[str, pd.DataFrame] = {}
+
+    def read(name: str) -> pd.DataFrame:
+        if name not in built:
+            buffer = io.BytesIO()
+            TABLES[name](mirror).to_parquet(buffer, index=False)
+            built[name] = pd.read_parquet(io.BytesIO(buffer.getvalue()))
+        return built[name].copy()
+
+    return read

@@ -99,8 +99,8 @@ def test_builds_are_deterministic_and_batch_equals_single(nlp, wn):
     assert [build_ipm(q_id, q, nlp, wn) for q_id, q in zip("ab", questions)] == first
 
 
-def test_real_questions(nlp, wn, processed):
-    questions = pd.read_parquet(processed / "questions.parquet")
+def test_real_questions(nlp, wn, table):
+    questions = table("questions")
     sample = questions.groupby("source").head(10)
     assert sorted(sample["source"].unique()) == ["boolq", "kommkonllm"]
     ipms = build_ipms(sample, nlp, wn)
