@@ -105,3 +105,15 @@ def test_closure_follows_lazy_imports():
     """The walk sees imports inside functions (the CLI imports flows lazily)."""
     assert "tasks.core.flow_runs" in imported_closure(["flows.stage"])
     assert "tasks.core.io" in imported_closure(["flows.data"])
+
+
+def test_byte_code_caches_are_no_dependency() -> None:
+    """Folder deps (tasks/core, ...) must not hash __pycache__: importing a module would make
+    every stage look changed to DVC."""
+    import subprocess
+    import sys
+
+    for path in ("tasks/core/__pycache__/config.cpython-311.pyc", "flows/stage.pyc"):
+        done = subprocess.run([sys.executable, "-m", "dvc", "check-ignore", path],
+                              cwd=PACKAGE_ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{path} is not ignored by .dvcignore"
