@@ -156,19 +156,14 @@ def test_plot_is_written_atomically(tmp_path):
 
 # --------------------------------------------------------------------------- like-for-like
 
-def test_lc_map_names_released_mft_tests():
+def test_lc_map_names_released_mft_tests(mirror):
     """ALiCT's LC→test map points at MFT tests that exist in CheckList's released suite."""
     import gzip
     import json
-    import os
-    from pathlib import Path
 
     from tasks.capabilities.coverage import LC_TO_CHECKLIST
 
-    path = Path(os.environ.get("LINGTEST_MIRROR", "/nonexistent")) / "checklist" / \
-        "sentiment_suite.json.gz"
-    if not path.is_file():
-        pytest.skip("the mirror's CheckList suite is absent")
+    path = mirror / "checklist" / "sentiment_suite.json.gz"  # the mirror fixture: no skip
     types = {t["name"]: t["type"] for t in json.loads(gzip.decompress(path.read_bytes()))}
     assert sorted(LC_TO_CHECKLIST) == sorted(f"LC{i}" for i in range(1, 12))
     assert {types.get(test) for test in LC_TO_CHECKLIST.values()} == {"MFT"}

@@ -47,7 +47,6 @@ def test_reports_state_their_provenance(project: Workspace) -> None:
 def test_rerun_hits_the_cache_and_writes_identical_tables(project: Workspace, mirror: Path) -> None:
     before = {p.name: sha256_file(p) for p in project.processed.glob("*.parquet")}
     params = load_params(project.root, [f"data.mirror={mirror}", "data.online=false"])
-    from prefect import get_client  # noqa: F401  (the harness's API)
 
     run_stage("data", params, project)
     after = {p.name: sha256_file(p) for p in project.processed.glob("*.parquet")}
