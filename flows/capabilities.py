@@ -66,26 +66,22 @@ def capabilities_flow(params: Params, root: str) -> dict:
         workspace.nltk_data)
     seeds, seed_counts = cp.seed_cases(specs, tagged, polarity, c.seeds_per_lc, params.seed)
     grammar_path = out / "pcfg.json"
-    pcfg = cp.induce_grammar(str(files["ptb_trees"]), c.pcfg_heldout, str(grammar_path))
-    if not grammar_path.is_file():  # a cache hit in a fresh checkout: write the grammar again
-        pcfg = cp.induce_grammar.with_options(refresh_cache=True)(
-            str(files["ptb_trees"]), c.pcfg_heldout, str(grammar_path))
+    pcfg = cp.induce_grammar(str(files["ptb_trees"]), c.pcfg_heldout)
+    with io.atomic_path(grammar_path) as tmp:
+        pcfg["pcfg"].save(tmp)
     settings = {"max_masks_per_seed": c.max_masks_per_seed,
                 "fill_candidates": c.fill_candidates,
                 "max_expansions_per_seed": c.max_expansions_per_seed,
                 "word_sentiment": c.word_sentiment}
-    tagged_token = cp.frame_token(tagged, ["sentence_id", "tokens", "tag"])
     expanded, fill_stats = [], []
     for spec in specs:
         cases = seeds[seeds["capability"] == spec.id].reset_index(drop=True)
         frame, stats = cp.expand_capability(
-            spec, spec.model_dump_json(), cases,
-            cp.frame_token(cases, ["case_id", "text", "provenance"]),
-            str(grammar_path), polarity_path, polarity, str(files["ptb_trees"]), tagged,
-            tagged_token, {**settings, "mask_sampling": c.mask_sampling,
-                           "top_productions": c.top_productions,
-                           "min_logprob_per_word": c.min_logprob_per_word,
-                           "min_right_context_logprob": c.min_right_context_logprob},
+            spec, cases, str(grammar_path), polarity_path, polarity, str(files["ptb_trees"]),
+            tagged, {**settings, "mask_sampling": c.mask_sampling,
+                     "top_productions": c.top_productions,
+                     "min_logprob_per_word": c.min_logprob_per_word,
+                     "min_right_context_logprob": c.min_right_context_logprob},
             params.seed, c.fill_model, c.parser, params.models.spacy, params.models.offline)
         expanded.append(frame)
         fill_stats.append(stats)

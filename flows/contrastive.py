@@ -67,15 +67,13 @@ def test_encoder(model_id: str, params: Params, root: str) -> dict:
     info, embedded = cp.embed(model_id, texts, str(workspace.data / "cache" / "embeddings"),
                               params.models.offline, params.runtime.device, c, params.seed,
                               extra)
-    model_key = (info["model_id"], info["revision"], info["pooling"])
     thetas, nn_rows = {}, []
     for metric in c.distances:
         for name, words in info["dictionaries"].items():
             if name == "dataset" and metric != "l2":
                 continue  # the paper reports the dataset dictionary for L2 only
             vectors = embedded(words)
-            nn = cp.nearest_neighbour_distances(
-                cp.token(model_key, metric, vectors), vectors, metric, name, c.block_size)
+            nn = cp.nearest_neighbour_distances(vectors, metric, name, c.block_size)
             nn = thresholds.rule_distances(nn, metric, c.threshold_rule)
             kinds = [k for k in c.thresholds if name == "vocab" or k != "zero"]
             thetas[(metric, name)] = thresholds.thresholds(nn, kinds, c.threshold_rule)
@@ -88,8 +86,6 @@ def test_encoder(model_id: str, params: Params, root: str) -> dict:
         X_train = cp.features(kind, split["train"], embedded, mode)
         X_test = cp.features(kind, split["test"], embedded, mode)
         banks[kind] = cp.train_classifiers(
-            cp.token(model_key, kind, X_train, split["train_y"], X_test, split["test_y"],
-                     c.n_classifiers, c.classifier_epochs, params.seed),
             kind, X_train, split["train_y"], X_test, split["test_y"], c.n_classifiers,
             c.classifier_epochs, params.seed)
     truth = cp.triple_truth(suite_frame, embedded, banks, c.alpha, mode)
@@ -108,8 +104,9 @@ def contrastive_flow(params: Params, root: str) -> dict:
     out = workspace.interim / "contrastive"
     reports = io.staging_dir(workspace.reports / "contrastive")  # swapped in whole at the end
     inputs = cp.suite_inputs(c, workspace)
-    suite_frame = cp.build_suite(inputs, cp.settings_of(params), params.seed, root,
-                                 params.models.spacy, params.models.offline)
+    suite_frame = cp.build_suite(inputs, cp.settings_of(params), params.seed,
+                                 str(workspace.nltk_data), params.models.spacy,
+                                 params.models.offline)
     io.write_parquet(out / "suite.parquet", suite_frame)
     costello_json.write_costello_suite(suite_frame, out / "suite.json")
     runs = [test_encoder(model_id, params, root)

@@ -6,25 +6,25 @@ from typing import Any
 
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
+from tasks.core.paths import PACKAGE_ROOT, Workspace
 from tasks.core.runtime import git_commit, seed_everything, set_threads
 
-from flows import STAGE_PARAMS, STAGES
+from flows import STAGES
+
+
+def stage_params(stage: str) -> tuple[str, ...]:
+    """The (dotted) parameters ``stage`` reads: its ``params:`` list in the code's dvc.yaml."""
+    import yaml
+
+    stages = yaml.safe_load((PACKAGE_ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    if stage not in stages:
+        raise LingtestError(f"unknown stage `{stage}`; stages: {', '.join(stages)}")
+    return tuple(stages[stage].get("params", ()))
 
 
 def stage_params_hash(params: Params, *stages: str) -> str:
-    """Short hash of only the (dotted) parameters the stages read, as dvc.yaml lists them."""
-    import hashlib
-    import json
-
-    dumped = params.model_dump(mode="json")
-    picked = {}
-    for name in sorted({key for stage in stages for key in STAGE_PARAMS[stage]}):
-        value = dumped
-        for part in name.split("."):
-            value = value[part]
-        picked[name] = value
-    return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:12]
+    """Short hash of only the parameters the stages read, for the run's ``params:`` tag."""
+    return params.section_hash(*sorted({key for stage in stages for key in stage_params(stage)}))
 
 
 def load_flow(stage: str):

@@ -53,7 +53,7 @@ CHILD = textwrap.dedent("""
     else:
         from tasks.data.pipeline import write_tables
         tables = {"t": pd.DataFrame({"x": [1, 2, 3]})}
-        write_tables.fn(tables, pd.DataFrame(), root, str(Path(root) / "reports" / "data"))
+        write_tables.fn(tables, root)
     """)
 
 
@@ -124,14 +124,14 @@ def test_staged_dir_swaps_on_success_and_keeps_the_old_copy_on_error(tmp_path):
 def test_failed_report_writing_keeps_the_previous_reports(data_project, monkeypatch):
     """A data run that dies while publishing leaves reports/data as it was; the next run
     swaps in a whole new folder and removes the dead run's staging folder."""
-    import flows.data
+    import tasks.core.publish
     from flows.stage import run_stage
     from tasks.core.config import load_params
 
     workspace, overrides = data_project
     reports = workspace.reports / "data"
     before = {p.name: p.read_bytes() for p in reports.iterdir()}
-    real, calls = flows.data.publish_table, []
+    real, calls = tasks.core.publish.publish_table, []
 
     def dies_on_second(key, df, title, *args, **kwargs):
         calls.append(key)
@@ -139,12 +139,12 @@ def test_failed_report_writing_keeps_the_previous_reports(data_project, monkeypa
             raise RuntimeError("killed while writing reports")
         real(key, df, "NEW " + title, *args, **kwargs)
 
-    monkeypatch.setattr(flows.data, "publish_table", dies_on_second)
+    monkeypatch.setattr(tasks.core.publish, "publish_table", dies_on_second)
     params = load_params(workspace.root, overrides)
     with pytest.raises(RuntimeError, match="killed while writing reports"):
         run_stage("data", params, workspace)
     assert {p.name: p.read_bytes() for p in reports.iterdir()} == before
-    monkeypatch.setattr(flows.data, "publish_table", real)
+    monkeypatch.setattr(tasks.core.publish, "publish_table", real)
     run_stage("data", params, workspace)
     assert {p.name: p.read_bytes() for p in reports.iterdir()} == before
     assert [p.name for p in workspace.reports.iterdir()] == ["data"]

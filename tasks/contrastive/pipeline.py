@@ -3,8 +3,8 @@ downstream classifiers, validation. The plain functions live beside this module.
 
 Caches: embeddings live in an on-disk store keyed by model revision, pooling and text hash
 (``data/cache/embeddings``), so a rerun makes no model call; the other heavy tasks are
-Prefect-cached on a ``token`` argument that hashes what determines their result (model
-revision, input texts, parameters) and on the source of the modules that compute it.
+Prefect-cached on their arguments' content (arrays by their bytes) and the code they reach
+(``tasks.core.caching``).
 
 Table ``results`` (``data/interim/contrastive/results.parquet``; one row per case × model ×
 distance × threshold × dictionary):
@@ -36,42 +36,25 @@ gt_a, gt_b      bool   ground truth: clearly buggy (GT_A) / potentially buggy (G
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
 from tasks.contrastive import (classifiers, costello_json, distances, embedding, ground_truth,
                                 suite, thresholds)
-from tasks.core.caching import ContentKey
+from tasks.core.caching import model_id, task
 from tasks.core.config import ContrastiveParams, Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
+from tasks.models.registry import resolve
 
+SpacyModel = model_id("spacy", resolve=resolve)  # keyed on its resolved revision
 SUITE_TABLES = ("sst", "word_polarity", "names", "gender_pairs", "contrast_pairs", "mrpc")
-SUITE_MODULES = ("tasks.contrastive.suite", "tasks.contrastive.costello_json",
-                 "tasks.text.mutations", "tasks.text.rewrite",
-                 "tasks.text.lexicon_lookup")
 SUITE_SETTINGS = ("suite", "relations", "sst_split", "mrpc_split", "contrast_split", "max_seeds",
                   "cr1_triples", "synonym_scope", "synonym_probability")
-
-
-def _stable(value: object) -> object:
-    """JSON stand-in for a value: arrays by the sha256 of their bytes, the rest as text."""
-    if isinstance(value, np.ndarray):
-        return f"{value.dtype}{value.shape}:" + hashlib.sha256(value.tobytes()).hexdigest()
-    return str(value)
-
-
-def token(*parts: object) -> str:
-    """A cache token: sha256 of what determines a task's result (arrays by their bytes, so
-    a cached result never outlives a change in the embeddings it was computed from)."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=_stable).encode()).hexdigest()
 
 
 def resolve_path(path: str, workspace: Workspace) -> Path:
@@ -97,11 +80,9 @@ def suite_inputs(params: ContrastiveParams, workspace: Workspace) -> list[str]:
     return [str(f) for f in files]
 
 
-@task(name="build-suite", persist_result=True,
-      cache_policy=ContentKey(files=("inputs",), values=("settings", "seed"),
-                              modules=SUITE_MODULES, version="1"))
-def build_suite(inputs: list[str], settings: dict, seed: int, root: str,
-                spacy_model: str, offline: bool) -> pd.DataFrame:
+@task(name="build-suite")
+def build_suite(inputs: list[Path], settings: dict, seed: int, nltk_data: Path,
+                spacy_model: SpacyModel, offline: bool) -> pd.DataFrame:
     """Generate the triples (or import a COSTELLO JSON suite)."""
     params = ContrastiveParams(**settings)
     if params.suite:
@@ -109,10 +90,9 @@ def build_suite(inputs: list[str], settings: dict, seed: int, root: str,
     from tasks.models.nlp import load_spacy
     from tasks.text.wordnet import wordnet
 
-    workspace = Workspace(Path(root))
     tables = {Path(f).stem: pd.read_parquet(f) for f in inputs}
     generated = suite.generate_suite(tables, load_spacy(spacy_model, offline=offline),
-                                     wordnet(workspace.nltk_data), params, seed)
+                                     wordnet(nltk_data), params, seed)
     get_run_logger().info("suite: %s", generated.groupby("relation").size().to_dict())
     return generated
 
@@ -171,17 +151,15 @@ def embed(model_id: str, texts: list[str], store_root: str, offline: bool, devic
     return info, Embedded(everything, matrix)
 
 
-@task(name="nearest-neighbours", persist_result=True, task_run_name="nn-{metric}-{label}",
-      cache_policy=ContentKey(values=("key",), modules=("tasks.contrastive.thresholds",)))
-def nearest_neighbour_distances(key: str, vectors: np.ndarray, metric: str, label: str,
+@task(name="nearest-neighbours", task_run_name="nn-{metric}-{label}", exclude=("label",))
+def nearest_neighbour_distances(vectors: np.ndarray, metric: str, label: str,
                                 block_size: int) -> np.ndarray:
     """Each dictionary word's distance to its nearest other word (blocked)."""
     return thresholds.nearest_neighbour_distances(vectors, metric, block_size)
 
 
-@task(name="train-classifiers", persist_result=True, task_run_name="classifiers-{kind}",
-      cache_policy=ContentKey(values=("key",), modules=("tasks.contrastive.classifiers",)))
-def train_classifiers(key: str, kind: str, X_train: np.ndarray, y_train: np.ndarray,
+@task(name="train-classifiers", task_run_name="classifiers-{kind}")
+def train_classifiers(kind: str, X_train: np.ndarray, y_train: np.ndarray,
                       X_test: np.ndarray, y_test: np.ndarray, n: int, epochs: int,
                       seed: int) -> classifiers.ClassifierBank:
     """The downstream classifiers of one task (sentiment on SST-2, paraphrase on MRPC)."""

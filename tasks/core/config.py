@@ -61,6 +61,8 @@ class RuntimeParams(Section):
     threads: int = Field(1, ge=1, description="torch intra-op threads")
     task_runner: Literal["threads", "dask"] = "threads"
     max_workers: int = Field(2, ge=1, description="concurrent Prefect tasks")
+    shards: int = Field(1, ge=1, description="tasks each model's cases are split into, so a "
+                        "task runner can spread one model's work (results do not change)")
     dask_address: str | None = Field(None, description="dask scheduler; null: a local cluster")
 
 
@@ -248,10 +250,16 @@ class Params(Section):
     capabilities: CapabilitiesParams = Field(default_factory=CapabilitiesParams)
     consistency: ConsistencyParams = Field(default_factory=ConsistencyParams)
 
-    def section_hash(self, *sections: str) -> str:
-        """Short hash of the named sections (all when none): keys caches and run tags."""
+    def section_hash(self, *keys: str) -> str:
+        """Short hash of the named sections or dotted keys (``models.offline``; all sections
+        when none): keys caches and run tags."""
         dumped = self.model_dump(mode="json")
-        picked = {k: dumped[k] for k in (sections or sorted(dumped))}
+        picked = {}
+        for key in keys or sorted(dumped):
+            value = dumped
+            for part in key.split("."):
+                value = value[part]
+            picked[key] = value
         return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -8,18 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
 from tasks.core import assets, io
-from tasks.core.caching import ContentKey
-from tasks.core.config import DataParams
+from tasks.core.caching import task
+from tasks.core.config import DataParams, Params
 from tasks.core.paths import Workspace
+from tasks.core.publish import Report, provenance
 from tasks.data import TABLES
 from tasks.data.lexicons import GENDER_PAIRS_TSV
-
-READER_MODULES = tuple(sorted({fn.__module__ for fn in TABLES.values()}))
 
 
 @task(name="import-raw-assets", cache_policy=NO_CACHE)
@@ -30,23 +28,20 @@ def import_raw_assets(params: DataParams, root: str) -> pd.DataFrame:
     return manifest
 
 
-@task(name="build-table", persist_result=True,
-      cache_policy=ContentKey(files=("manifest_file",), values=("name",),
-                              modules=READER_MODULES,
-                              data_files=(str(GENDER_PAIRS_TSV),), version="1"),
+@task(name="build-table", exclude=("raw",), data_files=(GENDER_PAIRS_TSV,),
       task_run_name="build-{name}")
-def build_table(name: str, raw: str, manifest_file: str) -> pd.DataFrame:
-    """Build one processed table from ``data/raw``; cached on the raw files and reader code."""
+def build_table(name: str, raw: str, manifest_file: Path) -> pd.DataFrame:
+    """Build one processed table from ``data/raw``; cached on the raw files (their sha256s
+    in the MANIFEST, not the folder's location) and the reader code."""
     table = TABLES[name](Path(raw))
     get_run_logger().info("%s: %d rows", name, len(table))
     return table
 
 
 @task(name="write-tables", cache_policy=NO_CACHE)
-def write_tables(tables: dict[str, pd.DataFrame], manifest: pd.DataFrame, root: str,
-                 report_dir: str) -> pd.DataFrame:
-    """Write every table into a staging folder that replaces ``data/processed`` whole, and
-    the row counts (DVC metrics) into ``report_dir``."""
+def write_tables(tables: dict[str, pd.DataFrame], root: str) -> pd.DataFrame:
+    """Write every table into a staging folder that replaces ``data/processed`` whole; one
+    summary row per table (rows, columns, file hash)."""
     workspace = Workspace(Path(root))
     with io.staged_dir(workspace.processed) as stage:
         rows = []
@@ -56,11 +51,42 @@ def write_tables(tables: dict[str, pd.DataFrame], manifest: pd.DataFrame, root: 
             rows.append({"table": name, "rows": len(tables[name]),
                          "columns": ", ".join(map(str, tables[name].columns)),
                          "sha256": io.sha256_file(path)[:16]})
-        summary = pd.DataFrame(rows)
-    io.write_json(Path(report_dir) / "tables.json",
-                  {"rows": {r["table"]: r["rows"] for r in rows}})
-    return summary
+    return pd.DataFrame(rows)
 
 
 def table_names() -> list[str]:
     return sorted(TABLES)
+
+
+# The raw assets (``tasks.core.assets.ASSETS``) each table is read from: a table is built only
+# when ``data/raw`` holds all of them, so ``data.assets`` may name a subset on a fresh checkout.
+TABLE_ASSETS: dict[str, tuple[str, ...]] = {
+    "sst": ("sst",),
+    "word_polarity": ("sst", "opinion_lexicon"),
+    "mrpc": ("mrpc",),
+    "questions": ("boolq", "kommkonllm"),
+    "contrast_pairs": ("contrast_sets",),
+    "ptb_trees": ("treebank",),
+    "checklist_suite": ("checklist",),
+    "names": ("checklist", "names"),
+    "gender_pairs": (),
+}
+
+
+def buildable_tables(manifest: pd.DataFrame) -> list[str]:
+    """The tables whose raw assets ``manifest`` lists."""
+    present = set(manifest["asset"])
+    return [name for name in table_names() if set(TABLE_ASSETS[name]) <= present]
+
+
+def data_report(params: Params, workspace: Workspace, manifest: pd.DataFrame,
+                summary: pd.DataFrame) -> Report:
+    """The processed tables and the raw MANIFEST; the row counts are the DVC metrics."""
+    report = Report("data", metrics={"rows": dict(zip(summary["table"], summary["rows"]))},
+                    metrics_file="data/tables.json",
+                    provenance=provenance(params, workspace, "data", **{
+                        "raw files": len(manifest),
+                        "raw MANIFEST sha256": io.sha256_text(manifest.to_csv(index=False))[:16]}))
+    report.add("data-tables", summary, "Processed tables")
+    report.add("data-manifest", manifest, "Raw assets (MANIFEST)")
+    return report

@@ -110,6 +110,11 @@ class SentimentModel(ABC):
                 "labels": "/".join(self.labels), "kind": type(self).__name__,
                 "neutral_band": list(self.neutral_band) if self.labels == LABELS2 else None}
 
+    def cache_token(self) -> dict[str, object]:
+        """What a cached task's result depends on in this model (``tasks.core.caching``):
+        id, resolved revision, labels and neutral band, never the loaded weights' bytes."""
+        return self.parameters()
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model_id!r}, revision={self.revision!r})"
 

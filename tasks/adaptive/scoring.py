@@ -1,0 +1,139 @@
+"""Failure scores: how strongly a model fails each adaptive case (higher = worse, 0..1).
+
+AdaTest ranks tests by a per-model failure score; its prompt builder reads the score column
+as "the larger, the more this test fails" (``score_max``: an unscored test counts 1 if
+labelled fail, else 0). The scores here follow the code:
+
+- **should output y / should not output y** — the probability mass the model puts on failing
+  outputs: ``1 − P(y)`` and ``P(y)``. This is v0.3.5's ``ClassifierScorer._score_test``
+  (Σ over outputs of P(output) × P(fail | output)) with the fail probability known from the
+  expectation instead of guessed by the per-topic label model. v0.2's *margin* scores
+  (``p_y − p_second`` and friends) rank tests the same way for a two-class model, where
+  mass = (1 + margin) / 2; the mass is kept because it is the current code's and because it
+  is a probability, on the scale the prompt builder multiplies by topic weights.
+- **invariance** — v0.2's ``equality_score`` margin ``m`` in [−1, 1] (when the two top
+  outputs differ: the least total probability shift that would make them agree; when they
+  agree: minus the smaller top-vs-runner-up gap), reported as ``(1 + m) / 2`` so it shares
+  the 0..1 scale (above 0.5 exactly when the top outputs differ); the raw margin is kept.
+
+The verdict is the model's own answer (``predict``: VADER's compound rule, CheckList's
+neutral band for binary models): ``pass`` when the answer meets the expectation, ``fail``
+otherwise, ``undefined`` when the expectation names a label the sentiment models cannot give
+or the model's probabilities are not numbers. VADER's probabilities are its neg/neu/pos
+proportions, so for VADER the score and the verdict can disagree (see ``tasks.models
+.sentiment``).
+
+Table ``results`` (one row per case and model): the contract columns ``case_id``, ``method``,
+``model_id``, ``revision``, ``output`` (the answer; ``a|b`` for invariance, AdaTest's
+joined-outputs convention), ``verdict``, ``score``; plus ``topic``, ``margin`` (invariance:
+the raw margin, else NaN) and ``probabilities`` (JSON: neg/neutral/pos per input).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from tasks.adaptive.cases import INPUT_B, METHOD, parse_expectation
+from tasks.adaptive.tree import TestTree
+from tasks.core.errors import LingtestError
+from tasks.models.sentiment import LABELS3, SentimentModel
+
+RESULT_COLUMNS = ["case_id", "method", "model_id", "revision", "output", "verdict", "score",
+                  "topic", "margin", "probabilities"]
+
+
+def failure_mass(probs: np.ndarray, label: str, negated: bool) -> float:
+    """P(failing output) for "should output label" (negated: "should not output label")."""
+    p_label = float(probs[LABELS3.index(label)])
+    return p_label if negated else 1.0 - p_label
+
+
+def equality_margin(probs_a: np.ndarray, probs_b: np.ndarray) -> float:
+    """AdaTest v0.2's ``equality_score``: > 0 when the top outputs differ (the smallest
+    Σ over both inputs of how far some shared class is below each top), ≤ 0 when they agree
+    (minus the smaller gap between top and runner-up)."""
+    top_a, top_b = int(np.argmax(probs_a)), int(np.argmax(probs_b))
+    if top_a != top_b:
+        shift = (np.maximum(0, probs_a[top_a] - probs_a) + np.maximum(0, probs_b[top_b] - probs_b))
+        return float(shift.min())
+    gap_a = probs_a[top_a] - np.delete(probs_a, top_a).max()
+    gap_b = probs_b[top_b] - np.delete(probs_b, top_b).max()
+    return float(-min(gap_a, gap_b))
+
+
+def verdict(answer: str, kind: str, label: str, answer_b: str | None = None) -> str:
+    """pass / fail of one answer (or pair of answers) against a parsed expectation."""
+    if kind == "invariance":
+        return "pass" if answer == answer_b else "fail"
+    meets = answer == label
+    return "pass" if meets == (kind == "output") else "fail"
+
+
+def score_cases(cases: pd.DataFrame, model: SentimentModel) -> pd.DataFrame:
+    """Run ``model`` once over every distinct text of ``cases`` and score each case."""
+    expectations = [parse_expectation(e) for e in cases["expectation"]]
+    second = cases[INPUT_B] if INPUT_B in cases.columns else pd.Series("", index=cases.index)
+    texts = list(dict.fromkeys([*cases["input"], *[t for t in second if t]]))
+    answers, probs = model.predict_with_probabilities3(texts) if texts else ([], np.empty((0, 3)))
+    where = {text: i for i, text in enumerate(texts)}
+    rows = []
+    for (_, case), expect, text_b in zip(cases.iterrows(), expectations, second):
+        i = where[case["input"]]
+        p_a = probs[i]
+        row = {"case_id": case["case_id"], "method": METHOD, "model_id": model.model_id,
+               "revision": str(model.revision), "topic": case["topic"], "margin": np.nan}
+        if expect.kind == "invariance":
+            if not text_b:
+                raise LingtestError(f"case {case['case_id']}: an invariance case needs "
+                                    "input_b; fill in the second input")
+            j = where[text_b]
+            p_b = probs[j]
+            row["output"] = f"{answers[i]}|{answers[j]}"
+            row["probabilities"] = json.dumps([_named(p_a), _named(p_b)])
+            if not (np.isfinite(p_a).all() and np.isfinite(p_b).all()):
+                row.update(verdict="undefined", score=np.nan)
+            else:
+                margin = equality_margin(p_a, p_b)
+                row.update(verdict=verdict(answers[i], "invariance", "", answers[j]),
+                           score=(1.0 + margin) / 2.0, margin=margin)
+        else:
+            row["output"] = answers[i]
+            row["probabilities"] = json.dumps(_named(p_a))
+            if expect.label not in LABELS3 or not np.isfinite(p_a).all():
+                row.update(verdict="undefined", score=np.nan)
+            else:
+                row.update(verdict=verdict(answers[i], expect.kind, expect.label),
+                           score=failure_mass(p_a, expect.label, expect.kind == "not_output"))
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    frame["score"] = frame["score"].astype(float)
+    frame["margin"] = frame["margin"].astype(float)
+    return frame
+
+
+def _named(probs: np.ndarray) -> dict[str, float]:
+    return {label: round(float(p), 6) for label, p in zip(LABELS3, probs)}
+
+
+def score_column(model_id: str) -> str:
+    """The tree column holding a model's scores (AdaTest: ``<model> score``)."""
+    return f"{model_id} score"
+
+
+def scores_to_tree(tree: TestTree, cases: pd.DataFrame, results: pd.DataFrame) -> TestTree:
+    """A copy of ``tree`` with each model's scores in its ``<model> score`` column (text, as
+    AdaTest writes floats; rows without a result keep their cell, a new column starts "")."""
+    row_of = dict(zip(cases["case_id"], cases["tree_id"]))
+    frame = tree.frame.copy()
+    for model_id, scored in results.groupby("model_id", sort=False):
+        column = score_column(str(model_id))
+        if column not in frame.columns:
+            frame[column] = ""
+        for cid, value in zip(scored["case_id"], scored["score"]):
+            if cid not in row_of or row_of[cid] not in frame.index:
+                raise LingtestError(f"scores_to_tree: case {cid} has no row in {tree.source}; "
+                                    "score the cases read from this tree")
+            frame.at[row_of[cid], column] = "" if pd.isna(value) else repr(float(value))
+    return TestTree(frame, tree.source, tree.lineterminator, tree.index_name)

@@ -1,0 +1,133 @@
+"""The shape every testing method takes: suite → one unit of work per (model, shard) →
+contract result rows → report.
+
+A method is a plain class (``tasks/<method>/method.py``); ``flows.method.method_flow`` turns
+it into its stage's flow, which only composes: build the suite, submit one task per
+``Unit`` (so a task runner — threads or Dask — can spread the work), collect, publish.
+``retest`` runs one model over a suite with the same code, for the repair and debugging
+loops that re-test a new revision and diff it by ``case_id`` (``schema.compare_results``).
+"""
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, ContextManager
+
+import pandas as pd
+
+from tasks.core.config import Params
+from tasks.core.paths import Workspace
+from tasks.core.publish import Report
+from tasks.core.schema import Contract, check_results
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One task's work: a part (``cases``, or a method's extra per-model part such as
+    ``checklist``) of one model, and which shard of the suite's cases."""
+
+    model_id: str
+    part: str = "cases"
+    shard: int = 0
+    shards: int = 1
+
+    @property
+    def name(self) -> str:
+        shard = f"-{self.shard + 1}of{self.shards}" if self.shards > 1 else ""
+        return f"{self.part}-{self.model_id}{shard}"
+
+    def take(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """This shard's rows (every ``shards``-th row from ``shard``, order kept)."""
+        return frame.iloc[self.shard::self.shards] if self.shards > 1 else frame
+
+
+@dataclass
+class UnitResult:
+    unit: Unit
+    results: pd.DataFrame | None = None  # contract rows (``Method.contract``)
+    extra: dict = field(default_factory=dict)  # the method's per-model by-products
+
+
+class Method(ABC):
+    """Subclasses set ``stage`` (the DVC stage and report folder) and ``contract``, and
+    implement ``build_suite``, ``run_unit`` and ``report``."""
+
+    stage: ClassVar[str]
+    contract: ClassVar[Contract]
+
+    def __init__(self, params: Params, workspace: Workspace):
+        self.params = params
+        self.workspace = workspace
+
+    @property
+    def interim(self) -> Path:
+        return self.workspace.interim / self.stage
+
+    @property
+    def suite_path(self) -> Path:
+        return self.interim / "suite.parquet"
+
+    @property
+    def results_path(self) -> Path:
+        return self.interim / "results.parquet"
+
+    def check_inputs(self) -> None:
+        """Fail fast (missing tables, unknown models) before anything long runs."""
+
+    @abstractmethod
+    def build_suite(self) -> pd.DataFrame:
+        """The cases (contract columns plus the method's own), computed through tasks."""
+
+    @abstractmethod
+    def model_ids(self) -> list[str]:
+        """The models under test, in report order."""
+
+    def units(self, suite: pd.DataFrame) -> list[Unit]:
+        """One unit per model and shard of the cases (``runtime.shards``)."""
+        shards = self.params.runtime.shards
+        return [Unit(model_id, "cases", shard, shards)
+                for model_id in self.model_ids() for shard in range(shards)]
+
+    @abstractmethod
+    def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
+        """Run one unit: contract rows for ``unit.take(suite)`` and/or per-model extras."""
+
+    def running(self, suite: pd.DataFrame) -> ContextManager:
+        """Brackets the units (a method that records runs marks failures here)."""
+        return contextlib.nullcontext()
+
+    def collect(self, suite: pd.DataFrame, runs: list[UnitResult]) -> pd.DataFrame:
+        """All units' contract rows, in unit order."""
+        frames = [run.results for run in runs if run.results is not None]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    @abstractmethod
+    def report(self, suite: pd.DataFrame, results: pd.DataFrame,
+               runs: list[UnitResult]) -> Report:
+        """Tables, figures, metrics and provenance of the run (published by the flow)."""
+
+    def summary(self, suite: pd.DataFrame, results: pd.DataFrame,
+                runs: list[UnitResult]) -> dict:
+        """What the flow returns (printed by ``lingtest run``)."""
+        return {"cases": len(suite), "results": len(results),
+                "fail": int(results["verdict"].eq("fail").sum()) if len(results) else 0}
+
+
+def by_model(runs: list[UnitResult]) -> dict[str, list[UnitResult]]:
+    """The units' results grouped by model, in unit order."""
+    out: dict[str, list[UnitResult]] = {}
+    for run in runs:
+        out.setdefault(run.unit.model_id, []).append(run)
+    return out
+
+
+def retest(method: Method, suite: pd.DataFrame, model_id: str) -> pd.DataFrame:
+    """``model_id``'s contract rows on ``suite`` (every shard, in this process): the re-test
+    of a model — a new revision, a repaired copy — to diff with ``schema.compare_results``.
+    The model need not be one of the stage's configured models."""
+    shards = method.params.runtime.shards
+    runs = [method.run_unit(suite, Unit(model_id, "cases", shard, shards))
+            for shard in range(shards)]
+    return check_results(method.collect(suite, runs), method.contract)

@@ -1,0 +1,269 @@
+"""The shared shape: the case/result contract, the revision diff, the statistics module,
+the report publisher and the generic method flow (suite → a task per (model, shard) →
+validated results → published report)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from tasks.core import stats
+from tasks.core.cases import case_id, provenance_json
+from tasks.core.errors import LingtestError
+from tasks.core.method import Method, Unit, UnitResult, retest
+from tasks.core.publish import Report, publish, slug
+from tasks.core.schema import (Contract, change_counts, check_cases, check_results,
+                               compare_results, write_cases)
+
+CONTRACT = Contract(method="polarity", group="topic", texts=("text",))
+TEXTS = {"praise": ["What a wonderful, delightful film.", "I love this great cast."],
+         "complaint": ["A terrible, boring mess.", "I hate this awful script."]}
+
+
+def _cases() -> pd.DataFrame:
+    rows = []
+    for topic, texts in TEXTS.items():
+        expectation = "pos" if topic == "praise" else "neg"
+        for text in texts:
+            rows.append({"case_id": case_id("polarity", [text], expectation),
+                         "method": "polarity", "topic": topic, "text": text,
+                         "expectation": expectation,
+                         "provenance": provenance_json(generator="test", topic=topic)})
+    return pd.DataFrame(rows)
+
+
+def _result(case: str, verdict: str, model: str = "m", score: float = 0.5) -> dict:
+    return {"case_id": case, "method": "polarity", "model_id": model, "revision": "r1",
+            "output": "pos", "verdict": verdict, "score": score}
+
+
+# -- the contract -------------------------------------------------------------------------
+
+def test_valid_cases_pass_the_contract():
+    frame = _cases()
+    assert check_cases(frame, CONTRACT).equals(frame)
+
+
+@pytest.mark.parametrize("breakage, column", [
+    (lambda f: f.drop(columns="case_id"), "case_id"),
+    (lambda f: f.assign(case_id="not-a-hash"), "case_id"),
+    (lambda f: pd.concat([f, f.iloc[:1]], ignore_index=True), "case_id"),  # duplicate id
+    (lambda f: f.assign(method="capability"), "method"),
+    (lambda f: f.assign(expectation=""), "expectation"),
+    (lambda f: f.assign(provenance="{not json"), "provenance"),
+    (lambda f: f.drop(columns="topic"), "topic"),
+    (lambda f: f.assign(text=None), "text"),
+])
+def test_broken_cases_are_refused_naming_the_column(breakage, column):
+    with pytest.raises(LingtestError, match=column):
+        check_cases(breakage(_cases()), CONTRACT)
+
+
+def test_results_need_a_known_verdict_a_float_score_and_one_row_per_key():
+    ids = _cases()["case_id"]
+    good = pd.DataFrame([_result(ids[0], "pass"), _result(ids[1], "undefined", score=np.nan)])
+    check_results(good, CONTRACT)
+    with pytest.raises(LingtestError, match="verdict"):
+        check_results(good.assign(verdict="maybe"), CONTRACT)
+    with pytest.raises(LingtestError, match="score"):
+        check_results(good.assign(score="high"), CONTRACT)
+    with pytest.raises(LingtestError, match="case_id|model_id"):
+        check_results(pd.concat([good, good.iloc[:1]]), CONTRACT)
+    keyed = Contract("polarity", "topic", ("text",), result_keys=("threshold",))
+    two_settings = pd.concat([good.iloc[:1].assign(threshold="a"),
+                              good.iloc[:1].assign(threshold="b")])
+    check_results(two_settings, keyed)  # one row per case, model *and* setting
+
+
+def test_a_table_that_breaks_the_contract_is_never_written(tmp_path: Path):
+    target = tmp_path / "suite.parquet"
+    with pytest.raises(LingtestError):
+        write_cases(target, _cases().assign(method="other"), CONTRACT)
+    assert not target.exists() and not list(tmp_path.iterdir())
+    write_cases(target, _cases(), CONTRACT)
+    assert pd.read_parquet(target).equals(_cases())
+
+
+def test_compare_results_by_case_id():
+    before = pd.DataFrame([_result("a", "pass"), _result("b", "fail"), _result("c", "fail"),
+                           _result("d", "pass"), _result("e", "undefined")])
+    after = pd.DataFrame([_result("a", "fail"), _result("b", "pass"), _result("c", "undefined"),
+                          _result("e", "pass"), _result("f", "fail")])
+    diff = compare_results(before, after).set_index("case_id")["change"].to_dict()
+    assert diff == {"a": "broken", "b": "fixed", "c": "unchanged", "d": "removed",
+                    "e": "fixed", "f": "added"}
+    assert change_counts(compare_results(before, after)) == {
+        "fixed": 2, "broken": 1, "unchanged": 1, "added": 1, "removed": 1}
+    with pytest.raises(LingtestError, match="several rows"):
+        compare_results(pd.concat([before, before]), after)
+
+
+# -- statistics ---------------------------------------------------------------------------
+
+def test_fdr_is_benjamini_hochberg_worked_by_hand():
+    # sorted p 0.01, 0.03, 0.04, 0.5 (m = 4): p·m/rank = 0.04, 0.06, 0.0533, 0.5, then the
+    # running minimum from the top: 0.04, 0.0533, 0.0533, 0.5
+    adjusted = stats.fdr([0.01, 0.04, 0.03, 0.5, np.nan])
+    np.testing.assert_allclose(adjusted[:4], [0.04, 0.16 / 3, 0.16 / 3, 0.5])
+    assert np.isnan(adjusted[4])
+    assert stats.significant([0.01, 0.04, 0.03, 0.5, np.nan], alpha=0.05).tolist() == [
+        True, False, False, False, False]
+
+
+def test_rate_interval_is_scipys_percentile_bootstrap():
+    flags = np.array([1, 0, 0, 1, 1, 0, 1, 1, 0, 1])
+    rate, low, high = stats.rate_interval(flags, 500, np.random.default_rng(3))
+    ci = scipy_stats.bootstrap((flags.astype(float),), np.mean, n_resamples=500,
+                               method="percentile", random_state=np.random.default_rng(3)
+                               ).confidence_interval
+    assert (rate, low, high) == (60.0, 100 * ci.low, 100 * ci.high)
+    assert stats.rate_interval([1, 1, 1], 100, np.random.default_rng(0)) == (100.0,) * 3
+    assert np.isnan(stats.rate_interval([1], 100, np.random.default_rng(0))[1])
+
+
+def test_cluster_bootstrap_bounds():
+    weights = stats.cluster_weights(5, 200, np.random.default_rng(1))
+    assert weights.shape == (200, 5) and (weights.sum(axis=1) == 5).all()
+    samples = np.array([np.nan, *np.linspace(0, 1, 101)])
+    assert stats.percentile_bounds(samples) == tuple(np.percentile(samples[1:], [2.5, 97.5]))
+
+
+# -- the publisher ------------------------------------------------------------------------
+
+def _report(figure=None) -> Report:
+    report = Report(stage="polarity", provenance={"seed": 7}, substitutes="Substitute: X → Y.",
+                    metrics={"fail": np.int64(2)})
+    report.add("polarity-table", pd.DataFrame({"a": [1, 2]}), "A table", notes="Read me.")
+    report.add("polarity-slice", pd.DataFrame({"a": [1]}), "Artifact only", files=False)
+    report.figures["figure.png"] = figure or (lambda path: path.write_bytes(b"png"))
+    report.frames["rows.csv"] = pd.DataFrame({"b": ["x"]})
+    return report
+
+
+def test_publish_writes_every_part_of_a_report(tmp_path: Path):
+    from tasks.core.paths import Workspace
+
+    workspace = Workspace(tmp_path)
+    folder = publish(_report(), workspace)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "figure.png", "polarity-table.csv", "polarity-table.md", "provenance.json", "rows.csv"]
+    md = (folder / "polarity-table.md").read_text()
+    assert "Read me." in md and "Substitute: X → Y." in md and "**seed**: `7`" in md
+    assert json.loads((folder / "provenance.json").read_text())["substitutes"] == \
+        "Substitute: X → Y."
+    assert json.loads((tmp_path / "reports" / "polarity-metrics.json").read_text()) == {"fail": 2}
+    inside = _report()
+    inside.metrics_file = "polarity/metrics.json"
+    assert json.loads((publish(inside, workspace) / "metrics.json").read_text()) == {"fail": 2}
+
+
+def test_a_failing_report_leaves_the_previous_one(tmp_path: Path):
+    from tasks.core.paths import Workspace
+
+    workspace = Workspace(tmp_path)
+    folder = publish(_report(), workspace)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    def broken(path):
+        raise RuntimeError("plot failed")
+
+    with pytest.raises(RuntimeError):
+        publish(_report(broken), workspace)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_slug():
+    assert slug("sentence-transformers/all_MiniLM-L6-v2") == "sentence-transformers-all-minilm-l6-v2"
+
+
+# -- the generic flow ---------------------------------------------------------------------
+
+class Polarity(Method):
+    """A real, small method for the generic flow: VADER's polarity against the topic's."""
+
+    stage = "polarity"
+    contract = CONTRACT
+    units_run: list[Unit] = []
+
+    def build_suite(self) -> pd.DataFrame:
+        return _cases()
+
+    def model_ids(self) -> list[str]:
+        return ["vader"]
+
+    def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
+        from tasks.models.sentiment import VaderModel
+
+        type(self).units_run.append(unit)
+        part = unit.take(suite)
+        model = VaderModel()
+        labels, probs = model.predict_with_probabilities3(part["text"].tolist())
+        verdict = ["pass" if got == want else "fail"
+                   for got, want in zip(labels, part["expectation"])]
+        return UnitResult(unit, pd.DataFrame({
+            "case_id": part["case_id"].to_numpy(), "method": "polarity",
+            "model_id": unit.model_id, "revision": "nltk-vader", "output": labels,
+            "verdict": verdict, "score": probs.max(axis=1).astype(float)}))
+
+    def collect(self, suite, runs):
+        order = {cid: i for i, cid in enumerate(suite["case_id"])}
+        frame = super().collect(suite, runs)
+        return frame.sort_values("case_id", key=lambda s: s.map(order)).reset_index(drop=True)
+
+    def report(self, suite, results, runs) -> Report:
+        report = Report(self.stage, provenance={"seed": self.params.seed})
+        report.add("polarity-results", results, "Results")
+        return report
+
+
+@pytest.fixture()
+def polarity_project(tmp_path: Path, monkeypatch, mirror: Path):
+    from tasks.core.config import load_params
+    from tasks.core.paths import PACKAGE_ROOT, Workspace
+
+    monkeypatch.setenv("NLTK_DATA", str(mirror / "nltk_data"))
+    (tmp_path / "params.yaml").write_bytes((PACKAGE_ROOT / "params.yaml").read_bytes())
+    return Workspace(tmp_path), load_params
+
+
+def test_method_flow_runs_one_task_per_model_and_shard(polarity_project, prefect_harness):
+    from flows.method import method_flow
+
+    workspace, load_params = polarity_project
+    flow = method_flow(Polarity)
+    assert flow.name == "polarity"
+    Polarity.units_run = []
+    flow(params=load_params(workspace.root, ["runtime.shards=2"]), root=str(workspace.root))
+    assert sorted((u.shard, u.shards) for u in Polarity.units_run) == [(0, 2), (1, 2)]
+    sharded = pd.read_parquet(workspace.interim / "polarity" / "results.parquet")
+    assert len(sharded) == 4 and set(sharded["verdict"]) <= {"pass", "fail"}
+    assert (workspace.reports / "polarity" / "polarity-results.csv").is_file()
+    check_cases(pd.read_parquet(workspace.interim / "polarity" / "suite.parquet"), CONTRACT)
+
+    Polarity.units_run = []
+    flow(params=load_params(workspace.root, []), root=str(workspace.root))
+    assert [u.shards for u in Polarity.units_run] == [1]
+    whole = pd.read_parquet(workspace.interim / "polarity" / "results.parquet")
+    pd.testing.assert_frame_equal(whole, sharded)  # shards do not change results
+
+    method = Polarity(load_params(workspace.root, []), workspace)
+    again = retest(method, _cases(), "vader")
+    assert change_counts(compare_results(whole, again))["unchanged"] == 4
+
+
+def test_method_flow_refuses_results_that_break_the_contract(polarity_project, prefect_harness):
+    from flows.method import method_flow
+
+    class Broken(Polarity):
+        def collect(self, suite, runs):
+            return super().collect(suite, runs).assign(verdict="maybe")
+
+    workspace, load_params = polarity_project
+    with pytest.raises(LingtestError, match="verdict"):
+        method_flow(Broken)(params=load_params(workspace.root, []), root=str(workspace.root))
+    assert not (workspace.interim / "polarity" / "results.parquet").exists()
+    assert not (workspace.reports / "polarity").exists()
