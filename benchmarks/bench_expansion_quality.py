@@ -59,7 +59,7 @@ def baseline(spec, cases, trees, cfg, model, nlp, polarity, tags, args) -> list[
                                   expansion.case_rng(0, case.case_id), sampling="count")
         if not masked:
             continue
-        rule = (spec_still_matches(spec, case.expected, polarity)
+        rule = (spec_still_matches(spec, case.expectation, polarity)
                 if spec.transform is None else None)
         found = expand(masked, model, nlp, polarity, args.k, args.keep, rule, tags=tags,
                        strict=False)

@@ -11,4 +11,5 @@ STAGES: dict[str, str] = {
     "train-sentiment": "flows.train_sentiment:train_sentiment_flow",
     "capabilities": "flows.capabilities:capabilities_flow",
     "consistency": "flows.consistency:consistency_flow",
+    "adaptive": "flows.adaptive:adaptive_flow",
 }

@@ -8,7 +8,10 @@ import pandas as pd
 import pytest
 
 from flows.stage import run_stage
+from tasks.capabilities.method import CapabilitiesMethod
 from tasks.core.config import load_params
+from tasks.core.method import retest
+from tasks.core.schema import change_counts, check_cases, check_results, compare_results
 
 TRAIN = ["capabilities.train_sentiment.max_train=96", "capabilities.train_sentiment.max_test=64",
          "capabilities.train_sentiment.batch_size=16"]
@@ -70,7 +73,7 @@ def test_suite_results_and_table3(capabilities_run) -> None:
     parents = seeds.set_index("case_id")
     for row in exps.itertuples():
         parent = parents.loc[row.parent_case_id]
-        assert row.expected == parent.expected
+        assert row.expectation == parent.expectation
         assert len(row.text.split()) > len(parent.text.split())
     lines = (out / "suite.jsonl").read_text().splitlines()
     assert [json.loads(line)["case_id"] for line in lines] == suite["case_id"].tolist()
@@ -78,8 +81,15 @@ def test_suite_results_and_table3(capabilities_run) -> None:
     results = pd.read_parquet(out / "results.parquet")
     assert set(results["model_id"]) == {"lingtest/minilm-sst2", "vader"}
     assert len(results) == 2 * len(suite)
-    passed = results.apply(lambda r: r.prediction in r.expected.split("|"), axis=1)
+    passed = results.apply(lambda r: r.output in r.expectation.split("|"), axis=1)
     assert (passed == (results["verdict"] == "pass")).all()
+    # the written tables keep the case/result contract, in model order then suite order
+    contract = CapabilitiesMethod.contract
+    check_cases(suite, contract)
+    check_results(results, contract)
+    assert results["case_id"].tolist() == 2 * suite["case_id"].tolist()
+    examples = pd.read_csv(reports / "s2lct-examples.csv")  # published headers unchanged
+    assert {"expected", "prediction vader", "verdict vader"} <= set(examples.columns)
     for model in ("lingtest-minilm-sst2", "vader"):
         table = pd.read_csv(reports / f"s2lct-table3-{model}.csv")
         assert table["capability"].tolist() == ["LC2", "LC9"]
@@ -128,3 +138,14 @@ def test_rerun_is_cached_and_identical(capabilities_run) -> None:
     pd.testing.assert_frame_equal(before, pd.read_parquet(out / "results.parquet"))
     assert task_states(second["flow_run_id"], "expand-") == ["Cached", "Cached"]
     assert task_states(second["flow_run_id"], "tag-sst") == ["Cached"]
+
+
+@pytest.mark.slow
+def test_retest_of_the_fine_tuned_model_changes_nothing(capabilities_run) -> None:
+    workspace, params, _, _ = capabilities_run
+    out = workspace.interim / "capabilities"
+    suite, results = (pd.read_parquet(out / f"{name}.parquet") for name in ("suite", "results"))
+    model_id = "lingtest/minilm-sst2"
+    again = retest(CapabilitiesMethod(params, workspace), suite, model_id)
+    diff = compare_results(results[results["model_id"] == model_id], again)
+    assert change_counts(diff)["unchanged"] == len(suite) == len(diff)

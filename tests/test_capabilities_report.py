@@ -38,13 +38,33 @@ def test_table3_counts_rates_and_pass_to_fail() -> None:
     assert lc5["paper_seed_fail_% DistilBERT"] == 92.31
 
 
-def test_fail_rate_interval_is_seeded_and_degenerate_when_constant() -> None:
-    failed = np.array([1, 0, 0, 1, 1, 0, 0, 0, 1, 0])
-    first = report.fail_rate(failed, 500, np.random.default_rng(3))
-    again = report.fail_rate(failed, 500, np.random.default_rng(3))
-    assert first == again and first[0] == 40.0
-    assert first[1] < 40.0 < first[2]
-    assert report.fail_rate(np.ones(5), 500, np.random.default_rng(3)) == (100.0, 100.0, 100.0)
+def test_table3_intervals_are_the_shared_seeded_bootstrap() -> None:
+    """Table 3's intervals come from ``tasks.core.stats.rate_interval``, seed cells first,
+    from one generator per table: the same seed gives the same numbers."""
+    from tasks.core.stats import rate_interval
+
+    table = report.table3(results_frame(), ["LC2"], n_boot=200, seed=1).iloc[0]
+    rng = np.random.default_rng(1)
+    seed_ci = rate_interval(np.array([0, 1, 0]), 200, rng)
+    exp_ci = rate_interval(np.array([1, 0, 1, 1]), 200, rng)
+    assert (table["seed_fail_lo"], table["seed_fail_hi"]) == tuple(
+        round(v, 2) for v in seed_ci[1:])
+    assert (table["exp_fail_lo"], table["exp_fail_hi"]) == tuple(round(v, 2) for v in exp_ci[1:])
+    assert rate_interval(np.ones(5), 500, np.random.default_rng(3)) == (100.0, 100.0, 100.0)
+
+
+def test_examples_keep_the_published_headers() -> None:
+    """The suite's ``expectation`` and the results' ``output`` publish as ``expected`` and
+    ``prediction <model>`` (s2lct-examples.csv keeps its columns)."""
+    suite = pd.DataFrame({"case_id": ["s1", "e1"], "capability": "LC2",
+                          "kind": ["seed", "expansion"], "parent_case_id": ["", "s1"],
+                          "text": ["good", "very good"], "expectation": "pos"})
+    results = suite.assign(model_id="m1", output=["pos", "neg"],
+                           verdict=["pass", "fail"])
+    table = report.examples(suite, results)
+    assert list(table.columns) == ["capability", "kind", "text", "expected", "prediction m1",
+                                   "verdict m1"]
+    assert table["prediction m1"].tolist() == ["pos", "neg"]
 
 
 def test_checklist_table_has_a_column_per_model() -> None:

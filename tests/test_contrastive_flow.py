@@ -8,7 +8,12 @@ import pytest
 
 from flows.stage import run_stage
 from tasks.contrastive.costello_json import read_costello_suite
+from tasks.contrastive.method import ContrastiveMethod
 from tasks.core.config import load_params
+from tasks.core.method import retest
+from tasks.core.schema import check_cases, check_results, compare_results
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 SMALL = ["contrastive.max_seeds=3", "contrastive.dictionary_max_words=300",
          "contrastive.classifier_epochs=3", "contrastive.classifier_max_train=240",
@@ -30,6 +35,10 @@ def test_suite_results_and_reports(contrastive_run) -> None:
     assert suite.groupby("relation")["seed_id"].nunique().to_dict() == {
         "CR1": 3, "CR2": 3, "CR3": 3, "CR4": 3}  # CR1: a triple per qualifying word
     results = pd.read_parquet(out / "results.parquet")
+    check_cases(suite, ContrastiveMethod.contract)  # the case/result contract, as written
+    check_results(results, ContrastiveMethod.contract)
+    assert (results["score"] == results["margin"]).all()
+    assert results["output"].map(json.loads).map(lambda o: o["d_pos"]).eq(results["d_pos"]).all()
     # 3 distances × 4 thresholds on the vocabulary + L2 × 3 on the dataset dictionary
     assert len(results) == len(suite) * (3 * 4 + 3)
     assert set(results["verdict"]) <= {"pass", "fail"}
@@ -57,6 +66,24 @@ def test_rerun_embeds_nothing_and_gives_identical_tables(contrastive_run) -> Non
     after = pd.read_parquet(out / "results.parquet")
     pd.testing.assert_frame_equal(before, after)
     assert second["embedded_now"] == {"sentence-transformers/all-MiniLM-L6-v2": 0}
+
+
+def test_retest_of_the_same_model_changes_nothing_under_shards(contrastive_run) -> None:
+    """``retest`` (the repair/debugging loop's re-test) gives the stage's own rows, also
+    when ``runtime.shards`` splits the triples: only the units of the flow ignore shards."""
+    workspace, params, _ = contrastive_run
+    out = workspace.interim / "contrastive"
+    suite = pd.read_parquet(out / "suite.parquet")
+    results = pd.read_parquet(out / "results.parquet")
+    sharded = params.model_copy(update={"runtime": params.runtime.model_copy(
+        update={"shards": 2})})
+    method = ContrastiveMethod(sharded, workspace)
+    again = retest(method, suite, MINILM)
+    keys = method.contract.result_index
+    diff = compare_results(results, again, keys)
+    assert len(diff) == len(results) and set(diff["change"]) == {"unchanged"}
+    ordered = [frame.sort_values(keys).reset_index(drop=True) for frame in (results, again)]
+    pd.testing.assert_frame_equal(*ordered)
 
 
 def test_external_costello_suite_runs_instead_of_generation(contrastive_run, tmp_path) -> None:

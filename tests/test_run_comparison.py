@@ -41,7 +41,7 @@ def test_params_tag_ignores_sections_the_stage_does_not_read():
 def test_contrastive_headline_metrics():
     import pandas as pd
 
-    from flows.contrastive import headline_metrics
+    from tasks.contrastive.report import headline_metrics
 
     rows = []
     for kind in ("mu-sigma", "min"):

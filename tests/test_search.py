@@ -155,10 +155,10 @@ def test_lc3_present_opinion_prevails(tag, polarity) -> None:
     pos, neg = cases.iloc[0], cases.iloc[1]
     c = _choices(pos)
     assert pos["text"] == f"{c['past']} the film is great, {c['but']} {c['now']}"
-    assert c["now"] in ("now I don't like it.", "now I hate it.") and pos["expected"] == "neg"
+    assert c["now"] in ("now I don't like it.", "now I hate it.") and pos["expectation"] == "neg"
     c = _choices(neg)
     assert neg["text"] == f"{c['past']} the plot is dull, {c['but']} now I like it."
-    assert neg["expected"] == "pos" and neg["label_source"] == "spec"
+    assert neg["expectation"] == "pos" and neg["label_source"] == "spec"
 
 
 def test_lc4_negates_the_copula(tag, polarity) -> None:
@@ -168,7 +168,7 @@ def test_lc4_negates_the_copula(tag, polarity) -> None:
         cases = _cases("LC4", tagged, polarity, seed)
         assert cases.iloc[0]["text"] in ("This is not bad.", "This isn't bad.")
         assert cases.iloc[1]["text"] in ("These are not bad films.", "These aren't bad films.")
-        assert set(cases["expected"]) == {"neutral|pos"}
+        assert set(cases["expectation"]) == {"neutral|pos"}
         seen.update(cases["text"])
     assert len(seen) == 4  # both negated forms of both copulas occur
 
@@ -183,7 +183,7 @@ def test_lc6_negates_at_the_end(tag, polarity) -> None:
     case = _cases("LC6", tag(("neg", "The plot is dull .")), polarity).iloc[0]
     c = _choices(case)
     assert case["text"] == f"{c['intro']} the plot is dull, {c['ending']}."
-    assert case["expected"] == "neutral|pos"
+    assert case["expectation"] == "neutral|pos"
 
 
 def test_lc7_puts_a_neutral_sentence_in_the_middle(tag, polarity) -> None:
@@ -191,7 +191,7 @@ def test_lc7_puts_a_neutral_sentence_in_the_middle(tag, polarity) -> None:
     case = _cases("LC7", tagged, polarity).iloc[0]
     c = _choices(case)
     assert case["text"] == f"{c['intro']} the film is set in Paris; the film is great."
-    assert case["expected"] == "neg" and case["seed_id"] == "test-00000+test-00001"
+    assert case["expectation"] == "neg" and case["seed_id"] == "test-00000+test-00001"
 
 
 def test_lc8_pairs_opposite_labels_and_expects_the_authors(tag, polarity) -> None:
@@ -201,9 +201,9 @@ def test_lc8_pairs_opposite_labels_and_expects_the_authors(tag, polarity) -> Non
     pos, neg = cases.iloc[0], cases.iloc[1]
     assert pos["text"] == f"{_choices(pos)['intro']} the plot is dull, but I think that " \
                           "the film is great."
-    assert pos["expected"] == "pos" and pos["seed_id"] == "test-00000+test-00001"
+    assert pos["expectation"] == "pos" and pos["seed_id"] == "test-00000+test-00001"
     assert neg["text"].endswith("the film is great, but I think that the plot is dull.")
-    assert neg["expected"] == "neg"
+    assert neg["expectation"] == "neg"
     alone = tag(("pos", "The film is great ."), ("pos", "The car is good ."))
     assert _cases("LC8", alone, polarity).empty  # no sentence of the opposite label
 
@@ -229,7 +229,7 @@ def test_questions(tag, polarity, spec_id: str, label: str, answer: str, expecte
     case = _cases(spec_id, tag((label, "The film is great .")), polarity).iloc[0]
     assert case["text"] == f"{_choices(case)['intro']} the film is great? {answer}"
     assert _choices(case)["intro"] in ("Do I think that", "Do I agree that")
-    assert case["expected"] == expected
+    assert case["expectation"] == expected
 
 
 def test_untransformed_seed_case_follows_the_contract(tag, polarity) -> None:
@@ -238,7 +238,7 @@ def test_untransformed_seed_case_follows_the_contract(tag, polarity) -> None:
     case = cases.iloc[0]
     assert case["case_id"] == case_id("capability", ["The good car."], "pos")
     assert (case["method"], case["capability"], case["kind"]) == ("capability", "LC2", "seed")
-    assert (case["expected"], case["label_source"], case["seed_id"]) == ("pos", "sst",
+    assert (case["expectation"], case["label_source"], case["seed_id"]) == ("pos", "sst",
                                                                          "test-00000")
     provenance = json.loads(case["provenance"])
     assert provenance["rule"] == 0 and provenance["sources"] == {"s": "test-00000"}

@@ -7,7 +7,8 @@ from scipy import stats
 
 from tasks.contrastive.thresholds import (
     cap_words, dictionary_from_dataset, naive_nearest_neighbour_distances, nearest_neighbours,
-    nearest_neighbour_distances, threshold, thresholds, vocabulary_dictionary,
+    nearest_neighbour_distances, nearest_neighbour_summary, threshold, thresholds,
+    vocabulary_dictionary,
 )
 from tasks.core.errors import LingtestError
 
@@ -96,3 +97,12 @@ def test_vocabulary_dictionary_caps_with_the_seed():
     assert vocabulary_dictionary(_Vocab()) == _Vocab().vocabulary()
     capped = vocabulary_dictionary(_Vocab(), max_words=3, seed=1)
     assert len(capped) == 3 and set(capped) <= set(_Vocab().vocabulary())
+
+
+def test_nearest_neighbour_summary_is_the_thresholds_table_row():
+    nn = nearest_neighbour_distances(LINE, "l2")  # 1, 1, 2, 4
+    row = nearest_neighbour_summary(nn, thresholds(nn, ["min", "mu-sigma"]))
+    assert list(row) == ["nn_mean", "nn_std", "nn_min", "θ min", "θ mu-sigma"]
+    assert row["nn_mean"] == 2.0 and row["nn_min"] == 1.0
+    assert row["nn_std"] == pytest.approx(np.sqrt(1.5))  # σ with ddof=0, as θ uses
+    assert row["θ mu-sigma"] == pytest.approx(2.0 - np.sqrt(1.5))

@@ -347,3 +347,12 @@ def plot_coverage_curve(curve: pd.DataFrame, path: str | os.PathLike,
     suffix = os.path.splitext(os.fspath(path))[1].lstrip(".") or "png"
     with atomic_path(path) as tmp:
         figure.savefig(tmp, format=suffix, dpi=150)
+
+
+def coverage_lengths(suites: dict[str, list[str]], pairs: dict) -> pd.DataFrame:
+    """Length distributions of both whole suites, then of each LC and its CheckList test."""
+    named = dict(suites)
+    for lc, (test, ours, theirs) in pairs.items():
+        named[f"{lc} (S²LCT)"] = ours
+        named[f"{lc}: {test} (CheckList)"] = theirs
+    return length_summary(named)

@@ -137,7 +137,7 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tup
         stats["masked"] += len(masked)
         if not masked:
             continue
-        keeps_rule = (spec_still_matches(spec, case.expected, polarity)
+        keeps_rule = (spec_still_matches(spec, case.expectation, polarity)
                       if spec.transform is None else None)
         found = expand(masked, fill_model, nlp, polarity, settings["fill_candidates"],
                        settings["max_expansions_per_seed"], keeps_rule, tags=tags,
@@ -148,9 +148,9 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tup
         for rank, exp in enumerate(found):
             lhs, seed_rhs, ref_rhs = exp.production
             rows.append({
-                "case_id": case_id(METHOD, [exp.text], case.expected), "method": METHOD,
+                "case_id": case_id(METHOD, [exp.text], case.expectation), "method": METHOD,
                 "capability": spec.id, "seed_id": case.seed_id, "text": exp.text,
-                "expected": case.expected, "label_source": case.label_source,
+                "expectation": case.expectation, "label_source": case.label_source,
                 "provenance": provenance_json(
                     generator=GENERATOR, spec=spec.id, parent_case_id=case.case_id,
                     production=f"{lhs} -> {' '.join(seed_rhs)} => {' '.join(ref_rhs)}",
@@ -169,7 +169,7 @@ def write_suite_jsonl(suite: pd.DataFrame, path) -> None:
     lines = []
     for row in suite[SUITE_COLUMNS].itertuples(index=False):
         record = row._asdict()
-        record["expected"] = record["expected"].split("|")
+        record["expectation"] = record["expectation"].split("|")
         record["provenance"] = json.loads(record["provenance"])
         record["parent_case_id"] = record["parent_case_id"] or None
         lines.append(json.dumps(record, ensure_ascii=False, sort_keys=True))

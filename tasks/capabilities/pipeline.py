@@ -25,8 +25,10 @@ from tasks.models.sentiment import SentimentModel, load_sentiment_model
 
 SpacyModel = model_id("spacy", resolve=resolve)
 FillModel = model_id("causal_lm", "masked_lm", resolve=resolve)  # keyed on its revision
-RESULT_COLUMNS = ["case_id", "model_id", "revision", "capability", "kind", "parent_case_id",
-                  "text", "expected", "prediction", "p_neg", "p_neutral", "p_pos", "verdict"]
+RESULT_COLUMNS = ["case_id", "method", "model_id", "revision", "capability", "kind",
+                  "parent_case_id", "text", "expectation", "output", "p_neg", "p_neutral",
+                  "p_pos", "score", "verdict"]
+PROBABILITY_COLUMNS = {"neg": "p_neg", "neutral": "p_neutral", "pos": "p_pos"}
 
 
 @task(name="tag-sst")
@@ -92,23 +94,37 @@ def load_models(c: CapabilitiesParams, offline: bool, root: str) -> list[Sentime
 def run_suite(model: SentimentModel, suite: pd.DataFrame) -> pd.DataFrame:
     """Every seed case and expansion on one model: pass when its 3-way label is expected.
 
-    The label is the model's ``predict`` (a binary model's neutral band, VADER's compound
-    score), not the argmax of ``probabilities3``: a binary model padded to
-    [P(neg), 0, P(pos)] could never be neutral, and VADER's proportions almost always are."""
+    The label (``output``) is the model's ``predict`` (a binary model's neutral band, VADER's
+    compound score), not the argmax of ``probabilities3``: a binary model padded to
+    [P(neg), 0, P(pos)] could never be neutral, and VADER's proportions almost always are.
+    ``score`` is the probability the model gave the expected label: the sum of ``p_neg`` /
+    ``p_neutral`` / ``p_pos`` over the labels the expectation accepts (so a binary model,
+    whose padded ``p_neutral`` is 0, scores 0 on a case that expects only neutral)."""
     if len(suite):
         prediction, probs = model.predict_with_probabilities3(suite["text"].tolist())
     else:
         prediction, probs = [], np.zeros((0, 3))
     prediction = [str(x) for x in prediction]
     verdict = ["pass" if p in e.split("|") else "fail"
-               for p, e in zip(prediction, suite["expected"])]
-    return pd.DataFrame({
-        "case_id": suite["case_id"], "model_id": model.model_id,
+               for p, e in zip(prediction, suite["expectation"])]
+    frame = pd.DataFrame({
+        "case_id": suite["case_id"], "method": search.METHOD, "model_id": model.model_id,
         "revision": model.revision or "", "capability": suite["capability"],
         "kind": suite["kind"], "parent_case_id": suite["parent_case_id"],
-        "text": suite["text"], "expected": suite["expected"], "prediction": prediction,
+        "text": suite["text"], "expectation": suite["expectation"], "output": prediction,
         "p_neg": probs[:, 0].round(6), "p_neutral": probs[:, 1].round(6),
-        "p_pos": probs[:, 2].round(6), "verdict": verdict})[RESULT_COLUMNS]
+        "p_pos": probs[:, 2].round(6), "verdict": verdict})
+    frame["score"] = expected_probability(frame)
+    return frame[RESULT_COLUMNS]
+
+
+def expected_probability(rows: pd.DataFrame) -> np.ndarray:
+    """P(an accepted label) per row: the ``p_*`` columns of the expectation's labels, summed."""
+    labels = list(PROBABILITY_COLUMNS)
+    accepted = np.array([[label in e.split("|") for label in labels]
+                         for e in rows["expectation"]], dtype=float).reshape(-1, len(labels))
+    probs = rows[list(PROBABILITY_COLUMNS.values())].to_numpy(dtype=float)
+    return (probs * accepted).sum(axis=1).round(6)
 
 
 @task(name="run-checklist", task_run_name="checklist-{model.model_id}", cache_policy=NO_CACHE)

@@ -4,16 +4,20 @@ Table 3 (the paper's layout), per capability: #seeds (seed cases), #expansions, 
 expansion fail %, #pass→fail — the number of failing *expansions* whose seed the model passed
 (the paper's unit: failures the expansions found beyond the seeds; its LC8 BERT figure, 134
 with 50 seeds, exceeds the seed count) — and, labelled apart, #pass→fail seeds: the seeds
-passed that have at least one failing expansion. Failure rates carry 95% percentile-bootstrap intervals (scipy.stats.bootstrap,
-resampling the cases of that cell; NaN for fewer than two cases). The paper's seed fail % for
+passed that have at least one failing expansion. Failure rates carry 95% percentile-bootstrap
+intervals (``tasks.core.stats.rate_interval``, resampling the cases of that cell; NaN for
+fewer than two cases). The paper's seed fail % for
 its three SST-2 models stand beside each row for reference: those models are not the ones
 tested here (see the report's substitutes).
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from tasks.core.stats import rate_interval
 
 # S²LCT Table 3, seed fail % of BERT / RoBERTa / DistilBERT (fine-tuned on SST-2).
 PAPER_SEED_FAIL = {
@@ -23,22 +27,6 @@ PAPER_SEED_FAIL = {
     "LC10": (42.0, 58.0, 92.0), "LC11": (100.0, 100.0, 94.0),
 }
 PAPER_MODELS = ("BERT", "RoBERTa", "DistilBERT")
-
-
-def fail_rate(failed: np.ndarray, n_boot: int, rng: np.random.Generator
-              ) -> tuple[float, float, float]:
-    """(fail %, low, high) of a 0/1 array with a 95% percentile bootstrap interval."""
-    failed = np.asarray(failed, dtype=float)
-    if len(failed) == 0:
-        return (np.nan, np.nan, np.nan)
-    rate = 100.0 * failed.mean()
-    if len(failed) < 2:
-        return (rate, np.nan, np.nan)
-    if failed.min() == failed.max():  # every resample is identical: the interval is the point
-        return (rate, rate, rate)
-    ci = stats.bootstrap((failed,), np.mean, n_resamples=n_boot, confidence_level=0.95,
-                         method="percentile", random_state=rng).confidence_interval
-    return (rate, 100.0 * ci.low, 100.0 * ci.high)
 
 
 def table3(results: pd.DataFrame, capabilities: list[str], n_boot: int = 1000,
@@ -54,8 +42,8 @@ def table3(results: pd.DataFrame, capabilities: list[str], n_boot: int = 1000,
         exp_fail = exps["verdict"].eq("fail").to_numpy()
         passed = set(seeds.loc[seeds["verdict"] == "pass", "case_id"])
         pass_to_fail = exps[(exps["verdict"] == "fail") & exps["parent_case_id"].isin(passed)]
-        s, s_lo, s_hi = fail_rate(seed_fail, n_boot, rng)
-        e, e_lo, e_hi = fail_rate(exp_fail, n_boot, rng)
+        s, s_lo, s_hi = rate_interval(seed_fail, n_boot, rng)
+        e, e_lo, e_hi = rate_interval(exp_fail, n_boot, rng)
         paper = PAPER_SEED_FAIL.get(lc, (np.nan,) * 3)
         rows.append({"capability": lc, "seeds": len(seeds), "expansions": len(exps),
                      "seed_fail_%": s, "seed_fail_lo": s_lo, "seed_fail_hi": s_hi,
@@ -84,9 +72,10 @@ def checklist_table(verdicts: pd.DataFrame) -> pd.DataFrame:
 
 def examples(suite: pd.DataFrame, results: pd.DataFrame, per_lc: int = 2) -> pd.DataFrame:
     """Per capability, the first ``per_lc`` seeds that have expansions, each with its
-    expansions, and each model's prediction and verdict."""
-    wide = results.pivot_table(index="case_id", columns="model_id",
-                               values=["prediction", "verdict"], aggfunc="first")
+    expansions, and each model's prediction (``output``) and verdict. The published columns
+    keep their names (``expected``, ``prediction <model>``)."""
+    wide = results.rename(columns={"output": "prediction"}).pivot_table(
+        index="case_id", columns="model_id", values=["prediction", "verdict"], aggfunc="first")
     wide.columns = [f"{what} {model}" for what, model in wide.columns]
     rows = []
     for lc, group in suite.groupby("capability", sort=False):
@@ -97,6 +86,33 @@ def examples(suite: pd.DataFrame, results: pd.DataFrame, per_lc: int = 2) -> pd.
             for _, row in pd.concat([seed_row, kids[kids["parent_case_id"] == parent]]
                                     ).iterrows():
                 rows.append({"capability": lc, "kind": row["kind"], "text": row["text"],
-                             "expected": row["expected"],
+                             "expected": row["expectation"],
                              **wide.loc[row["case_id"]].to_dict()})
     return pd.DataFrame(rows)
+
+
+def headline_metrics(tables: dict[str, pd.DataFrame], suite: pd.DataFrame, pcfg: dict,
+                     curve: pd.DataFrame | None) -> dict:
+    """Headline figures for `dvc metrics show` / `dvc exp show`: case counts, the PCFG's
+    bracket F1, each model's overall fail rates and pass→fail counts, coverage at the
+    largest suite size."""
+    out: dict = {"cases": {"seeds": int((suite["kind"] == "seed").sum()),
+                           "expansions": int((suite["kind"] == "expansion").sum())},
+                 "pcfg_bracket_f1": round(pcfg["bracket"].get("f1", float("nan")), 4)}
+    for model_id, table in tables.items():
+        seeds, exps = table["seeds"].sum(), table["expansions"].sum()
+        out[model_id] = {
+            "seed_fail_%": round(float((table["seed_fail_%"] * table["seeds"]).sum() / seeds), 2)
+            if seeds else None,
+            "exp_fail_%": round(float((table["exp_fail_%"].fillna(0) * table["expansions"]).sum()
+                                      / exps), 2) if exps else None,
+            "pass_to_fail": int(table["pass_to_fail"].sum()),
+            "pass_to_fail_seeds": int(table["pass_to_fail_seeds"].sum())}
+    if curve is not None and len(curve):
+        out["coverage_at_largest_size"] = {}
+        for model_id, part in curve.groupby("model_id", sort=False):
+            largest = part[part["size"] == part["size"].max()]
+            out["coverage_at_largest_size"][model_id] = {
+                row.suite: {"size": int(row.size), "boundcov": round(row.boundcov, 4),
+                            "sactcov": round(row.sactcov, 4)} for row in largest.itertuples()}
+    return json.loads(json.dumps(out))

@@ -19,12 +19,12 @@ lowercased unless the token is a proper noun (spaCy PROPN), "I" or an all-caps w
 Seed cases (one row per test case; DESIGN.md's test-case contract):
 
 =============  =====  =======================================================================
-case_id        str    ``case_id("capability", [text], expected)``
+case_id        str    ``case_id("capability", [text], expectation)``
 method         str    ``capability``
 capability     str    the spec id (``LC1`` …)
 seed_id        str    SST sentence ids, the seed first then the fillers, joined with ``+``
 text           str    the test sentence
-expected       str    acceptable labels in the order neg, neutral, pos, joined with ``|``
+expectation    str    acceptable labels in the order neg, neutral, pos, joined with ``|``
 label_source   str    ``sst`` (the seed's label, no transform) or ``spec`` (its ``expected``)
 provenance     str    JSON: generator, spec, spec_file, rule (the seed's rule index), template
                       (or negation), choices, sources (slot → id), seed_label, parameters
@@ -51,7 +51,7 @@ from tasks.data.sst import detokenize
 
 METHOD = "capability"
 GENERATOR = "lingtest.capabilities.search"
-CASE_COLUMNS = ["case_id", "method", "capability", "seed_id", "text", "expected",
+CASE_COLUMNS = ["case_id", "method", "capability", "seed_id", "text", "expectation",
                 "label_source", "provenance", "kind"]
 MATCH_COLUMNS = ["sentence_id", "split", "text", "tokens", "pos", "label", "rule", "is_seed"]
 FINAL_PUNCT = frozenset({".", "!", "?"})
@@ -323,7 +323,7 @@ def _case(spec: CapabilitySpec, text: str, expected: tuple[str, ...], source: st
     labels = "|".join(label for label in LABELS if label in expected)
     ids = [sources[SEED_SLOT]] + [sources[k] for k in sorted(sources) if k != SEED_SLOT]
     return {"case_id": case_id(METHOD, [text], labels), "method": METHOD, "capability": spec.id,
-            "seed_id": "+".join(ids), "text": text, "expected": labels, "label_source": source,
+            "seed_id": "+".join(ids), "text": text, "expectation": labels, "label_source": source,
             "provenance": provenance_json(generator=GENERATOR, spec=spec.id,
                                           spec_file=spec.path, sources=sources, **provenance),
             "kind": "seed"}

@@ -30,6 +30,19 @@ _FILE = re.compile(r"^(ca|synonyms)-(\d+)\.(csv|txt)$")
 QUERY_COLUMNS = ["question_id", "store_id", "array_row", "row_values", "derived_text", "prompt"]
 
 
+def guide_folder(import_dir: str, root: Path) -> Path:
+    """``consistency.import_dir`` as a path (relative to the project ``root``)."""
+    folder = Path(import_dir).expanduser()
+    return folder if folder.is_absolute() else root / folder
+
+
+def labels_file(folder: Path) -> Path:
+    """The file the imported questions' labels come from: ``test_runs.csv``, else
+    ``public_questions.jsonl`` (named in the report's provenance)."""
+    labels = folder / "test_runs.csv"
+    return labels if labels.is_file() else folder / "public_questions.jsonl"
+
+
 def read_synonyms(path: Path) -> list[list[str]]:
     """One list of strings per line (the guide writes Python list literals, ``['is']``)."""
     fix = "each line must be a list of strings, the token first: ['roof', 'ceiling']"

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.core.errors import LingtestError
+from tasks.core.stats import cluster_weights, percentile_bounds
 
 COLUMNS = ("model_id", "question_id", "row", "expected", "parsed")
 METRICS = ("accuracy", "precision", "recall", "f1", "consistency", "undefined_rate")
@@ -239,14 +240,8 @@ def _bootstrap(stats: np.ndarray, n_boot: int, rng: np.random.Generator,
     if n_boot <= 0:
         nan = {name: float("nan") for name in METRICS}
         return nan, dict(nan)
-    n_questions = len(stats)
-    # How often each question is drawn in each resample: drawing n_questions of them
-    # with replacement is a multinomial with equal probabilities.
-    weights = rng.multinomial(n_questions, np.full(n_questions, 1 / n_questions), size=n_boot)
-    samples = _metrics(weights @ stats, *chosen)
+    samples = _metrics(cluster_weights(len(stats), n_boot, rng) @ stats, *chosen)
     lo, hi = {}, {}
     for name in METRICS:
-        values = samples[name][~np.isnan(samples[name])]
-        bounds = np.percentile(values, [2.5, 97.5]) if len(values) else [np.nan, np.nan]
-        lo[name], hi[name] = float(bounds[0]), float(bounds[1])
+        lo[name], hi[name] = percentile_bounds(samples[name])
     return lo, hi

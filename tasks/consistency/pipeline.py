@@ -10,9 +10,13 @@ Files (``data/interim/consistency``):
   two user files that both number their questions ``user-00`` must not share answers);
 - ``ipm/<question_id>.json``: each question's IPM (``IPM.to_json``);
 - ``ca/ca-<question_id>.csv``: each covering array in KomMKonLLM's format (row 0 = original);
-- ``queries.parquet``: one row per covering-array row: question_id, store_id, array_row,
-  row_values, derived_text, prompt;
-- ``results.parquet``: the run's results (``report.RESULT_EXPORT`` columns).
+- ``queries.parquet``: the suite, one case per covering-array row: question_id, store_id,
+  array_row, row_values, derived_text, prompt, then the contract's expectation, case_id,
+  method, provenance (``contract.suite_cases``);
+- ``results.parquet``: one row per model × covering-array row: ``collect_results``'s
+  columns with the contract's case_id, method, revision, output, verdict, score
+  (``contract.contract_results``); ``reports/consistency/results.csv`` is its
+  ``report.RESULT_EXPORT`` columns.
 
 Resume: queries, responses and verdicts live in the database (``store.py``). A model is
 keyed by its spec plus an *identity* computed without loading it (spec, settings, prompt
@@ -95,12 +99,6 @@ def store_id(question_id: str, question: str, answer: bool) -> str:
     return f"{question_id}:{digest}"
 
 
-def slug(text: str) -> str:
-    """Lower-case letters, digits and dashes (artifact keys, file names)."""
-    out = "".join(ch if ch.isalnum() and ch.isascii() else "-" for ch in text.lower())
-    return "-".join(part for part in out.split("-") if part)
-
-
 # ------------------------------------------------------------------ questions → queries
 
 @task(name="select-questions", cache_policy=NO_CACHE)
@@ -173,13 +171,13 @@ def derive_queries(questions: pd.DataFrame, ipms: list[IPM], arrays: list[np.nda
 
 @task(name="import-guide-artefacts", cache_policy=NO_CACHE)
 def import_guide(c: ConsistencyParams, workspace: Workspace, out: Path
-                 ) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Questions and queries from a folder of the guide's ca-N.csv + synonyms-N.txt
-    (``consistency.import_dir``), and the file the labels came from (for provenance)."""
+    (``consistency.import_dir``; ``guide_import.labels_file`` names where the labels came
+    from, for the provenance)."""
     from tasks.consistency import guide_import
 
-    folder = Path(c.import_dir).expanduser()
-    folder = folder if folder.is_absolute() else workspace.root / folder
+    folder = guide_import.guide_folder(c.import_dir, workspace.root)
     questions, synonyms, arrays = guide_import.read_guide_folder(folder)
     questions["store_id"] = [store_id(q, t, a) for q, t, a in
                              zip(questions["question_id"], questions["question"],
@@ -196,11 +194,9 @@ def import_guide(c: ConsistencyParams, workspace: Workspace, out: Path
         io.write_text(folder_out / f"ca-{question_id}.csv", covering.ca_csv_text(array))
     queries = guide_import.guide_queries(questions, synonyms, arrays, c.prompt_prefix,
                                          c.prompt_suffix, c.prompt_join)
-    labels = folder / "test_runs.csv"
-    source = labels if labels.is_file() else folder / "public_questions.jsonl"
     logger.info("imported %d questions, %d derived questions from %s", len(questions),
                 len(queries), folder)
-    return questions, queries, str(source)
+    return questions, queries
 
 
 # ------------------------------------------------------------------ store

@@ -125,6 +125,30 @@ def chart(table: pd.DataFrame, path: Path, title: str) -> Path:
     return path
 
 
+def model_line(record: dict, run: dict) -> str:
+    """One model's provenance: id, revision, source, file, dtype, backend, store key, output
+    budget and, for an HTTP model, where it answered (``record``: ``pipeline.model_record``;
+    ``run``: the unit's ``model_key`` and ``system_fingerprints``)."""
+    return (f"{record['model_id']} @ {record.get('revision')} "
+            f"({record.get('source')}, {record.get('gguf_file') or '-'}, "
+            f"{record.get('dtype')}, {record.get('backend')}, model key "
+            f"{run['model_key']}, max_new_tokens "
+            f"{record.get('max_new_tokens', record.get('max_tokens'))}"
+            + endpoint_note(record, run) + ")")
+
+
+def endpoint_note(record: dict, run: dict) -> str:
+    """Where an HTTP model answered: base URL, digest, system fingerprints seen this run."""
+    if not record.get("base_url"):
+        return ""
+    note = f", endpoint {record['base_url']}"
+    if record.get("digest"):
+        note += f", digest {record['digest']}"
+    if run.get("system_fingerprints"):
+        note += f", system_fingerprint {'/'.join(run['system_fingerprints'])}"
+    return note
+
+
 def metrics_json(table: pd.DataFrame, totals: dict[str, int]) -> dict:
     """For ``dvc metrics show``: per model the headline metrics and the prompts answered in
     all (not the prompts this process sent: a counter of one run is no metric of the

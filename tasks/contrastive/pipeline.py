@@ -1,5 +1,6 @@
 """Prefect tasks of the ``contrastive`` stage (COSTELLO): suite, embeddings, thresholds,
-downstream classifiers, validation. The plain functions live beside this module.
+downstream classifiers, validation. The plain functions live beside this module; their
+composition per model is ``method.ContrastiveMethod.run_unit``.
 
 Caches: embeddings live in an on-disk store keyed by model revision, pooling and text hash
 (``data/cache/embeddings``), so a rerun makes no model call; the other heavy tasks are
@@ -7,12 +8,14 @@ Prefect-cached on their arguments' content (arrays by their bytes) and the code 
 (``tasks.core.caching``).
 
 Table ``results`` (``data/interim/contrastive/results.parquet``; one row per case × model ×
-distance × threshold × dictionary):
+distance × dictionary × rule × threshold; ``validate`` gives every column but ``method``,
+``output`` and ``score``, the case/result contract's, which ``method.contract_rows`` adds):
 
 ==============  =====  ====================================================================
 column          dtype  meaning
 ==============  =====  ====================================================================
 case_id         str    the triple's id (suite table)
+method          str    ``contrastive``
 relation        str    CR1..CR4 or an imported relation name
 model_id        str    model under test
 revision        str    the model's resolved revision (package version + weights hash)
@@ -26,8 +29,10 @@ rule            str    ``paper`` when θ and the distance follow the paper's cod
                        ``corrected``
 threshold_kind  str    zero / min / mu-2sigma / mu-sigma
 threshold       float  θ
-d_pos, d_neg    float  SemD(e, e⁺), SemD(e, e⁻): the raw output
-margin          float  d_pos − d_neg: the continuous score
+d_pos, d_neg    float  SemD(e, e⁺), SemD(e, e⁻)
+output          str    the raw output: JSON ``{"d_pos": …, "d_neg": …}`` (floats exactly)
+margin          float  d_pos − d_neg
+score           float  the margin: the contract's continuous score
 verdict         str    ``fail`` when margin > θ (a reported violation), else ``pass``
 p_greater       float  one-sided Wilcoxon p of F > G over the downstream classifiers
 p_less          float  one-sided Wilcoxon p of F < G

@@ -98,6 +98,44 @@ def table2(results: pd.DataFrame, model_id: str | None = None) -> pd.DataFrame:
     return table.sort_values(["_d", "_m", "_t"]).drop(columns=["_d", "_t", "_m"]).reset_index(drop=True)
 
 
+#: The setting of the violation list and of the DVC metrics (``headline_metrics``).
+HEADLINE = {"distance": "l2", "threshold_kind": "mu-sigma", "dictionary": "vocab"}
+
+
+def headline_metrics(results: pd.DataFrame) -> dict:
+    """For ``dvc exp show``: per model and relation N_V, P_A, P_B at the headline setting
+    (L2 distance, θ = μ−σ, vocabulary dictionary — the setting of the violation list)."""
+    out: dict[str, dict] = {}
+    relations = sorted(results["relation"].unique())
+    for model_id in results["model_id"].unique():
+        table = table2(results, model_id)
+        row = table[(table["distance"] == HEADLINE["distance"]) &
+                    (table["dictionary"] == HEADLINE["dictionary"]) &
+                    (table["threshold"] == THRESHOLD_LABEL[HEADLINE["threshold_kind"]])]
+        if row.empty:
+            continue
+        cells = row.iloc[0]
+        out[str(model_id)] = {rel: {m: (None if pd.isna(cells[f"{rel} {m}"])
+                                        else round(float(cells[f"{rel} {m}"]), 4))
+                                    for m in ("N_V", "P_A", "P_B")} for rel in relations}
+    return {"setting": " ".join(HEADLINE.values()), "models": out}  # "l2 mu-sigma vocab"
+
+
+def headline_violations(violations: pd.DataFrame) -> pd.DataFrame:
+    """The published violation list: the headline setting's rows of ``violation_list``."""
+    keep = np.ones(len(violations), dtype=bool)
+    for column, value in HEADLINE.items():
+        keep &= (violations[column] == value).to_numpy()
+    return violations[keep]
+
+
+def classifier_summary(accuracy: pd.DataFrame) -> pd.DataFrame:
+    """Test accuracy of each model's downstream classifiers per task: mean, min, max, count
+    (``accuracy``: one row per classifier, ``classifiers.spec_table`` with model_id, task)."""
+    return (accuracy.groupby(["model_id", "task"])["accuracy"]
+            .agg(["mean", "min", "max", "count"]).reset_index())
+
+
 def violation_list(results: pd.DataFrame, suite: pd.DataFrame) -> pd.DataFrame:
     """Every reported violation with its triple, margin and ground-truth verdicts."""
     failed = results[results["verdict"] == "fail"]

@@ -152,6 +152,15 @@ def thresholds(nn_distances: np.ndarray, kinds: Iterable[str] = KINDS,
     return {kind: threshold(nn_distances, kind, rule) for kind in kinds}
 
 
+def nearest_neighbour_summary(nn_distances: np.ndarray,
+                              thetas: dict[str, float]) -> dict[str, float]:
+    """One row of the thresholds table: mean, standard deviation (ddof=0, the σ of θ) and
+    minimum of a dictionary's NN distances (as the rule takes them), beside its θ's."""
+    d = np.asarray(nn_distances, dtype=np.float64)
+    return {"nn_mean": float(np.mean(d)), "nn_std": float(np.std(d)), "nn_min": float(np.min(d)),
+            **{f"θ {kind}": value for kind, value in thetas.items()}}
+
+
 # --------------------------------------------------------------------- dictionaries
 
 def dictionary_from_dataset(texts: Iterable[str]) -> list[str]:

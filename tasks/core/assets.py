@@ -55,6 +55,8 @@ ASSETS: dict[str, Asset] = {a.name: a for a in (
     Asset("checklist", ("checklist/basic.json", "checklist/names.json",
                         "checklist/sentiment_suite.json.gz"),
           fetch.CHECKLIST_URL, None),
+    Asset("adatest", ("adatest/imdb_hotel_conversion.csv", "adatest/abstract_capabilities.csv"),
+          "github.com/microsoft/adaptive-testing (notebooks/, test_trees/)", None),
 )}
 
 

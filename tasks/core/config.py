@@ -22,7 +22,7 @@ from tasks.core.secrets import redact_fields
 
 ASSET_NAMES = (
     "sst", "mrpc", "boolq", "kommkonllm", "contrast_sets", "treebank", "wordnet",
-    "opinion_lexicon", "names", "movie_reviews", "checklist",
+    "opinion_lexicon", "names", "movie_reviews", "checklist", "adatest",
 )
 
 
@@ -240,6 +240,27 @@ class ConsistencyParams(Section):
         "or public_questions.jsonl): run exactly those derived questions")
 
 
+class AdaptiveParams(Section):
+    """AdaTest (DESIGN.md, Method 3): the ``adaptive`` stage re-scores the tracked trees."""
+
+    trees: list[str] = Field(
+        ["data/raw/adatest/imdb_hotel_conversion.csv"], min_length=1,
+        description="AdaTest CSV trees (relative to the project root) re-scored every run")
+    binary_labels: tuple[str, str] | None = Field(
+        ("neg", "pos"), description="a fail row of a binary tree expects the other class; "
+        "null: 'should not output' its output")
+    models: list[str] = Field(["lingtest/minilm-sst2", "vader"], min_length=1,
+                              description="models under test; the first ranks suggestions")
+    neutral_band: tuple[float, float] = Field(
+        (0.5, 0.5), description="binary models: neutral inside; (0.5, 0.5) = AdaTest's argmax")
+    bootstrap: int = Field(1000, ge=100, description="resamples of the 95% failure-rate CIs")
+
+    @field_validator("neutral_band")
+    @classmethod
+    def _ordered_band(cls, band: tuple[float, float]) -> tuple[float, float]:
+        return CapabilitiesParams._ordered_band(band)
+
+
 class Params(Section):
     seed: int = Field(42, ge=0, description="drives Python, NumPy and torch")
     profile: str = Field("default", pattern=r"^[A-Za-z0-9_-]+$")
@@ -249,6 +270,7 @@ class Params(Section):
     contrastive: ContrastiveParams = Field(default_factory=ContrastiveParams)
     capabilities: CapabilitiesParams = Field(default_factory=CapabilitiesParams)
     consistency: ConsistencyParams = Field(default_factory=ConsistencyParams)
+    adaptive: AdaptiveParams = Field(default_factory=AdaptiveParams)
 
     def section_hash(self, *keys: str) -> str:
         """Short hash of the named sections or dotted keys (``models.offline``; all sections

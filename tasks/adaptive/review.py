@@ -1,0 +1,185 @@
+"""The oracle reviewer: unattended or scripted rounds of AdaTest's testing loop.
+
+In AdaTest a person reviews the ranked suggestions and keeps some as tests. Here an oracle
+does it, and says so: for each suggestion it states the label the input should get (an
+expectation, ``should output <y>``) or that the input is off topic. Two oracles:
+
+- ``RuleOracle``: a labelling function ``(topic, input) → label | None`` (None: off topic);
+- ``ModelOracle``: a reference model whose answer is taken as the right one.
+
+The oracle's expectation stands in for AdaTest's per-topic label model when the
+suggestions are scored (AdaTest scores a suggestion against the label it imputes), so the
+ranking and the review agree. A round (``run_round``): build prompts (the tree's tests
+scored on the first model, as AdaTest scores a tree when it opens it) → generate → dedupe →
+the oracle's expectations → score on every model → review (the first model's verdict:
+pass / fail; off topic dropped) → append the accepted tests to the tree with
+``labeler = oracle:<id>`` and a ``provenance`` cell (round, prompt id, generator, seed) →
+counts. Accepted tests are written as their expectation (``output`` = the expected label,
+``label`` = pass, as ``cases.case_to_row`` writes new cases), with every model's score in
+its ``<model> score`` column. An oracle never overwrites a human label: a row the tree
+already holds from another labeler is left as it is. The round's review table lists every
+suggestion shown, worst first, with ``review`` = accepted / rejected (an undefined verdict,
+or a pass under ``accept="failures"``) / kept-human / off_topic (last).
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+import numpy as np
+import pandas as pd
+
+from tasks.adaptive.cases import Expectation, case_to_row, to_topic, tree_to_cases
+from tasks.adaptive.generators import (Generator, dedupe, score_suggestions, suggestion_cases,
+                                       suggestions_frame)
+from tasks.adaptive.prompts import (Embed, PromptSettings, build_prompts, prompt_texts,
+                                    tree_scores)
+from tasks.adaptive.scoring import score_cases, score_column, scores_to_tree
+from tasks.adaptive.tree import TestTree, ensure_topic_markers, topic_problem, write_tree
+from tasks.core.cases import provenance_json
+from tasks.core.errors import LingtestError
+from tasks.models.sentiment import SentimentModel
+
+log = logging.getLogger(__name__)
+
+ORACLE_PREFIX = "oracle:"
+PROVENANCE = "provenance"  # the tree column holding an oracle-labelled row's provenance
+_ROW_NAMESPACE = uuid.UUID("8d3c1f0e-6a7b-4c2d-9e10-2b5f7a9c4d61")
+
+
+class RuleOracle:
+    """A labelling function as an oracle: ``label_of(topic, input)`` → label or None."""
+
+    def __init__(self, name: str, label_of: Callable[[str, str], str | None]):
+        self.oracle_id = f"{ORACLE_PREFIX}{name}"
+        self.label_of = label_of
+
+    def expect(self, topic: str, inputs: list[str]) -> list[str | None]:
+        return [self.label_of(topic, text) for text in inputs]
+
+
+class ModelOracle:
+    """A reference model as an oracle: its answer is the expected label (never off topic)."""
+
+    def __init__(self, model: SentimentModel):
+        self.model = model
+        self.oracle_id = f"{ORACLE_PREFIX}{model.model_id}"
+
+    def expect(self, topic: str, inputs: list[str]) -> list[str | None]:
+        return list(self.model.predict(inputs)) if inputs else []
+
+
+@dataclass
+class RoundResult:
+    """A round's tree (accepted tests appended), its reviewed suggestions and its counts."""
+
+    tree: TestTree
+    suggestions: pd.DataFrame
+    counts: dict = field(default_factory=dict)
+
+
+def row_id(topic: str, text: str) -> str:
+    """A stable id for an oracle-accepted row: a uuid5 of its topic and input."""
+    return uuid.uuid5(_ROW_NAMESPACE, f"{topic}\n{text}").hex
+
+
+def append_accepted(tree: TestTree, rows: dict[str, dict[str, str]]) -> tuple[TestTree,
+                                                                             list[str]]:
+    """``tree`` with ``rows`` (id → cells) appended; a row whose id the tree holds is
+    replaced only when an oracle labelled it, never a human's. Returns (tree, ids written)."""
+    frame = tree.frame
+    labelers = frame["labeler"] if len(frame) else pd.Series(dtype=object)
+    kept = {i: r for i, r in rows.items()
+            if i not in frame.index or str(labelers.get(i, "")).startswith(ORACLE_PREFIX)}
+    for i in sorted(set(rows) - set(kept)):
+        log.info("%s: row %s keeps its label by %s; the oracle does not overwrite it",
+                 tree.source, i, frame.at[i, "labeler"])
+    if not kept:
+        return tree, []
+    columns = list(dict.fromkeys([*frame.columns, *(c for r in kept.values() for c in r)]))
+    out = frame.reindex(columns=columns, fill_value="")
+    for i, row in kept.items():
+        out.loc[i] = [str(row.get(c, "")) for c in columns]
+    out = ensure_topic_markers(out, [r["topic"] for r in kept.values()])
+    return TestTree(out, tree.source, tree.lineterminator, tree.index_name), list(kept)
+
+
+def prompt_scores(tree: TestTree, model: SentimentModel,
+                  binary_labels: tuple[str, str] | None) -> np.ndarray:
+    """Each tree row's score for the prompt builder from ``model`` (its ``<model> score``
+    column when the tree has one, else scored now, as AdaTest scores a tree on opening it);
+    rows that are no test get the builder's label rule (``score_max`` of "")."""
+    column = score_column(model.model_id)
+    if column not in tree.frame.columns:
+        cases = tree_to_cases(tree, binary_labels)
+        tree = scores_to_tree(tree, cases, score_cases(cases, model))
+    return tree_scores(tree, column)
+
+
+def run_round(tree: TestTree, topic: str, generator: Generator, oracle, models:
+              list[SentimentModel], round_no: int = 1, seed: int = 0,
+              settings: PromptSettings = PromptSettings(), prompts: int | None = None,
+              completions: int | None = None, accept: Literal["all", "failures"] = "all",
+              embed: Embed | None = None, path: str | Path | None = None,
+              binary_labels: tuple[str, str] | None = None) -> RoundResult:
+    """One oracle-reviewed round for ``topic`` (see the module docstring). ``prompts`` ×
+    ``completions`` default to AdaTest's plan (8 × 12); ``accept="failures"`` keeps only the
+    tests the first model fails; ``path`` writes the grown tree there; ``binary_labels`` reads
+    the tree's fail rows (``cases.tree_to_cases``) when the first model scores them."""
+    problem = topic_problem(topic)
+    if problem:
+        raise LingtestError(f"adaptive round: {problem}; name a tree topic such as /Rooms")
+    if accept not in ("all", "failures"):
+        raise LingtestError(f"adaptive round accept={accept!r}: use 'all' or 'failures'")
+    if not models:
+        raise LingtestError("adaptive round: no model under test; name at least one")
+    rng = np.random.default_rng(seed)
+    first = models[0].model_id
+    items = build_prompts(tree, topic, rng, settings, repetitions=prompts, embed=embed,
+                          scores=prompt_scores(tree, models[0], binary_labels))
+    texts = prompt_texts(items, topic)
+    n = completions or max(1, settings.max_suggestions // max(1, len(texts)))
+    generated = suggestions_frame(texts, generator.complete(texts, n, seed),
+                                  generator.generator_id, seed)
+    shown = dedupe(generated, tree, topic)
+    expected = oracle.expect(topic, list(shown["input"]))
+    on_topic = np.array([label is not None for label in expected], dtype=bool)
+    cases = suggestion_cases(shown[on_topic].reset_index(drop=True), topic,
+                             [Expectation("output", str(y)).text
+                              for y in expected if y is not None], round_no)
+    ranked, _ = score_suggestions(cases, models)
+    verdicts = ranked[f"{first} verdict"]
+    wanted = verdicts.eq("fail") if accept == "failures" else verdicts.isin(["pass", "fail"])
+    accepted = ranked[wanted]
+    rows = {}
+    for _, case in accepted.iterrows():
+        row = case_to_row(case)
+        row["labeler"] = oracle.oracle_id
+        row[PROVENANCE] = case["provenance"]
+        for model in models:
+            value = case[score_column(model.model_id)]
+            row[score_column(model.model_id)] = "" if pd.isna(value) else repr(float(value))
+        rows[row_id(row["topic"], row["input"])] = row
+    grown, written = append_accepted(tree, rows)
+    if path is not None:
+        write_tree(grown, path)
+    ids = [row_id(topic, text) for text in ranked["input"]]
+    review = ranked.assign(row_id=ids, review=np.where(
+        [i in written for i in ids], "accepted", np.where(wanted, "kept-human", "rejected")))
+    off = shown[~on_topic]
+    review = pd.concat([review, pd.DataFrame({
+        "topic": to_topic(topic), "input": off["input"].to_numpy(),
+        "provenance": [provenance_json(round=round_no, prompt_id=r["prompt_id"],
+                                       generator=r["generator"], seed=int(r["seed"]))
+                       for _, r in off.iterrows()],
+        "row_id": [row_id(topic, t) for t in off["input"]], "review": "off_topic"})],
+        ignore_index=True)
+    counts = {"round": round_no, "topic": topic, "generator": generator.generator_id,
+              "oracle": oracle.oracle_id, "generated": len(generated), "shown": len(shown),
+              "off_topic": int((~on_topic).sum()), "accepted": len(written),
+              "failures": int((review["review"].eq("accepted")
+                               & review[f"{first} verdict"].eq("fail")).sum())}
+    return RoundResult(grown, review, counts)

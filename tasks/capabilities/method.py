@@ -1,0 +1,290 @@
+"""S²LCT (capability testing of sentiment classifiers) as a ``Method``: the ``capabilities``
+stage's suite (specs → seeds → PCFG parse → Algorithm 1 masks → fill), its per-model runs and
+its report (Table 3 per model, the CheckList comparison, coverage, Figure 4).
+
+Units: ``cases`` per model and shard (``run_suite`` on the shard's cases), one ``checklist``
+unit per model (the released CheckList suite) and one ``coverage`` unit per model with hidden
+states (BoundCov / SActCov). Each unit loads its own model instance: coverage hooks the
+network's layers, which must not see another unit's forward passes. Result rows follow the
+case/result contract (``tasks/core/schema.py``): ``output`` is the predicted 3-way label,
+``score`` the probability the model gave the expected label(s) (``pipeline.run_suite``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tasks.capabilities import expansion, report
+from tasks.capabilities import pipeline as cp
+from tasks.capabilities.coverage import coverage_lengths, plot_coverage_curve
+from tasks.capabilities.search import load_word_polarity
+from tasks.capabilities.specs import BUILTIN_SPECS, CapabilitySpec, load_specs
+from tasks.capabilities.train_sentiment import sst2_split
+from tasks.core import io
+from tasks.core.errors import LingtestError
+from tasks.core.method import Method, Unit, UnitResult, by_model
+from tasks.core.publish import Report, provenance, slug
+from tasks.core.schema import Contract
+from tasks.models.sentiment import SentimentModel, load_sentiment_model
+
+TABLES = ("sst", "word_polarity", "ptb_trees", "checklist_suite")
+TABLE3_NOTES = ("#pass_to_fail (the paper's unit): failing expansions whose seed the model "
+                "passed; #pass_to_fail_seeds: the passed seeds with at least one failing "
+                "expansion.")
+
+
+def substitutes(params) -> str:
+    """The paper's assets this run replaced, for every report's header."""
+    c = params.capabilities
+    named = []
+    if any(m in ("lingtest/minilm-sst2", "vader") for m in c.models):
+        named.append("the paper's SST-2 BERT / RoBERTa / DistilBERT → " + " and ".join(
+            m for m in c.models if m in ("lingtest/minilm-sst2", "vader"))
+            + " (MiniLM fine-tuned on SST-2 by the train-sentiment stage)")
+    if c.parser == "pcfg":
+        named.append("benepar benepar_en3 → a PCFG induced from the Penn Treebank sample, "
+                     "parsing spaCy's PTB tags (vectorised CKY)")
+    if "bert" not in c.fill_model.lower():
+        named.append(f"BERT fill-mask → {c.fill_model} proposing words from the left context, "
+                     "re-scored on the whole sentence")
+    if c.word_sentiment == "lexicon":
+        named.append("SentiWordNet → word polarity from SST's single-word phrase labels and "
+                     "the Hu & Liu opinion lexicon")
+    return "Substitutes: " + "; ".join(named) + "." if named else ""
+
+
+def parser_note(parser: str, pcfg: dict) -> str:
+    """The parser used, with the induced PCFG's held-out bracket F1 when there is one."""
+    bracket = pcfg.get("bracket")
+    return parser + (f" (labelled-bracket F1 {bracket['f1']:.3f} on {bracket['sentences']} "
+                     "held-out treebank trees)" if bracket else "")
+
+
+class CapabilitiesMethod(Method):
+    """The ``capabilities`` stage (S²LCT): specs → seeds → parse → masks → fill → models →
+    Table 3 per model, the CheckList comparison and the coverage curve (Figure 4)."""
+
+    stage = "capabilities"
+    contract = Contract(method="capability", group="capability", texts=("text",))
+
+    def __init__(self, params, workspace):
+        super().__init__(params, workspace)
+        self.built: dict = {}  # build_suite's by-products for the report (counts, PCFG)
+        self._hidden: dict[str, bool] | None = None
+
+    # ------------------------------------------------------------------ inputs
+
+    @property
+    def files(self) -> dict[str, Path]:
+        return {name: self.workspace.processed / f"{name}.parquet" for name in TABLES}
+
+    def specs(self) -> list[CapabilitySpec]:
+        c = self.params.capabilities
+        return load_specs(self.workspace.root / c.specs_dir if c.specs_dir else BUILTIN_SPECS,
+                          c.capabilities)
+
+    def load_model(self, model_id: str) -> SentimentModel:
+        """A fresh instance of one model under test (a unit's own)."""
+        c = self.params.capabilities
+        return load_sentiment_model(model_id, tuple(c.neutral_band), self.params.models.offline,
+                                    self.workspace.root)
+
+    def check_inputs(self) -> None:
+        absent = [str(f) for f in self.files.values() if not f.is_file()]
+        if absent:
+            raise LingtestError(f"missing processed tables {', '.join(absent)}: run "
+                                "`lingtest run data` (or `dvc repro data`) first")
+        self.specs()
+        self.hidden_states()  # loads every model once: a missing one fails before the suite
+
+    def hidden_states(self) -> dict[str, bool]:
+        """Which models under test have hidden states coverage can hook (loads each once)."""
+        if self._hidden is None:
+            self._hidden = {m: cp.has_hidden_states(self.load_model(m))
+                            for m in self.model_ids()}
+        return self._hidden
+
+    def model_ids(self) -> list[str]:
+        return list(self.params.capabilities.models)
+
+    # ------------------------------------------------------------------ suite
+
+    def build_suite(self) -> pd.DataFrame:
+        """Seeds and their expansions; writes ``pcfg.json`` (every run: the PCFG task writes
+        nothing, so a cache hit cannot skip the file) and ``suite.jsonl``."""
+        params, c, files = self.params, self.params.capabilities, self.files
+        specs = self.specs()
+        tagged = cp.tag_sentences(files["sst"], params.models.spacy, params.models.offline)
+        polarity_path = files["word_polarity"] if c.word_sentiment == "lexicon" else None
+        polarity = load_word_polarity(
+            c.word_sentiment, pd.read_parquet(polarity_path) if polarity_path else None,
+            self.workspace.nltk_data)
+        seeds, seed_counts = cp.seed_cases(specs, tagged, polarity, c.seeds_per_lc, params.seed)
+        grammar_path = self.interim / "pcfg.json"
+        pcfg = cp.induce_grammar(files["ptb_trees"], c.pcfg_heldout)
+        with io.atomic_path(grammar_path) as tmp:
+            pcfg["pcfg"].save(tmp)
+        settings = {"max_masks_per_seed": c.max_masks_per_seed,
+                    "fill_candidates": c.fill_candidates,
+                    "max_expansions_per_seed": c.max_expansions_per_seed,
+                    "word_sentiment": c.word_sentiment, "mask_sampling": c.mask_sampling,
+                    "top_productions": c.top_productions,
+                    "min_logprob_per_word": c.min_logprob_per_word,
+                    "min_right_context_logprob": c.min_right_context_logprob}
+        expanded, fill_stats = [], []
+        for spec in specs:
+            cases = seeds[seeds["capability"] == spec.id].reset_index(drop=True)
+            frame, stats = cp.expand_capability(
+                spec, cases, grammar_path, polarity_path, polarity, files["ptb_trees"],
+                tagged, settings, params.seed, c.fill_model, c.parser, params.models.spacy,
+                params.models.offline)
+            expanded.append(frame)
+            fill_stats.append(stats)
+        suite = pd.concat([seeds.assign(parent_case_id=""), *expanded], ignore_index=True)
+        suite = suite.drop_duplicates("case_id").reset_index(drop=True)
+        expansion.write_suite_jsonl(suite, self.interim / "suite.jsonl")
+        self.built = {"specs": specs, "seed_counts": seed_counts, "fill_stats": fill_stats,
+                      "pcfg": {k: v for k, v in pcfg.items() if k != "pcfg"}}
+        return suite
+
+    # ------------------------------------------------------------------ units
+
+    def units(self, suite: pd.DataFrame) -> list[Unit]:
+        """Per model: its shards of the cases, the CheckList suite, and coverage when the
+        model has hidden states."""
+        hidden = self.hidden_states()
+        out = []
+        for unit in super().units(suite):
+            out.append(unit)
+            if unit.shard == unit.shards - 1:
+                out.append(Unit(unit.model_id, "checklist"))
+                if hidden[unit.model_id]:
+                    out.append(Unit(unit.model_id, "coverage"))
+        return out
+
+    def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
+        """The unit's part on a fresh model. The model steps run as plain functions (``.fn``):
+        the flow's ``run-unit`` task is their task, and ``retest`` needs no Prefect run."""
+        model, c, seed = self.load_model(unit.model_id), self.params.capabilities, self.params.seed
+        if unit.part == "cases":
+            return UnitResult(unit, cp.run_suite.fn(model, unit.take(suite)))
+        checklist = pd.read_parquet(self.files["checklist_suite"])
+        if unit.part == "checklist":
+            return UnitResult(unit, extra={"verdicts": cp.run_checklist.fn(
+                model, checklist, c.checklist_max_examples, seed, c.batch_size)})
+        if unit.part == "coverage":
+            suites, pairs = self.coverage_texts(suite, checklist)
+            curve, by_lc, info = cp.coverage_curve.fn(
+                model, self.coverage_train_texts(), suites, pairs, c.coverage_sizes,
+                c.coverage_repeats, seed)
+            return UnitResult(unit, extra={"curve": curve, "by_lc": by_lc, "info": info})
+        raise LingtestError(f"capabilities: unknown unit part `{unit.part}` "
+                            "(cases, checklist or coverage)")
+
+    def coverage_texts(self, suite: pd.DataFrame, checklist: pd.DataFrame
+                       ) -> tuple[dict[str, list[str]], dict]:
+        """Both whole suites' distinct texts (CheckList's seeded sample, as run) and each
+        capability's texts against its CheckList test at equal size (``coverage_pairs``)."""
+        c, seed = self.params.capabilities, self.params.seed
+        sampled = cp.checklist_run.sample_suite(checklist, c.checklist_max_examples, seed)
+        suites = {"S²LCT": list(dict.fromkeys(suite["text"])),
+                  "CheckList": list(dict.fromkeys(t for ts in sampled["texts"] for t in ts))}
+        lcs = [spec.id for spec in self.specs()]
+        return suites, cp.coverage_pairs(suite, checklist, lcs, seed)
+
+    def coverage_train_texts(self) -> list[str]:
+        """The SST-2 training sentences that set the neuron bounds (seeded sample if capped)."""
+        c = self.params.capabilities
+        train = sst2_split(pd.read_parquet(self.files["sst"]), "train")
+        if c.coverage_max_train and c.coverage_max_train < len(train):
+            train = train.sample(n=c.coverage_max_train, random_state=self.params.seed)
+        return train["text"].tolist()
+
+    def collect(self, suite: pd.DataFrame, runs: list[UnitResult]) -> pd.DataFrame:
+        """The cases' rows in model order, then suite order, whatever the sharding; writes
+        the CheckList verdicts (``checklist_verdicts.parquet``, outside the contract)."""
+        position = pd.Series(range(len(suite)), index=suite["case_id"].to_numpy())
+        frames = []
+        for model_id, model_runs in by_model(runs).items():
+            parts = [run.results for run in model_runs if run.results is not None]
+            if parts:
+                rows = pd.concat(parts, ignore_index=True)
+                order = position.loc[rows["case_id"].to_numpy()].to_numpy().argsort(kind="stable")
+                frames.append(rows.iloc[order])
+        verdicts = [run.extra["verdicts"] for run in runs if "verdicts" in run.extra]
+        if verdicts:
+            io.write_parquet(self.interim / "checklist_verdicts.parquet",
+                             pd.concat(verdicts, ignore_index=True))
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    # ------------------------------------------------------------------ report
+
+    def report(self, suite: pd.DataFrame, results: pd.DataFrame,
+               runs: list[UnitResult]) -> Report:
+        params, c = self.params, self.params.capabilities
+        built = self.built
+        specs, pcfg = built["specs"], built["pcfg"]
+        lcs = [s.id for s in specs]
+        verdicts = pd.concat([r.extra["verdicts"] for r in runs if "verdicts" in r.extra],
+                             ignore_index=True)
+        coverage = [r.extra for r in runs if "curve" in r.extra]
+        models = [f"{m} @ {results.loc[results['model_id'] == m, 'revision'].iloc[0]}"
+                  for m in self.model_ids() if (results["model_id"] == m).any()]
+        tables = {m: report.table3(results[results["model_id"] == m], lcs, c.bootstrap,
+                                   params.seed) for m in self.model_ids()}
+        curve = pd.concat([x["curve"] for x in coverage], ignore_index=True) if coverage else None
+        out = Report(self.stage, metrics=report.headline_metrics(tables, suite, pcfg, curve),
+                     substitutes=substitutes(params), provenance=provenance(
+                         params, self.workspace, "capabilities", inputs=self.files.values(),
+                         models=models, **{"fill model": c.fill_model,
+                                           "parser": parser_note(c.parser, pcfg)}))
+        titles = pd.DataFrame({"capability": lcs, "title": [s.capability for s in specs]})
+        fill = pd.DataFrame(built["fill_stats"]).drop(columns="cases")  # = seed_counts' cases
+        out.add("s2lct-suite", titles.merge(built["seed_counts"], on="capability").merge(
+            fill, on="capability"),
+            "S²LCT suite: SST matches, seeds and expansion statistics per capability")
+        for model_id, table in tables.items():
+            out.add(f"s2lct-table3-{slug(model_id)}"[:120], table,
+                    f"S²LCT Table 3 for {model_id}: failures per capability (95% bootstrap "
+                    "intervals; the paper's seed fail % for its models beside)",
+                    notes=TABLE3_NOTES)
+        out.add("s2lct-checklist", report.checklist_table(verdicts),
+                "CheckList sentiment suite (released tests, seeded sample per test): "
+                "failure rate % per test and model")
+        out.add("s2lct-examples", report.examples(suite, results),
+                "Seeds and their expansions per capability, with each model's prediction")
+        out.add("s2lct-pcfg", pd.DataFrame([{**pcfg["grammar"], **{
+            f"bracket_{k}": round(v, 4) if isinstance(v, float) else v
+            for k, v in pcfg["bracket"].items()}}]),
+            "Induced PCFG: size and labelled-bracket scores on held-out treebank trees",
+            substitutes=False)
+        checklist = pd.read_parquet(self.files["checklist_suite"])
+        out.add("s2lct-lengths", coverage_lengths(*self.coverage_texts(suite, checklist)),
+                "Text length (whitespace tokens) of both suites, and of each capability and "
+                "its CheckList test (ALiCT's map) as compared for coverage")
+        if not coverage:
+            return out
+        info = {f"coverage {x['curve']['model_id'].iloc[0]} {k}": v
+                for x in coverage for k, v in x["info"].items()}
+        out.add("s2lct-coverage", curve.round(6),
+                "BoundCov / SActCov of every model with hidden states on equal-size random "
+                "samples of both suites (the paper's Figure 4)", provenance=info)
+        out.add("s2lct-coverage-by-lc",
+                pd.concat([x["by_lc"] for x in coverage], ignore_index=True).round(6),
+                "BoundCov / SActCov of each capability against its CheckList MFT test "
+                "(ALiCT's LC→test map), both sampled to the same size", provenance=info)
+        for model_id, part in curve.groupby("model_id", sort=False):
+            out.figures[f"s2lct-figure4-coverage-{slug(model_id)}.png"] = (
+                lambda path, part=part, model_id=model_id: plot_coverage_curve(
+                    part, path, f"{model_id}: coverage against suite size"))
+        return out
+
+    def summary(self, suite: pd.DataFrame, results: pd.DataFrame,
+                runs: list[UnitResult]) -> dict:
+        from prefect.runtime import flow_run
+
+        return {**super().summary(suite, results, runs),
+                "seeds": int((suite["kind"] == "seed").sum()),
+                "expansions": int((suite["kind"] == "expansion").sum()),
+                "flow_run_id": str(flow_run.id)}

@@ -1,0 +1,266 @@
+"""KomMKonLLM (combinatorial consistency testing of LLMs) as a ``Method``: the
+``consistency`` stage's suite (questions → IPMs → covering arrays → derived prompts), one
+unit per LLM (its pending prompts answered in batches, saved to the result store), and the
+report (per-model summary, per-question table, Table 4, chart, results.csv, metrics).
+
+The suite is ``queries.parquet`` (one case per covering-array row; ``contract.py`` adds the
+contract columns). Answers live in the result database (SQLite file, or PostgreSQL by URL):
+``running`` records the run's questions and queries and closes the run record as completed
+or failed; ``collect`` runs the oracle over new answers and reads the run's result rows back.
+The database URL is derived where it is used, never held by the method or passed to a task
+whose parameters Prefect stores: it may carry a password.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+from tasks.consistency import contract, guide_import, report
+from tasks.consistency import pipeline as cp
+from tasks.consistency.ipm import IPM
+from tasks.consistency.metrics import CONSISTENCY_DEFINITIONS, definitions
+from tasks.consistency.oracle import oracle_version
+from tasks.consistency.store import redact
+from tasks.core import io
+from tasks.core.config import Params
+from tasks.core.errors import check_calls
+from tasks.core.method import Method, Unit, UnitResult, by_model
+from tasks.core.paths import Workspace
+from tasks.core.publish import Report, provenance, slug
+from tasks.core.runtime import git_commit
+from tasks.core.schema import Contract
+
+SUBSTITUTES = ("Substitute: the guide's LLMs → the packaged SmolLM2-135M-Instruct (Q4_1 GGUF, "
+               "de-quantised to float32, greedy decoding on CPU) in the default profile.")
+GUIDE_GENERATOR = "guide import"  # the provenance generator of imported ca-N.csv arrays
+
+
+def _logger() -> logging.Logger:
+    """The Prefect run's logger inside a flow or task; a plain one in ``retest`` outside."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("lingtest.consistency")
+
+
+class ConsistencyMethod(Method):
+    """The ``consistency`` stage (KomMKonLLM): questions → IPMs → covering arrays → derived
+    prompts → per LLM: pending prompts answered in batches → oracle → per-model and
+    per-question summaries, Table 4, bar charts, results.csv and DVC metrics.
+
+    One unit per LLM, whatever ``runtime.shards`` says (``units``): splitting one model's
+    prompts over tasks would load the model once per shard (about 18 s and its memory each),
+    register the same model record from concurrent tasks (a race on the store's model
+    table), and change which prompts share a batch — padding in a batch changes a local
+    model's float32 logits, hence its greedy answers, so the results would not stay
+    identical. ``run_unit`` answers every pending prompt of its model, so under ``retest``
+    a later shard finds nothing pending and ``collect`` reads each model once.
+    """
+
+    stage = "consistency"
+    contract = Contract(method="consistency", group="question_id", texts=("prompt",))
+
+    def __init__(self, params: Params, workspace: Workspace):
+        super().__init__(params, workspace)
+        self.run_id: int | None = None  # the store's open run record, while ``running``
+        self.last_run_id: int | None = None  # the latest one (the summary names it)
+
+    @property
+    def suite_path(self) -> Path:
+        return self.interim / "queries.parquet"
+
+    @property
+    def questions_path(self) -> Path:
+        return self.interim / "questions.parquet"
+
+    def _url(self) -> str:
+        return cp.database_url(self.params.consistency, self.workspace)
+
+    # ------------------------------------------------------------------ suite
+
+    def questions_source(self) -> str:
+        """The file the questions (and their labels) come from, for the provenance."""
+        c = self.params.consistency
+        if c.import_dir:
+            return str(guide_import.labels_file(
+                guide_import.guide_folder(c.import_dir, self.workspace.root)))
+        return cp.questions_input(c, self.workspace)
+
+    def check_inputs(self) -> None:
+        if not self.params.consistency.import_dir:
+            cp.questions_input(self.params.consistency, self.workspace)
+
+    def build_suite(self) -> pd.DataFrame:
+        """Questions (written to ``questions.parquet``), then either the guide's imported
+        arrays (``consistency.import_dir``) or IPMs and checked covering arrays (written to
+        ``ipm/`` and ``ca/``), then one case per covering-array row."""
+        params, c = self.params, self.params.consistency
+        if c.import_dir:  # the guide's own ca-N.csv + synonyms-N.txt: exactly its questions
+            questions, queries = cp.import_guide(c, self.workspace, self.interim)
+            generator = GUIDE_GENERATOR
+        else:
+            questions = cp.select_questions(self.questions_source(), bool(c.questions),
+                                            c.n_questions, params.seed)
+            queries = self._derive(questions)
+            generator = c.generator
+        io.write_parquet(self.questions_path, questions)
+        return contract.suite_cases(queries, questions, generator=generator,
+                                    strength=c.strength, max_values=c.max_values,
+                                    seed=params.seed)
+
+    def _derive(self, questions: pd.DataFrame) -> pd.DataFrame:
+        """IPMs, checked covering arrays (one task each, submitted) and the derived queries."""
+        params, c = self.params, self.params.consistency
+        ipms = [IPM.from_json(obj) for obj in cp.ipms_task(
+            list(zip(questions["question_id"], questions["question"])), c.max_values,
+            params.models.spacy, params.models.offline, self.workspace.nltk_data)]
+        futures = [cp.covering_task.submit(ipm.question_id, ipm.levels(), c.strength,
+                                           params.seed, c.generator, c.generator_binary)
+                   for ipm in ipms]
+        arrays = [future.result() for future in futures]
+        cp.write_models(ipms, arrays, self.interim)
+        return cp.derive_queries(questions, ipms, arrays, c.prompt_prefix, c.prompt_suffix,
+                                 c.prompt_join)
+
+    def model_ids(self) -> list[str]:
+        return list(self.params.consistency.llms)
+
+    def units(self, suite: pd.DataFrame) -> list[Unit]:
+        """One unit per LLM, whatever ``runtime.shards`` says (see the class docstring)."""
+        return [Unit(spec) for spec in self.model_ids()]
+
+    # ------------------------------------------------------------------ runs
+
+    @contextlib.contextmanager
+    def running(self, suite: pd.DataFrame) -> Iterator[int]:
+        """Record the run's questions and queries and open a run record; close it as
+        ``completed``, or ``failed`` when anything inside raised."""
+        params = self.params
+        url = self._url()
+        run_params = {"seed": params.seed, "profile": params.profile,
+                      "consistency": params.consistency.model_dump(mode="json"),
+                      "models": params.models.model_dump()}
+        run_id = cp.record_queries(url, str(self.questions_path), str(self.suite_path),
+                                   run_params, params.seed, git_commit(self.workspace.root))
+        self.run_id = self.last_run_id = run_id
+        try:
+            yield run_id
+        except BaseException:
+            cp.finish_run(url, run_id, "failed")
+            raise
+        finally:
+            self.run_id = None  # answers sent later belong to another run record
+        cp.finish_run(url, run_id, "completed")
+
+    def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
+        """Send one LLM the run's prompts it has not answered yet. The model is not loaded
+        when the database already answers every prompt; outside ``running`` (``retest``)
+        a run record is opened for the prompts that are sent. Extras: ``spec``,
+        ``model_key``, ``sent``, ``errors``, ``total``, ``system_fingerprints``."""
+        logger = _logger()
+        spec, url = unit.model_id, self._url()
+        queries = str(self.suite_path)
+        settings = cp.llm_settings(self.params)
+        prompts = cp.prompt_settings(self.params.consistency)
+        ident = cp.identity(spec, settings, prompts)
+        state = cp.check_model(url, spec, ident, queries)
+        if state["model_key"] is not None and state["pending"] == 0:
+            logger.info("%s (model key %d): all %d prompts already answered; not loading it",
+                        spec, state["model_key"], state["total"])
+            done = {"model_key": state["model_key"], "sent": 0, "errors": 0,
+                    "total": state["total"], "system_fingerprints": []}
+            return UnitResult(unit, None, {"spec": spec, **done})
+        if self.run_id is None:
+            with self.running(suite):
+                return self.run_unit(suite, unit)
+        logger.info("%s: %d of %d prompts pending", spec, state["pending"], state["total"])
+        done = cp.answer_pending(url, spec, ident, settings, prompts, queries, self.run_id)
+        return UnitResult(unit, None, {"spec": spec, **done})
+
+    def collect(self, suite: pd.DataFrame, runs: list[UnitResult]) -> pd.DataFrame:
+        """The oracle over every answer it has not read, then one contract row per model ×
+        covering-array row of this suite, read back from the database."""
+        c = self.params.consistency
+        url = self._url()
+        keys = list(dict.fromkeys(int(run.extra["model_key"]) for run in runs))
+        cp.judge(url, c.oracle)
+        results = cp.collect_results(url, keys, str(self.suite_path), c.oracle)
+        revisions = {key: contract.revision(cp.model_record(url, key)) for key in keys}
+        return contract.contract_results(results, suite, revisions)
+
+    @staticmethod
+    def _per_model(runs: list[UnitResult]) -> list[dict]:
+        """Each model's first unit's extras (its answering counts), in unit order."""
+        return [model_runs[0].extra for model_runs in by_model(runs).values()]
+
+    # ------------------------------------------------------------------ report
+
+    def report(self, suite: pd.DataFrame, results: pd.DataFrame,
+               runs: list[UnitResult]) -> Report:
+        params, c = self.params, self.params.consistency
+        url = self._url()
+        models = self._per_model(runs)
+        table = report.summary(results, c.bootstrap, params.seed, c.recall_definition,
+                               c.consistency_definition)
+        source = self.questions_source()
+        metric_definitions = definitions(c.recall_definition, c.consistency_definition)
+        out = Report(
+            self.stage, substitutes=SUBSTITUTES,
+            metrics=report.metrics_json(table, {m["spec"]: m["total"] for m in models}),
+            provenance=provenance(
+                params, self.workspace, "consistency",
+                models=[report.model_line(cp.model_record(url, m["model_key"]), m)
+                        for m in models],
+                **{"spaCy / offline": f"{params.models.spacy} / {params.models.offline}",
+                   "questions (sha256)": f"{Path(source).name}="
+                                         f"{io.sha256_file(source)[:16]}",
+                   "oracle version": oracle_version(c.oracle),
+                   "metric definitions": metric_definitions,
+                   "database": redact(url).replace(str(self.workspace.root.resolve()),
+                                                   "<root>")}))
+        out.add("kommkonllm-summary", table,
+                "KomMKonLLM: per model accuracy, precision/recall/F1 (class true), "
+                "consistency and undefined rate, with 95% bootstrap CIs over questions",
+                notes=f"Definitions: {metric_definitions}.")
+        questions = pd.read_parquet(self.questions_path)
+        out.add("kommkonllm-questions",
+                report.question_table(results, questions, c.consistency_definition),
+                "KomMKonLLM: per model and question (original = answer to row 0)",
+                notes=f"Definitions: {CONSISTENCY_DEFINITIONS[c.consistency_definition]}.")
+        table4 = report.table4(results)
+        out.add("kommkonllm-table4", table4,
+                "KomMKonLLM Table 4: derived questions × models (parsed answers; row 0 is "
+                "the original question)")
+        for question_id, rows in table4.groupby("question_id", sort=True):
+            out.add(f"kommkonllm-table4-{slug(question_id)}"[:120],
+                    rows.drop(columns="question_id"),
+                    f"KomMKonLLM Table 4 for {question_id}", files=False)  # artifact only
+        out.frames["results.csv"] = report.export(results)
+        if "f1" in table:
+            out.figures["kommkonllm-figure.png"] = lambda path: report.chart(
+                table, path, "KomMKonLLM: per model, 95% bootstrap CIs")
+        return out
+
+    def summary(self, suite: pd.DataFrame, results: pd.DataFrame,
+                runs: list[UnitResult]) -> dict:
+        """The run's counts (also ``data/consistency/last-run.json``); failed LLM calls
+        raise ``FailedCalls`` after everything is written: a non-zero exit, so DVC reruns
+        the stage and only the failed prompts are sent again."""
+        models = self._per_model(runs)
+        sent = {m["spec"]: m["sent"] for m in models}
+        out = {"run_id": self.last_run_id,
+               "questions": len(pd.read_parquet(self.questions_path, columns=["question_id"])),
+               "array_rows": len(suite),
+               "prompts": int(suite[["store_id", "prompt"]].drop_duplicates().shape[0]),
+               "sent": int(sum(sent.values())), "sent_by_model": sent,
+               "errors": int(sum(m["errors"] for m in models)),
+               "database": redact(self._url())}
+        io.write_json(self.workspace.data / "consistency" / "last-run.json", out)
+        return check_calls("consistency", out)

@@ -1,0 +1,231 @@
+"""COSTELLO (contrastive testing of embedding models) as a ``Method``: the ``contrastive``
+stage's suite, its per-model runs and its report (Table 1, Table 2, Figure 6, thresholds,
+downstream classifiers, violation list).
+
+A unit is one model: its embeddings, thresholds (nearest-neighbour distances over whole
+dictionaries), downstream classifier banks, ground truth and verdicts of the triples.
+Result rows follow the case/result contract (``tasks/core/schema.py``): ``output`` is the raw
+output (JSON of d_pos and d_neg), ``score`` the margin d_pos − d_neg, and a row is one
+triple × model × (distance, dictionary, rule, threshold kind).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from tasks.contrastive import costello_json, report, thresholds
+from tasks.contrastive import pipeline as cp
+from tasks.contrastive.classifiers import spec_table
+from tasks.contrastive.suite import table1
+from tasks.core import io
+from tasks.core.method import Method, Unit, UnitResult, by_model
+from tasks.core.publish import Report, provenance, slug
+from tasks.core.schema import Contract
+
+SUBSTITUTES = ("Substitutes: the paper's 42 hub encoders → the packaged all-MiniLM-L6-v2 "
+               "(default profile); the paper's SST/MRPC downstream classifiers → 14 MLPs "
+               "trained here on the tested model's embeddings.")
+OVERLAP_KEY = "seeds among the classifiers' training sentences (per relation)"
+DOWNSTREAM_TABLES = ("sst", "mrpc")  # the downstream classifiers' training and test data
+
+
+def _logger() -> logging.Logger:
+    """The Prefect run's logger inside a flow or task; a plain one in ``retest`` outside."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("lingtest.contrastive")
+
+
+def contract_rows(results: pd.DataFrame) -> pd.DataFrame:
+    """``pipeline.validate``'s rows with the contract's columns: ``method``, ``output`` (the
+    raw output, JSON of d_pos and d_neg, floats exactly) and ``score`` (the margin)."""
+    out = results.copy()
+    out.insert(1, "method", "contrastive")
+    output = [json.dumps({"d_pos": float(p), "d_neg": float(n)})
+              for p, n in zip(results["d_pos"].to_numpy(), results["d_neg"].to_numpy())]
+    out.insert(out.columns.get_loc("d_neg") + 1, "output", output)
+    out.insert(out.columns.get_loc("margin") + 1, "score", out["margin"].astype(float))
+    return out
+
+
+def bank_path(interim: Path, model_id: str, kind: str) -> Path:
+    """Where a model's trained classifier bank of one downstream task is saved."""
+    return interim / "classifiers" / f"{model_id.replace('/', '__')}-{kind}.pt"
+
+
+class ContrastiveMethod(Method):
+    """The ``contrastive`` stage (COSTELLO): suite → per model embeddings, thresholds,
+    downstream classifiers and ground truth → Table 1, Table 2, Figure 6 and the violation
+    list.
+
+    ``runtime.shards`` does not split this method: one unit per model (``units``). Every
+    triple of a model needs the same preparation — the embeddings of the dictionaries and
+    of the classifiers' data, θ from nearest neighbours over whole dictionaries, the trained
+    classifier banks — which is nearly all of the work, while a triple's own share (two
+    distances and a Wilcoxon test) is a few vectorised operations; a shard would redo (or
+    wait on the cache for) the preparation. ``run_unit`` still honours a unit's shard, so
+    ``retest`` gives the same rows under any ``runtime.shards``.
+    """
+
+    stage = "contrastive"
+    contract = Contract(method="contrastive", group="relation",
+                        texts=("seed", "positive", "negative"),
+                        result_keys=("distance", "dictionary", "rule", "threshold_kind"))
+
+    # ------------------------------------------------------------------ suite
+
+    def suite_inputs(self) -> list[str]:
+        return cp.suite_inputs(self.params.contrastive, self.workspace)
+
+    def user_dictionary(self) -> list[str] | None:
+        """``dictionary_file``'s words (a user dictionary for θ), or None."""
+        path = self.params.contrastive.dictionary_file
+        return thresholds.read_dictionary(cp.resolve_path(path, self.workspace)) if path else None
+
+    def check_inputs(self) -> None:
+        self.suite_inputs()
+        self.user_dictionary()  # a bad word list fails before any model loads
+
+    def build_suite(self) -> pd.DataFrame:
+        params = self.params
+        return cp.build_suite(self.suite_inputs(), cp.settings_of(params), params.seed,
+                              str(self.workspace.nltk_data), params.models.spacy,
+                              params.models.offline)
+
+    def model_ids(self) -> list[str]:
+        return list(self.params.contrastive.encoders or self.params.models.encoders)
+
+    def units(self, suite: pd.DataFrame) -> list[Unit]:
+        """One unit per model, whatever ``runtime.shards`` says (see the class docstring)."""
+        return [Unit(model_id) for model_id in self.model_ids()]
+
+    # ------------------------------------------------------------------ one model
+
+    def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
+        """Prepare ``unit.model_id`` on the whole suite (embeddings, θ, classifier banks),
+        then validate the unit's triples. Extras: ``info`` (the model's facts), the
+        ``thresholds`` and classifier ``accuracy`` rows, the ``banks``."""
+        params, c = self.params, self.params.contrastive
+        mode = c.paraphrase_features
+        tables = {name: pd.read_parquet(self.workspace.processed / f"{name}.parquet")
+                  for name in DOWNSTREAM_TABLES}
+        data = cp.classifier_data(tables, c, params.seed, tuple(cp.needed_kinds(suite)))
+        overlap = cp.training_overlap(suite, data)
+        if overlap:
+            _logger().warning(
+                "suite seeds that are training sentences of the downstream classifiers (their "
+                "ground truth is judged on seen data), per relation: %s", overlap)
+        extra = {"dataset": thresholds.dictionary_from_dataset(suite["seed"].drop_duplicates())}
+        user = self.user_dictionary()
+        if user is not None:
+            extra["user"] = user
+        texts = cp.needed_texts(suite, data, [], mode)
+        info, embedded = cp.embed(unit.model_id, texts,
+                                  str(self.workspace.data / "cache" / "embeddings"),
+                                  params.models.offline, params.runtime.device, c, params.seed,
+                                  extra)
+        thetas, nn_rows = self._thresholds(info, embedded)
+        banks = {}
+        for kind, split in data.items():
+            X_train = cp.features(kind, split["train"], embedded, mode)
+            X_test = cp.features(kind, split["test"], embedded, mode)
+            banks[kind] = cp.train_classifiers(
+                kind, X_train, split["train_y"], X_test, split["test_y"], c.n_classifiers,
+                c.classifier_epochs, params.seed)
+        cases = unit.take(suite)
+        truth = cp.triple_truth(cases, embedded, banks, c.alpha, mode)
+        results = contract_rows(cp.validate(cases, embedded, info, c, thetas, truth))
+        accuracy = pd.concat([spec_table(bank).assign(model_id=unit.model_id, task=kind)
+                              for kind, bank in banks.items()], ignore_index=True)
+        info["training_overlap"] = overlap
+        return UnitResult(unit, results, {"info": info, "thresholds": pd.DataFrame(nn_rows),
+                                          "accuracy": accuracy, "banks": banks})
+
+    def _thresholds(self, info: dict, embedded) -> tuple[dict, list[dict]]:
+        """θ per (distance, dictionary) and kind, and the thresholds table's rows."""
+        c = self.params.contrastive
+        thetas, rows = {}, []
+        for metric in c.distances:
+            for name, words in info["dictionaries"].items():
+                if name == "dataset" and metric != "l2":
+                    continue  # the paper reports the dataset dictionary for L2 only
+                nn = cp.nearest_neighbour_distances(embedded(words), metric, name, c.block_size)
+                nn = thresholds.rule_distances(nn, metric, c.threshold_rule)
+                kinds = [k for k in c.thresholds if name == "vocab" or k != "zero"]
+                thetas[(metric, name)] = thresholds.thresholds(nn, kinds, c.threshold_rule)
+                rows.append({"model_id": info["model_id"], "distance": metric,
+                             "dictionary": name, "words": len(words),
+                             **thresholds.nearest_neighbour_summary(nn, thetas[(metric, name)])})
+        return thetas, rows
+
+    # ------------------------------------------------------------------ report
+
+    @staticmethod
+    def _per_model(runs: list[UnitResult]) -> list[UnitResult]:
+        """Each model's first unit, which carries its per-model by-products."""
+        return [model_runs[0] for model_runs in by_model(runs).values()]
+
+    def save_interim(self, suite: pd.DataFrame, results: pd.DataFrame,
+                     runs: list[UnitResult]) -> pd.DataFrame:
+        """The stage's other interim outputs: the suite in COSTELLO's JSON layout, the
+        classifier banks and every setting's violation list (returned)."""
+        costello_json.write_costello_suite(suite, self.interim / "suite.json")
+        for run in self._per_model(runs):
+            for kind, bank in run.extra["banks"].items():
+                bank.save(bank_path(self.interim, run.unit.model_id, kind))
+        violations = report.violation_list(results, suite)
+        io.write_parquet(self.interim / "violations.parquet", violations)
+        return violations
+
+    def report(self, suite: pd.DataFrame, results: pd.DataFrame,
+               runs: list[UnitResult]) -> Report:
+        violations = self.save_interim(suite, results, runs)
+        models = self._per_model(runs)
+        infos = [run.extra["info"] for run in models]
+        out = Report(self.stage, metrics=report.headline_metrics(results),
+                     substitutes=SUBSTITUTES, provenance=provenance(
+                         self.params, self.workspace, "contrastive", inputs=self.suite_inputs(),
+                         models=[f"{i['model_id']} @ {i['revision']} ({i['pooling']})"
+                                 for i in infos],
+                         **{OVERLAP_KEY: "; ".join(f"{i['model_id']}: "
+                                                   f"{i['training_overlap'] or 'none'}"
+                                                   for i in infos)}))
+        out.add("costello-table1", table1(suite),
+                "COSTELLO Table 1: triples per contrastive relation")
+        accuracy = pd.concat([run.extra["accuracy"] for run in models], ignore_index=True)
+        out.add("costello-classifiers", report.classifier_summary(accuracy),
+                "Downstream classifiers: test accuracy (SST-2 sentiment, MRPC paraphrase)")
+        out.add("costello-thresholds", pd.concat([run.extra["thresholds"] for run in models]),
+                "Adaptive thresholds: nearest-neighbour distances of dictionary words")
+        for info in infos:
+            model_id, name = info["model_id"], slug(info["model_id"])
+            table = report.table2(results, model_id)
+            out.add(f"costello-table2-{name}"[:120], table,
+                    f"COSTELLO Table 2 for {model_id}: violations (N_V) and precision "
+                    "(P_A, P_B, %) per distance and threshold")
+            out.figures[f"costello-figure6-{name}.png"] = (
+                lambda path, table=table, model_id=model_id: report.precision_figure(
+                    table, path, f"{model_id}: precision against threshold"))
+        if results["model_id"].nunique() > 1:
+            out.add("costello-table2", report.table2(results),
+                    "COSTELLO Table 2, all models: each N_V, P_A and P_B is the mean over "
+                    "models of the per-model figure (as the paper); N_M: models with at "
+                    "least one violation of that relation")
+        out.add("costello-violations", report.headline_violations(violations),
+                "Violations at L2, θ = μ−σ (vocabulary dictionary), largest margin first; "
+                "every setting's list: data/interim/contrastive/violations.parquet")
+        return out
+
+    def summary(self, suite: pd.DataFrame, results: pd.DataFrame,
+                runs: list[UnitResult]) -> dict:
+        return {"triples": len(suite), "violations": int(results["verdict"].eq("fail").sum()),
+                "embedded_now": {run.extra["info"]["model_id"]: run.extra["info"]["embedded_now"]
+                                 for run in self._per_model(runs)}}
+

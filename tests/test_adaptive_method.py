@@ -1,0 +1,117 @@
+"""The adaptive re-scoring Method through the shared flow composition, in a temp workspace."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flows.method import compose
+from tasks.adaptive.cases import CONTRACT
+from tasks.adaptive.method import Adaptive
+from tasks.adaptive.tree import read_tree
+from tasks.core.config import Params
+from tasks.core.errors import LingtestError
+from tasks.core.paths import Workspace
+from tasks.core.schema import check_results
+from tasks.models.sentiment import VaderModel
+
+HOTEL = "imdb_hotel_conversion.csv"
+
+
+def run(params: Params, workspace: Workspace) -> dict:
+    """``compose(Adaptive(...))`` inside a flow run (the stage flow ``method_flow`` makes)."""
+    from prefect import flow
+
+    return flow(name="adaptive-test")(lambda: compose(Adaptive(params, workspace)))()
+
+
+def _params(mirror, models, **extra) -> Params:
+    return Params(adaptive={"trees": [str(mirror / "adatest" / HOTEL)], "models": models,
+                            "bootstrap": 200, **extra})
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tmp_path_factory) -> str:
+    """A randomly initialised one-layer BERT classifier in a folder (a second real model)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from tasks.models import registry
+
+    folder = tmp_path_factory.mktemp("tiny-classifier")
+    minilm = registry.resolve("sentence-transformers/all-MiniLM-L6-v2", "encoder").require()
+    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=32, num_labels=2,
+                        id2label={0: "NEGATIVE", 1: "POSITIVE"},
+                        label2id={"NEGATIVE": 0, "POSITIVE": 1})
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(minilm.path).save_pretrained(folder)
+    return str(folder)
+
+
+def test_one_model_report_by_hand(mirror, tmp_path, prefect_harness):
+    workspace = Workspace(tmp_path)
+    summary = run(_params(mirror, ["vader"]), workspace)
+    assert summary["cases"] == 190 and summary["results"] == 190
+    results = check_results(pd.read_parquet(tmp_path / "data/interim/adaptive/results.parquet"),
+                            CONTRACT)
+    assert set(results["model_id"]) == {"vader"}
+
+    # /Price by hand: a pass row expects its output, a fail row the other class
+    tree = read_tree(mirror / "adatest" / HOTEL).frame
+    price = tree[(tree["topic"] == "/Price") & tree["label"].isin(["pass", "fail"])]
+    expected = [o if lab == "pass" else {"pos": "neg", "neg": "pos"}[o]
+                for o, lab in zip(price["output"], price["label"])]
+    answers = VaderModel().predict(list(price["input"]))
+    fails = sum(a != e for a, e in zip(answers, expected))
+    assert (len(price), fails) == (35, 24)  # VADER misses 24 of the 35 price tests
+    rates = pd.read_csv(tmp_path / "reports/adaptive/adatest-topics.csv")
+    row = rates[(rates["topic"] == "/Price") & (rates["model_id"] == "vader")].iloc[0]
+    assert (row["n"], row["fail"]) == (len(price), fails)
+    assert row["fail %"] == pytest.approx(100 * fails / len(price))
+    assert row["low %"] <= row["fail %"] <= row["high %"]
+
+    diff = pd.read_csv(tmp_path / "reports/adaptive/adatest-diff.csv")
+    assert diff.iloc[0][["added", "unchanged"]].tolist() == [190, 0]  # first run
+    scored = read_tree(tmp_path / "data/interim/adaptive/trees" / HOTEL)
+    assert "vader score" in scored.frame.columns
+    metrics = json.loads((tmp_path / "reports/adaptive-metrics.json").read_text())
+    assert metrics["vader fail %"] == pytest.approx(
+        100 * results["verdict"].eq("fail").sum() / results["verdict"].isin(["pass", "fail"]).sum())
+
+
+def test_two_models_cross_table_and_diff_with_the_previous_run(mirror, tmp_path,
+                                                               tiny_classifier,
+                                                               prefect_harness):
+    workspace = Workspace(tmp_path)
+    run(_params(mirror, ["vader"]), workspace)
+    params = _params(mirror, ["vader", tiny_classifier]).model_copy()
+    params.runtime.shards = 2
+    summary = run(params, workspace)
+    assert summary["results"] == 380
+    cross = pd.read_csv(tmp_path / "reports/adaptive/adatest-models.csv")
+    assert list(cross.columns) == ["tree", "topic", "vader", tiny_classifier]
+    assert len(cross) == 7 and set(cross["topic"]) == {"/", "/Rooms", "/Price", "/Location",
+                                                       "/Service", "/Facilities/Restaurant",
+                                                       "/Facilities/Pool"}  # "/": one root test
+    rates = pd.read_csv(tmp_path / "reports/adaptive/adatest-topics.csv")
+    by_topic = rates.set_index(["topic", "model_id"])["fail %"]
+    assert np.allclose(cross.set_index("topic")["vader"],
+                       by_topic.xs("vader", level="model_id").loc[cross["topic"]])
+    diff = pd.read_csv(tmp_path / "reports/adaptive/adatest-diff.csv").set_index("model_id")
+    assert diff.loc["vader", "unchanged"] == 190 and diff.loc["vader", "added"] == 0
+    assert diff.loc[tiny_classifier, "added"] == 190  # new model: every case is new
+
+
+def test_bad_band_names_the_key():
+    with pytest.raises(ValueError, match="neutral_band"):
+        Params(adaptive={"neutral_band": [0.7, 0.2]})
+
+
+def test_missing_tree_names_the_key(tmp_path):
+    params = Params(adaptive={"trees": ["data/raw/adatest/none.csv"], "models": ["vader"]})
+    with pytest.raises(LingtestError, match="adaptive.trees: no test tree at .*none.csv"):
+        Adaptive(params, Workspace(tmp_path)).check_inputs()

@@ -1,0 +1,127 @@
+"""Oracle-reviewed rounds: one round end to end on the mirror's hotel tree with VADER under
+test, a labelling rule as the oracle and the fake completions endpoint as the generator."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_adaptive_generators import CompletionsServer
+
+from tasks.adaptive.cases import tree_to_cases
+from tasks.adaptive.generators import HTTPGenerator, SamplingSettings
+from tasks.adaptive.prompts import PromptSettings
+from tasks.adaptive.review import (ModelOracle, RuleOracle, append_accepted, prompt_scores,
+                                   row_id, run_round)
+from tasks.adaptive.tree import read_tree, tree_csv
+from tasks.core.errors import LingtestError
+from tasks.models.llm import LLMSettings
+from tasks.models.sentiment import VaderModel
+
+ROUND_LINES = ("The towels were dirty", "Sheets didn't seem clean", "The weather was nice",
+               "Room smelled like smoke", "Great view from the balcony",
+               "Room smelled like smoke")
+
+
+def round_script(prompt: str, n: int, seed: int) -> list[str]:
+    """Prompt k (seed 7 + k) gets lines 3k .. 3k+2."""
+    return [ROUND_LINES[((seed - 7) * 3 + k) % len(ROUND_LINES)] for k in range(n)]
+
+
+def hotel_rule(topic: str, text: str) -> str | None:
+    """The expected sentiment of a hotel-review snippet; weather is off topic."""
+    words = text.lower()
+    if "weather" in words:
+        return None
+    return "neg" if any(w in words for w in ("dirty", "didn't", "smoke", "noisy")) else "pos"
+
+
+@pytest.fixture()
+def hotel(mirror):
+    return read_tree(mirror / "adatest" / "imdb_hotel_conversion.csv")
+
+
+def test_one_oracle_round_end_to_end(hotel, tmp_path):
+    before = tree_csv(hotel)
+    out = tmp_path / "hotel.csv"
+    with CompletionsServer(script=round_script) as server:
+        generator = HTTPGenerator("gpt-test", server.url, sampling=SamplingSettings(),
+                                  settings=LLMSettings(retries=0, timeout_s=5.0))
+        result = run_round(hotel, "/Rooms", generator, RuleOracle("hotel-rule", hotel_rule),
+                           [VaderModel()], round_no=1, seed=7, prompts=2, completions=3,
+                           settings=PromptSettings(prompt_diversity=False), path=out,
+                           binary_labels=("neg", "pos"))
+    assert len(server.generations()) == 2
+    # 6 generated; a repeat and a test /Rooms holds dropped; weather off topic
+    assert result.counts == {"round": 1, "topic": "/Rooms", "generator": "openai:gpt-test",
+                             "oracle": "oracle:hotel-rule", "generated": 6, "shown": 4,
+                             "off_topic": 1, "accepted": 3, "failures": 1}
+    review = result.suggestions
+    assert review["input"].iloc[0] == "Room smelled like smoke"  # VADER's worst first
+    assert review["vader verdict"].iloc[0] == "fail"
+    assert list(review["review"]) == ["accepted"] * 3 + ["off_topic"]
+    assert review["input"].iloc[3] == "The weather was nice"
+
+    grown = result.tree
+    assert tree_csv(hotel) == before  # the input tree is not changed in place
+    frame = grown.frame
+    new = frame.loc[[row_id("/Rooms", t) for t in ("Room smelled like smoke",
+                                                   "The towels were dirty",
+                                                   "Great view from the balcony")]]
+    assert list(new["labeler"].unique()) == ["oracle:hotel-rule"]
+    assert list(new["output"]) == ["neg", "neg", "pos"] and set(new["label"]) == {"pass"}
+    provenance = json.loads(new["provenance"].iloc[0])
+    assert provenance["round"] == 1 and provenance["generator"] == "openai:gpt-test"
+    assert provenance["seed"] in (7, 8) and len(provenance["prompt_id"]) == 12
+    assert float(new["vader score"].iloc[0]) == pytest.approx(1 - 0.0)  # P(neg) = 0
+    # human rows untouched, provenance empty for them
+    human = frame.loc[hotel.frame.index]
+    assert (human["labeler"] == hotel.frame["labeler"]).all()
+    assert (human["provenance"] == "").all()
+    # written by tree.py, and the grown tree reads back as 190 + 3 cases
+    assert read_tree(out).frame.equals(frame)
+    cases = tree_to_cases(read_tree(out), ("neg", "pos"))
+    assert len(cases) == 193
+
+
+def test_failures_only_and_a_model_oracle(hotel):
+    reference = VaderModel(neutral_band=(0.5, 0.5))
+    reference.model_id = "vader-reference"
+    with CompletionsServer(script=round_script) as server:
+        generator = HTTPGenerator("gpt-test", server.url, settings=LLMSettings(retries=0))
+        result = run_round(hotel, "/Rooms", generator, ModelOracle(reference),
+                           [VaderModel()], seed=7, prompts=2, completions=3,
+                           settings=PromptSettings(prompt_diversity=False), accept="failures")
+    # VADER agrees with itself on every polar answer: no failure to accept
+    assert result.counts["off_topic"] == 0 and result.counts["shown"] == 4
+    assert result.counts["accepted"] == result.counts["failures"] == 0
+    assert len(result.tree.frame) == len(hotel.frame)
+
+
+def test_an_oracle_never_overwrites_a_human_label(hotel):
+    human_id = "02076434c5fc4a389f127e542c479c64"  # "Sheets didn't seem clean", anonymous
+    row = {"topic": "/Rooms", "input": "Sheets didn't seem clean", "output": "pos",
+           "label": "pass", "labeler": "oracle:x"}
+    grown, written = append_accepted(hotel, {human_id: row})
+    assert written == [] and grown.frame.loc[human_id, "output"] == "neg"
+    oracle_id = row_id("/Rooms", "Pillows were thin")
+    grown, written = append_accepted(hotel, {oracle_id: {**row, "input": "Pillows were thin"}})
+    again, rewritten = append_accepted(grown, {oracle_id: {**row, "input": "Pillows were thin",
+                                                            "output": "neg"}})
+    assert written == rewritten == [oracle_id]
+    assert again.frame.loc[oracle_id, "output"] == "neg"  # an oracle row may be re-reviewed
+
+
+def test_bad_round_settings(hotel):
+    with pytest.raises(LingtestError, match="topic 'Rooms' does not start"):
+        run_round(hotel, "Rooms", None, None, [VaderModel()])
+    with pytest.raises(LingtestError, match="accept='some'"):
+        run_round(hotel, "/Rooms", None, None, [VaderModel()], accept="some")
+
+
+def test_prompt_scores_come_from_the_first_model(hotel):
+    scores = dict(zip(hotel.frame.index, prompt_scores(hotel, VaderModel(), ("neg", "pos"))))
+    # "One star service for a four star price": fail row, expects neg; VADER P(neg) = 0
+    assert scores["0ba15c3386e34777bfb4906394f15b82"] == 1.0
+    # "Expensive for what you get": tree's "model score" 0.0, VADER's differs
+    assert scores["04189a46ab1642789a5f59fb5a758e29"] > 0.0
+    assert scores["00f2dfd40977438f9942793768959e8a"] == 0.0  # the root marker

@@ -1,0 +1,118 @@
+"""COSTELLO on the shared Method shape: contract columns of the results, one unit per model,
+the report's tables, figures, metrics and provenance (fast: toy embeddings, no model)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tasks.contrastive import pipeline as cp
+from tasks.contrastive.method import (OVERLAP_KEY, SUBSTITUTES, ContrastiveMethod,
+                                      contract_rows)
+from tasks.contrastive.suite import _row
+from tasks.core.config import ContrastiveParams, load_params
+from tasks.core.errors import LingtestError
+from tasks.core.method import Unit, UnitResult
+from tasks.core.paths import PACKAGE_ROOT, Workspace
+from tasks.core.schema import check_cases, check_results
+
+TRIPLES = [("CR1", ("good film", "fine film", "bad film")),
+           ("CR1", ("a nice plot", "a pleasant plot", "a nasty plot")),
+           ("CR4", ("x one [SEP] y one", "x two [SEP] y two", "x three [SEP] y three"))]
+
+
+def _suite() -> pd.DataFrame:
+    return pd.DataFrame([_row(rel, f"s{i}", texts, None, "{}")
+                         for i, (rel, texts) in enumerate(TRIPLES)])
+
+
+def _lookup(texts):
+    """A deterministic toy embedding: 4 numbers from the text's characters."""
+    return np.array([[len(t), t.count("o"), t.count("e"), sum(map(ord, t)) % 7] for t in texts],
+                    dtype=np.float64)
+
+
+def _results(suite: pd.DataFrame, model_id: str = "m") -> pd.DataFrame:
+    truth = pd.DataFrame({"p_greater": 0.5, "p_less": 0.5, "gt_a": [True, False, True],
+                          "gt_b": True}, index=suite.index)
+    thetas = {("l2", "vocab"): {"zero": 0.0, "mu-sigma": 1.5}, ("l2", "dataset"): {"min": 0.2},
+              ("cos", "vocab"): {"zero": 0.0}}
+    model = {"model_id": model_id, "revision": "r1", "pooling": "mean"}
+    rows = cp.validate(suite, _lookup, model, ContrastiveParams(distances=["l2", "cos"]),
+                       thetas, truth)
+    return contract_rows(rows)
+
+
+def test_suite_and_results_pass_the_contract():
+    suite = _suite()
+    check_cases(suite, ContrastiveMethod.contract)
+    results = check_results(_results(suite), ContrastiveMethod.contract)
+    assert len(results) == len(suite) * 4
+    assert (results["method"] == "contrastive").all()
+    assert results["score"].equals(results["margin"])
+    raw = results["output"].map(json.loads)
+    assert (raw.map(lambda o: o["d_pos"]) == results["d_pos"]).all()  # exact floats
+    assert (raw.map(lambda o: o["d_neg"]) == results["d_neg"]).all()
+    assert list(results.columns[:2]) == ["case_id", "method"]
+
+
+def test_rows_differing_only_by_rule_need_the_rule_key():
+    """The same triple, setting and threshold under both rules is two rows: ``rule`` is a
+    result key, and a table without it fails the uniqueness check."""
+    results = _results(_suite())
+    both = pd.concat([results, results.assign(rule="paper")], ignore_index=True)
+    check_results(both, ContrastiveMethod.contract)
+    with pytest.raises(LingtestError, match="share their case_id, model_id, distance"):
+        check_results(pd.concat([results, results], ignore_index=True),
+                      ContrastiveMethod.contract)
+
+
+def test_one_unit_per_model_whatever_the_shards():
+    params = load_params(PACKAGE_ROOT, ["runtime.shards=3", "contrastive.encoders=[a/x,b/y]"])
+    method = ContrastiveMethod(params, Workspace(PACKAGE_ROOT))
+    assert method.units(_suite()) == [Unit("a/x"), Unit("b/y")]
+
+
+def test_report_tables_figures_metrics_and_interim_files(tmp_path):
+    custom = tmp_path / "suite.json"
+    custom.write_text(json.dumps({"CR1": [list(t) for _, t in TRIPLES[:2]]}))
+    params = load_params(PACKAGE_ROOT, [f"contrastive.suite={custom}",
+                                        "contrastive.encoders=[org/model_a,org/model-b]"])
+    method = ContrastiveMethod(params, Workspace(tmp_path))
+    suite = _suite()
+    runs = []
+    for model_id in method.model_ids():
+        info = {"model_id": model_id, "revision": "r1", "pooling": "mean", "embedded_now": 2,
+                "training_overlap": {"CR1": 1} if model_id.endswith("a") else {}}
+        extra = {"info": info, "banks": {},
+                 "thresholds": pd.DataFrame({"model_id": [model_id], "nn_mean": [1.0]}),
+                 "accuracy": pd.DataFrame({"model_id": model_id, "task": "sentiment",
+                                           "accuracy": [0.5, 0.7]})}
+        runs.append(UnitResult(Unit(model_id), _results(suite, model_id), extra))
+    results = method.collect(suite, runs)
+    report = method.report(suite, results, runs)
+    keys = [table.key for table in report.tables]
+    assert keys == ["costello-table1", "costello-classifiers", "costello-thresholds",
+                    "costello-table2-org-model-a", "costello-table2-org-model-b",
+                    "costello-table2", "costello-violations"]
+    assert sorted(report.figures) == ["costello-figure6-org-model-a.png",
+                                      "costello-figure6-org-model-b.png"]
+    classifiers = report.tables[1].frame
+    assert classifiers.loc[0, ["mean", "min", "max", "count"]].tolist() == [0.6, 0.5, 0.7, 2]
+    violations = report.tables[-1].frame
+    assert set(violations["distance"]) <= {"l2"} and set(violations["threshold_kind"]) <= {
+        "mu-sigma"}
+    assert report.metrics["setting"] == "l2 mu-sigma vocab"
+    assert set(report.metrics["models"]) == {"org/model_a", "org/model-b"}
+    assert report.substitutes == SUBSTITUTES
+    assert report.provenance["models"] == "org/model_a @ r1 (mean); org/model-b @ r1 (mean)"
+    assert report.provenance[OVERLAP_KEY] == "org/model_a: {'CR1': 1}; org/model-b: none"
+    interim = tmp_path / "data" / "interim" / "contrastive"
+    every = pd.read_parquet(interim / "violations.parquet")
+    assert len(every) == int(results["verdict"].eq("fail").sum())
+    assert set(json.loads((interim / "suite.json").read_text())) == {"CR1", "CR4"}
+    summary = method.summary(suite, results, runs)
+    assert summary == {"triples": 3, "violations": len(every),
+                       "embedded_now": {"org/model_a": 2, "org/model-b": 2}}
