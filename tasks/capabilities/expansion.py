@@ -35,9 +35,10 @@ from tasks.capabilities.grammar import Grammar, parse_benepar
 from tasks.capabilities.masks import Cfg, Surface, masked_sentences
 from tasks.capabilities.search import CASE_COLUMNS, METHOD, WordPolarity, _ptb
 from tasks.capabilities.specs import CapabilitySpec
-from tasks.capabilities.validation import UNUSED_PIPES, spec_still_matches
+from tasks.capabilities.validation import spec_still_matches
 from tasks.core.cases import case_id, provenance_json
 from tasks.data.treebank import Node
+from tasks.models.nlp import pipe as nlp_pipe
 
 GENERATOR = "lingtest.capabilities.expansion"
 SUITE_COLUMNS = CASE_COLUMNS + ["parent_case_id"]
@@ -95,8 +96,7 @@ def case_rng(seed: int, case: str) -> np.random.Generator:
 def parse_texts(texts: Sequence[str], nlp: Any, grammar: Grammar | None,
                 parser: str = "pcfg") -> list[tuple[Node, bool]]:
     """(tree, is_fallback) per text: spaCy's tokens and PTB tags, parsed by ``parser``."""
-    disable = [p for p in UNUSED_PIPES if p in nlp.pipe_names]
-    docs = [[t for t in doc if not t.is_space] for doc in nlp.pipe(texts, disable=disable)]
+    docs = [[t for t in doc if not t.is_space] for doc in nlp_pipe(nlp, texts)]
     if parser == "benepar":
         trees = parse_benepar([([t.text for t in d], [t.tag_ for t in d]) for d in docs])
         return [(tree, False) for tree in trees]

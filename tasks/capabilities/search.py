@@ -48,6 +48,7 @@ from tasks.capabilities.specs import (LABELS, SEED_SLOT, CapabilitySpec, SearchR
 from tasks.core.cases import case_id, provenance_json
 from tasks.core.errors import LingtestError
 from tasks.data.sst import detokenize
+from tasks.models.nlp import pipe as nlp_pipe
 
 METHOD = "capability"
 GENERATOR = "lingtest.capabilities.search"
@@ -56,7 +57,6 @@ CASE_COLUMNS = ["case_id", "method", "capability", "seed_id", "text", "expectati
 MATCH_COLUMNS = ["sentence_id", "split", "text", "tokens", "pos", "label", "rule", "is_seed"]
 FINAL_PUNCT = frozenset({".", "!", "?"})
 EMBED_STRIP = frozenset({".", "!", "?", ";", ":", "..."})
-UNUSED_PIPES = ("parser", "ner", "senter", "lemmatizer")
 SWN_NEUTRAL_BAND = 0.1  # |mean(pos − neg)| over a word's synsets below this: neutral
 _SWN_POS = {"ADJ": "a", "NOUN": "n", "PROPN": "n", "VERB": "v", "AUX": "v", "ADV": "r"}
 
@@ -72,9 +72,8 @@ def tag_sst(sst: pd.DataFrame, nlp: Any, batch_size: int = 256) -> pd.DataFrame:
 
     tokens = [list(t) for t in sst["tokens"]]
     docs = (Doc(nlp.vocab, words=[detokenize([tok]) or tok for tok in toks]) for toks in tokens)
-    disable = [p for p in UNUSED_PIPES if p in nlp.pipe_names]
     pos, tag = [], []
-    for doc in nlp.pipe(docs, batch_size=batch_size, disable=disable):
+    for doc in nlp_pipe(nlp, docs, batch_size=batch_size):
         pos.append([t.pos_ for t in doc])
         tag.append([t.tag_ for t in doc])
     split = sst["split"] if "split" in sst else pd.Series([""] * len(sst), index=sst.index)

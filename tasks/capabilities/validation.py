@@ -33,13 +33,13 @@ from tasks.capabilities.search import LexiconPolarity, WordPolarity, search_seed
 from tasks.capabilities.specs import CapabilitySpec
 from tasks.capabilities.wellformed import NOT_NEUTRAL, agreement_error, structure_error
 from tasks.data.sst import detokenize
+from tasks.models.nlp import pipe as nlp_pipe
 
 if TYPE_CHECKING:
     from tasks.capabilities.fill import Candidate
 
 REASONS = ("pos", "polarity", "rule", "agreement", "structure", "confidence", "context",
            "duplicate")
-UNUSED_PIPES = ("parser", "ner", "senter", "lemmatizer")
 NEUTRAL = "neutral"
 
 
@@ -62,9 +62,8 @@ def tag(token_lists: list[list[str]], nlp: Any) -> list[Tagged]:
     from spacy.tokens import Doc
 
     docs = (Doc(nlp.vocab, words=[detokenize([t]) or t for t in toks]) for toks in token_lists)
-    disable = [p for p in UNUSED_PIPES if p in nlp.pipe_names]
     return [Tagged(list(toks), [t.pos_ for t in doc], [t.tag_ for t in doc])
-            for toks, doc in zip(token_lists, nlp.pipe(docs, disable=disable))]
+            for toks, doc in zip(token_lists, nlp_pipe(nlp, docs))]
 
 
 def check(candidate: "Candidate", tagged: Tagged, polarity: WordPolarity,

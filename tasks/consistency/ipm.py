@@ -48,6 +48,8 @@ from tasks.text.lexicon_lookup import (
     usable,
     verb_lemma,
 )
+from tasks.models.nlp import NO_PARSE
+from tasks.models.nlp import pipe as nlp_pipe
 from tasks.text.mutations import match_case
 
 # spaCy UPOS → WordNet part of speech, with the one PTB tag (or tags) that may vary.
@@ -55,7 +57,6 @@ _WORDNET_POS = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
 _VARYING_TAGS = {"n": frozenset({"NN", "NNS"}), "v": VERB_TAGS, "a": frozenset({"JJ"}),
                  "r": frozenset({"RB"})}
 # Tagging needs tok2vec, tagger, attribute_ruler and lemmatizer only.
-_UNUSED_PIPES = ("parser", "ner")
 
 
 @dataclass(frozen=True)
@@ -213,8 +214,7 @@ def _ipm(question_id: str, doc: Any, wn: Any, max_values: int) -> IPM:
 
 def _docs(nlp: Any, texts: Iterable[str]) -> Iterable[Any]:
     """Tagged Docs, skipping the parser and NER (tags, lemmas and stop words do not need them)."""
-    unused = [name for name in _UNUSED_PIPES if name in nlp.pipe_names]
-    return nlp.pipe(texts, disable=unused, batch_size=64)
+    return nlp_pipe(nlp, texts, NO_PARSE, batch_size=64)
 
 
 def build_ipm(question_id: str, question: str, nlp: Any, wn: Any, max_values: int = 3) -> IPM:

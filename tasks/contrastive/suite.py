@@ -56,6 +56,8 @@ import pandas as pd
 from tasks.core.cases import case_id, provenance_json
 from tasks.core.config import RELATIONS, ContrastiveParams
 from tasks.core.errors import LingtestError
+from tasks.models.nlp import NO_PARSE
+from tasks.models.nlp import pipe as nlp_pipe
 from tasks.text import lexicon_lookup as lex
 from tasks.text.mutations import (Mutant, antonyms, first_per_position, gender_swap, invert,
                                   replace_lemma, slots, synonyms)
@@ -73,7 +75,6 @@ RELATION_INFO: dict[str, tuple[str, str, int]] = {
 }
 BATCH_SIZE = 64
 # Tags, POS and lemmas are what the operators read; NER only marks names for CR2's swaps.
-_UNUSED_PIPES = ("parser", "ner")
 
 
 
@@ -129,9 +130,8 @@ class _Context:
     def parse(self, texts: list[str], ner: bool = False) -> None:
         """Parse the texts not seen yet, in batches, without the parser (and NER unless asked)."""
         todo = list(dict.fromkeys(t for t in texts if t not in self.docs))
-        unused = [p for p in _UNUSED_PIPES if not (ner and p == "ner")]
-        disable = [p for p in unused if p in self.nlp.pipe_names]
-        for text, doc in zip(todo, self.nlp.pipe(todo, batch_size=BATCH_SIZE, disable=disable)):
+        skip = tuple(p for p in NO_PARSE if not (ner and p == "ner"))
+        for text, doc in zip(todo, nlp_pipe(self.nlp, todo, skip, batch_size=BATCH_SIZE)):
             self.docs[text] = doc
 
     def provenance(self, relation: str, source: str, seed_id: str, positive: Any,

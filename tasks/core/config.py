@@ -11,11 +11,11 @@ import copy
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
-                      model_serializer)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError,
+                      field_validator, model_serializer)
 
 from tasks.core.errors import LingtestError
 from tasks.core.secrets import redact_fields
@@ -24,6 +24,16 @@ ASSET_NAMES = (
     "sst", "mrpc", "boolq", "kommkonllm", "contrast_sets", "treebank", "wordnet",
     "opinion_lexicon", "names", "movie_reviews", "checklist", "adatest",
 )
+
+
+def _ordered_band(band: tuple[float, float]) -> tuple[float, float]:
+    """An inverted band would silently make every prediction polar."""
+    if not 0.0 <= band[0] <= band[1] <= 1.0:
+        raise ValueError("expected [low, high] with 0 <= low <= high <= 1, e.g. [0.3333, 0.6667]")
+    return band
+
+
+Band = Annotated[tuple[float, float], AfterValidator(_ordered_band)]  # P(pos) band of "neutral"
 
 
 class Section(BaseModel):
@@ -162,7 +172,7 @@ class CapabilitiesParams(Section):
         -6.0, le=0, description="right-context check: the most (nats) the words after the last "
         "insertion may lose against the same words in the seed, causal fill models only; "
         "null: no check")
-    neutral_band: tuple[float, float] = Field(
+    neutral_band: Band = Field(
         (1 / 3, 2 / 3), description="a binary model predicts neutral when P(pos) is inside")
     models: list[str] = Field(
         default_factory=lambda: ["lingtest/minilm-sst2", "vader"], min_length=1,
@@ -178,15 +188,6 @@ class CapabilitiesParams(Section):
         None, ge=1, description="SST-2 training sentences that set the activation bounds")
     batch_size: int = Field(64, ge=1, description="sentences per model call")
     train_sentiment: TrainSentimentParams = Field(default_factory=TrainSentimentParams)
-
-    @field_validator("neutral_band")
-    @classmethod
-    def _ordered_band(cls, band: tuple[float, float]) -> tuple[float, float]:
-        """An inverted band would silently make every prediction polar."""
-        if not 0.0 <= band[0] <= band[1] <= 1.0:
-            raise ValueError("expected [low, high] with 0 <= low <= high <= 1, "
-                             "e.g. [0.3333, 0.6667]")
-        return band
 
     @field_validator("coverage_sizes")
     @classmethod
@@ -251,14 +252,9 @@ class AdaptiveParams(Section):
         "null: 'should not output' its output")
     models: list[str] = Field(["lingtest/minilm-sst2", "vader"], min_length=1,
                               description="models under test; the first ranks suggestions")
-    neutral_band: tuple[float, float] = Field(
+    neutral_band: Band = Field(
         (0.5, 0.5), description="binary models: neutral inside; (0.5, 0.5) = AdaTest's argmax")
     bootstrap: int = Field(1000, ge=100, description="resamples of the 95% failure-rate CIs")
-
-    @field_validator("neutral_band")
-    @classmethod
-    def _ordered_band(cls, band: tuple[float, float]) -> tuple[float, float]:
-        return CapabilitiesParams._ordered_band(band)
 
 
 class Params(Section):

@@ -44,6 +44,16 @@ def load_spacy(name: str = "en_core_web_sm", offline: bool = True,
         return _CACHE[key]
 
 
+TAGS_ONLY = ("parser", "ner", "senter", "lemmatizer")  # POS tags are all the caller reads
+NO_PARSE = ("parser", "ner")  # tags, lemmas and stop words; no parse, no entities
+
+
+def pipe(nlp: Any, texts: Any, skip: tuple[str, ...] = TAGS_ONLY, **kwargs: Any) -> Any:
+    """``nlp.pipe`` without the components in ``skip`` that the pipeline has: faster, and
+    the same tags (the tagger does not read the parser's or NER's output)."""
+    return nlp.pipe(texts, disable=[p for p in skip if p in nlp.pipe_names], **kwargs)
+
+
 def spacy_parameters(nlp: Any) -> dict[str, Any]:
     """What tagged the data (for reports): id, source, revision, versions, pipes."""
     info = dict(nlp.meta.get("lingtest", {}))
