@@ -108,3 +108,20 @@ def test_a_pick_under_two_verdicts_is_refused(mirror):
     assert "| x | pos |" in review_markdown(shown, "/Rooms", 1, "vader")
     with pytest.raises(LingtestError, match="both 'fail' and 'passing'"):
         apply_review(tree, shown, form, "/Rooms", "ada", 1, "vader")
+
+
+def test_adapt_without_a_ui_server_or_oracle_says_how_to_review(tmp_path):
+    """Nobody could resume a paused run without a server: one clear line, exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    from tasks.core.paths import PACKAGE_ROOT
+
+    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "home"))
+    env.pop("PREFECT_API_URL", None)
+    done = subprocess.run([sys.executable, "-m", "tasks.core.cli", "adapt", "--topic", "/Rooms",
+                           "--tree", str(tmp_path / "t.csv")], cwd=PACKAGE_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "start `lingtest ui` or pass --oracle" in done.stderr
