@@ -125,3 +125,15 @@ def test_adapt_without_a_ui_server_or_oracle_says_how_to_review(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "start `lingtest ui` or pass --oracle" in done.stderr
+
+
+def test_oracle_rounds_run_unattended(mirror, tmp_path, prefect_harness):
+    tree_path = tmp_path / "hotel.csv"
+    shutil.copy(mirror / "adatest" / "imdb_hotel_conversion.csv", tree_path)
+    with CompletionsServer(script=round_script) as server:
+        history = adapt_flow(str(tree_path), "/Rooms", rounds=1, generator="openai:gpt-test",
+                             base_url=server.url, oracle="vader", seed=7, prompts=2,
+                             completions=3, binary_labels=["neg", "pos"])
+    assert history[0]["oracle"] == "oracle:vader" and history[0]["accepted"] > 0
+    labelers = read_tree(tree_path).frame["labeler"]
+    assert (labelers == "oracle:vader").sum() == history[0]["accepted"]
