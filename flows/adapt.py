@@ -1,0 +1,63 @@
+"""``lingtest adapt``: AdaTest's loop with a person in it, as a Prefect flow (not a stage).
+
+Each round suggests tests for a topic and pauses the run (``pause_flow_run`` with a form,
+one input key per round); the reviewer picks suggestions in the Prefect UI (or a script
+resumes the run through the API with a ``run_input``) and the picks are written to the tree.
+With ``oracle`` set the rounds run unattended (``review.run_round``, ``labeler=oracle:<id>``).
+It cannot sit inside ``dvc repro`` (a paused run waits for a person), so it is a command of its
+own; the tree it writes lives under ``inputs/adaptive/``, a tracked input of the stages.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow, get_run_logger
+from prefect.flow_runs import pause_flow_run
+
+from tasks.adaptive.generators import make_generator
+from tasks.adaptive.review import ModelOracle, run_round
+from tasks.adaptive.review_form import apply_review, review_input, review_markdown, suggest
+from tasks.adaptive.tree import read_tree, write_tree
+from tasks.models.sentiment import load_sentiment_model
+
+
+@flow(name="adapt", log_prints=True)
+def adapt_flow(tree_path: str, topic: str, rounds: int = 1, generator: str = "openai:gpt-3.5",
+               base_url: str | None = None, model: str = "vader", reviewer: str = "reviewer",
+               oracle: str | None = None, seed: int = 0, prompts: int | None = None,
+               completions: int | None = None, top: int = 20,
+               binary_labels: list[str] | None = None, offline: bool = True,
+               root: str = ".", review_timeout_s: int = 3600,
+               poll_interval_s: int = 5) -> list[dict]:
+    """``rounds`` rounds on ``topic`` of the tree at ``tree_path``; each round's counts."""
+    logger = get_run_logger()
+    path = Path(tree_path)
+    tree = read_tree(path)
+    under_test = load_sentiment_model(model, (0.5, 0.5), offline, Path(root))
+    suggester = make_generator(generator, offline=offline, base_url=base_url)
+    labels = tuple(binary_labels) if binary_labels else None
+    history = []
+    for round_no in range(1, rounds + 1):
+        round_seed = seed + 1000 * (round_no - 1)
+        if oracle:
+            reference = ModelOracle(load_sentiment_model(oracle, (0.5, 0.5), offline,
+                                                         Path(root)))
+            result = run_round(tree, topic, suggester, reference, [under_test], round_no,
+                               round_seed, prompts=prompts, completions=completions,
+                               path=path, binary_labels=labels)
+            tree, counts = result.tree, result.counts
+        else:
+            shown = suggest(tree, topic, suggester, under_test, round_seed, prompts,
+                            completions, top=top, binary_labels=labels)
+            form = review_input(list(shown["input"])).with_initial_data(
+                description=review_markdown(shown, topic, round_no, under_test.model_id))
+            picked = pause_flow_run(wait_for_input=form, timeout=review_timeout_s,
+                                    poll_interval=poll_interval_s, key=f"round-{round_no}")
+            tree, counts = apply_review(tree, shown, picked, topic, reviewer, round_no,
+                                        under_test.model_id)
+            write_tree(tree, path)
+        logger.info("adapt round %d: %s", round_no, counts)
+        history.append(counts)
+        if counts.get("stop"):
+            break
+    return history

@@ -1,0 +1,129 @@
+"""A person's review of one AdaTest round in the Prefect UI (the form a paused flow shows).
+
+The paused run's description is a Markdown table of the round's suggestions (the model's
+output for each); the form has one multi-select per verdict (``fail``: valid tests the model
+fails, ``passing``: valid tests it passes, ``off_topic``), a ``subtopic`` the accepted tests go
+under, and ``stop``. Every default is empty, so nothing enters the tree without a click.
+Accepted tests are written in AdaTest's layout (``output`` = the model's output, ``label`` =
+pass / fail) with ``labeler`` = the reviewer and a ``provenance`` cell (round, prompt id,
+generator, seed).
+"""
+from __future__ import annotations
+
+from typing import List, Literal
+
+import pandas as pd
+import pydantic
+from prefect.input import RunInput
+
+import numpy as np
+
+from tasks.adaptive.generators import Generator, dedupe, suggestions_frame
+from tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts
+from tasks.adaptive.review import PROVENANCE, append_accepted, prompt_scores, row_id
+from tasks.adaptive.tree import TestTree, topic_problem
+from tasks.core.cases import provenance_json
+from tasks.core.errors import LingtestError
+
+VERDICT_FIELDS = ("fail", "passing", "off_topic")
+_TREE_LABEL = {"fail": "fail", "passing": "pass", "off_topic": "off_topic"}
+
+
+def suggest(tree: TestTree, topic: str, generator: Generator, model, seed: int,
+            prompts: int | None = None, completions: int | None = None,
+            settings: PromptSettings = PromptSettings(), top: int = 20,
+            binary_labels: tuple[str, str] | None = None) -> pd.DataFrame:
+    """A round's suggestions for a person: prompts → generate → dedupe → the model's output,
+    the first ``top`` kept (a person reads a table, not hundreds of lines)."""
+    problem = topic_problem(topic)
+    if problem:
+        raise LingtestError(f"adapt --topic: {problem}; name a tree topic such as /Rooms")
+    rng = np.random.default_rng(seed)
+    items = build_prompts(tree, topic, rng, settings, repetitions=prompts,
+                          scores=prompt_scores(tree, model, binary_labels))
+    texts = prompt_texts(items, topic)
+    n = completions or max(1, settings.max_suggestions // max(1, len(texts)))
+    shown = dedupe(suggestions_frame(texts, generator.complete(texts, n, seed),
+                                     generator.generator_id, seed), tree, topic).head(top)
+    outputs = model.predict(list(shown["input"])) if len(shown) else []
+    return shown.assign(output=list(outputs))
+
+
+def _cell(text: str) -> str:
+    """A Markdown table cell: pipes escaped, line breaks as spaces."""
+    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def review_markdown(suggestions: pd.DataFrame, topic: str, round_no: int, model_id: str) -> str:
+    """The paused run's description: what to review and how."""
+    lines = [f"### AdaTest round {round_no}: {topic}", "",
+             f"Pick each suggestion the model **{_cell(model_id)}** fails under `fail`, the ones it "
+             "gets right under `passing`, and inputs outside the topic under `off_topic`; "
+             "anything not picked is dropped. Tick `stop` to end after this round.", "",
+             f"| # | input | {_cell(model_id)} output |", "|---|---|---|"]
+    for number, (_, row) in enumerate(suggestions.iterrows(), 1):
+        lines.append(f"| {number} | {_cell(row['input'])} | {_cell(row['output'])} |")
+    return "\n".join(lines)
+
+
+def review_input(options: list[str]) -> type[RunInput]:
+    """The form's model: ``fail`` / ``passing`` / ``off_topic`` multi-selects over ``options``
+    (the suggestions' inputs), ``subtopic`` and ``stop``; every default empty."""
+    choice = Literal[tuple(options)] if options else str  # type: ignore[valid-type]
+    selection = (List[choice], pydantic.Field(default_factory=list))
+    return pydantic.create_model(
+        "AdaptReview", __base__=RunInput,
+        fail=(selection[0], pydantic.Field(default_factory=list,
+                                           description="Valid tests the model fails")),
+        passing=(selection[0], pydantic.Field(default_factory=list,
+                                              description="Valid tests the model passes")),
+        off_topic=(selection[0], pydantic.Field(default_factory=list,
+                                                description="Inputs outside the topic")),
+        subtopic=(str, pydantic.Field("", description="Put accepted tests under this "
+                                                      "subtopic (blank: the topic itself)")),
+        stop=(bool, pydantic.Field(False, description="Stop after this round")))
+
+
+def apply_review(tree: TestTree, suggestions: pd.DataFrame, form, topic: str, reviewer: str,
+                 round_no: int, model_id: str) -> tuple[TestTree, dict]:
+    """``tree`` with the picked suggestions appended (see the module docstring) and the
+    round's counts. An input picked under two verdicts, or a bad subtopic, is refused."""
+    picks = {name: list(getattr(form, name)) for name in VERDICT_FIELDS}
+    seen: dict[str, str] = {}
+    for name, inputs in picks.items():
+        for text in inputs:
+            if text in seen:
+                raise LingtestError(f"review round {round_no}: {text!r} is picked under both "
+                                    f"{seen[text]!r} and {name!r}; pick it under one")
+            seen[text] = name
+    subtopic = form.subtopic.strip().strip("/")
+    target = f"{topic}/{subtopic}" if subtopic else topic
+    problem = topic_problem(target)
+    if problem:
+        raise LingtestError(f"review round {round_no} subtopic {form.subtopic!r}: {problem}; "
+                            "give a name such as Cleanliness")
+    by_input = suggestions.drop_duplicates("input").set_index("input")
+    unknown = [t for t in seen if t not in by_input.index]
+    if unknown:
+        raise LingtestError(f"review round {round_no}: {unknown[0]!r} is not a suggestion of "
+                            "this round; pick from the listed inputs")
+    rows = {}
+    for text, name in seen.items():
+        s = by_input.loc[text]
+        rows[row_id(target, text)] = {
+            "topic": target, "input": text, "output": str(s["output"]),
+            "label": _TREE_LABEL[name], "labeler": reviewer, "description": "",
+            PROVENANCE: provenance_json(round=round_no, prompt_id=s["prompt_id"],
+                                        generator=s["generator"], seed=int(s["seed"]))}
+    grown, written = _append_human(tree, rows)
+    counts = {"round": round_no, "topic": target, "reviewer": reviewer,
+              "shown": len(suggestions), **{n: len(p) for n, p in picks.items()},
+              "written": len(written), "stop": bool(form.stop)}
+    return grown, counts
+
+
+def _append_human(tree: TestTree, rows: dict[str, dict[str, str]]):
+    """A reviewer's rows appended; unlike an oracle, a person may relabel a row they see."""
+    frame = tree.frame.drop(index=[i for i in rows if i in tree.frame.index])
+    return append_accepted(TestTree(frame, tree.source, tree.lineterminator, tree.index_name),
+                           rows)

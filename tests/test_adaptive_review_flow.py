@@ -1,0 +1,139 @@
+"""``lingtest adapt`` without a browser: the review flow pauses each round with a form, a
+thread resumes it through the API with a ``run_input``, and the picks land in the tree."""
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+from prefect.flow_runs import resume_flow_run
+from test_adaptive_generators import CompletionsServer
+from test_adaptive_review import round_script
+
+from flows.adapt import adapt_flow
+from tasks.adaptive.review_form import apply_review, review_input, review_markdown
+from tasks.adaptive.tree import read_tree
+from tasks.core.errors import LingtestError
+
+WAIT_S = 60
+
+
+def paused_run(name: str, key: str):
+    """The flow run called ``name`` once it is paused for input ``key`` (bounded wait)."""
+    deadline = time.monotonic() + WAIT_S
+    with get_client(sync_client=True) as client:
+        while time.monotonic() < deadline:
+            runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                name=FlowRunFilterName(any_=[name])))
+            for run in runs:
+                state = run.state
+                if state and state.is_paused() and state.state_details.pause_key == key \
+                        and state.state_details.run_input_keyset:
+                    return run
+            time.sleep(0.3)
+    raise AssertionError(f"flow run {name} did not pause for {key} within {WAIT_S} s")
+
+
+def description_of(run) -> str:
+    with get_client(sync_client=True) as client:
+        return json.loads(client.read_flow_run_input(
+            run.id, run.state.state_details.run_input_keyset["description"]))
+
+
+def test_form_defaults_are_empty_and_options_are_the_suggestions():
+    form = review_input(["a", "b"])
+    empty = form()
+    assert (empty.fail, empty.passing, empty.off_topic, empty.subtopic, empty.stop) == \
+        ([], [], [], "", False)
+    schema = json.dumps(form.model_json_schema())
+    assert '"enum": ["a", "b"]' in schema
+    with pytest.raises(ValueError):
+        form(fail=["not shown"])
+
+
+def test_two_rounds_resumed_through_the_api(mirror, tmp_path, prefect_harness):
+    tree_path = tmp_path / "inputs" / "adaptive" / "hotel.csv"
+    tree_path.parent.mkdir(parents=True)
+    shutil.copy(mirror / "adatest" / "imdb_hotel_conversion.csv", tree_path)
+    before = read_tree(tree_path)
+    answers = {"round-1": {"fail": ["Room smelled like smoke"],
+                           "passing": ["The towels were dirty"],
+                           "off_topic": ["The weather was nice"], "subtopic": "Smell"},
+               "round-2": {"stop": True}}
+    name = f"adapt-test-{time.monotonic_ns()}"
+    seen: dict[str, str] = {}
+
+    def reviewer():
+        for key, answer in answers.items():
+            run = paused_run(name, key)
+            seen[key] = description_of(run)
+            resume_flow_run(run.id, run_input=answer)
+
+    with CompletionsServer(script=round_script) as server:
+        thread = threading.Thread(target=reviewer, daemon=True)
+        thread.start()
+        history = adapt_flow.with_options(flow_run_name=name)(
+            str(tree_path), "/Rooms", rounds=3, generator="openai:gpt-test",
+            base_url=server.url, model="vader", reviewer="ada", seed=7, prompts=2,
+            completions=3, binary_labels=["neg", "pos"], poll_interval_s=1,
+            review_timeout_s=WAIT_S)
+        thread.join(WAIT_S)
+    assert [h["round"] for h in history] == [1, 2]  # round 2 said stop; round 3 never ran
+    assert history[0]["written"] == 3 and history[1]["written"] == 0
+    assert "| Room smelled like smoke |" in seen["round-1"]
+    tree = read_tree(tree_path)
+    added = tree.frame.loc[tree.frame.index.difference(before.frame.index)]
+    tests = added[added["label"] != "topic_marker"].set_index("input")
+    assert tests.loc["Room smelled like smoke", "label"] == "fail"
+    assert tests.loc["The towels were dirty", "label"] == "pass"
+    assert tests.loc["The weather was nice", "label"] == "off_topic"
+    assert set(tests["labeler"]) == {"ada"} and set(tests["topic"]) == {"/Rooms/Smell"}
+    provenance = json.loads(tests.loc["Room smelled like smoke", "provenance"])
+    assert provenance["round"] == 1 and provenance["generator"] == "openai:gpt-test"
+    assert {"prompt_id", "seed"} <= set(provenance)
+    assert "/Rooms/Smell" in set(added.loc[added["label"] == "topic_marker", "topic"])
+
+
+def test_a_pick_under_two_verdicts_is_refused(mirror):
+    import pandas as pd
+
+    tree = read_tree(mirror / "adatest" / "imdb_hotel_conversion.csv")
+    shown = pd.DataFrame({"input": ["x"], "output": ["pos"], "prompt_id": ["p"],
+                          "generator": ["g"], "seed": [1]})
+    form = review_input(["x"])(fail=["x"], passing=["x"])
+    assert "| x | pos |" in review_markdown(shown, "/Rooms", 1, "vader")
+    with pytest.raises(LingtestError, match="both 'fail' and 'passing'"):
+        apply_review(tree, shown, form, "/Rooms", "ada", 1, "vader")
+
+
+def test_adapt_without_a_ui_server_or_oracle_says_how_to_review(tmp_path):
+    """Nobody could resume a paused run without a server: one clear line, exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    from tasks.core.paths import PACKAGE_ROOT
+
+    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "home"))
+    env.pop("PREFECT_API_URL", None)
+    done = subprocess.run([sys.executable, "-m", "tasks.core.cli", "adapt", "--topic", "/Rooms",
+                           "--tree", str(tmp_path / "t.csv")], cwd=PACKAGE_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "start `lingtest ui` or pass --oracle" in done.stderr
+
+
+def test_oracle_rounds_run_unattended(mirror, tmp_path, prefect_harness):
+    tree_path = tmp_path / "hotel.csv"
+    shutil.copy(mirror / "adatest" / "imdb_hotel_conversion.csv", tree_path)
+    with CompletionsServer(script=round_script) as server:
+        history = adapt_flow(str(tree_path), "/Rooms", rounds=1, generator="openai:gpt-test",
+                             base_url=server.url, oracle="vader", seed=7, prompts=2,
+                             completions=3, binary_labels=["neg", "pos"])
+    assert history[0]["oracle"] == "oracle:vader" and history[0]["accepted"] > 0
+    labelers = read_tree(tree_path).frame["labeler"]
+    assert (labelers == "oracle:vader").sum() == history[0]["accepted"]
