@@ -22,7 +22,8 @@ from tasks.models.sentiment import load_sentiment_model
 
 
 @flow(name="adapt", log_prints=True)
-def adapt_flow(tree_path: str, topic: str, rounds: int = 1, generator: str = "openai:gpt-3.5",
+def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
+               generator: str = "HuggingFaceTB/SmolLM2-135M-Instruct",
                base_url: str | None = None, model: str = "vader", reviewer: str = "reviewer",
                oracle: str | None = None, seed: int = 0, prompts: int | None = None,
                completions: int | None = None, top: int = 20,

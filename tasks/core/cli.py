@@ -139,13 +139,16 @@ def serve(cron: str = typer.Option("0 3 * * *", help="When to rerun (cron, serve
 def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."),
           tree: str = typer.Option(..., help="AdaTest CSV tree under inputs/adaptive/ (written)."),
           rounds: int = typer.Option(1, help="Rounds of suggest → review."),
-          generator: str = typer.Option("openai:gpt-3.5", help="openai:<model>, hf:<id>, ..."),
+          generator: str = typer.Option(
+              "HuggingFaceTB/SmolLM2-135M-Instruct",
+              help="A causal LM id (offline: the packaged SmolLM2), openai:<model> or "
+                   "openai-chat:<model> with --base-url."),
           base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
           model: str = typer.Option("vader", help="Model under test."),
           reviewer: str = typer.Option("reviewer", help="Your name: the accepted rows' labeler."),
           oracle: Optional[str] = typer.Option(
               None, help="Review unattended with this reference model (labeler oracle:<id>)."),
-          seed: int = 0) -> None:
+          seed: Optional[int] = typer.Option(None, help="Default: the run's `seed`.")) -> None:
     """AdaTest with a person in the loop: each round pauses in the Prefect UI for review
     (start `lingtest ui` first); not a DVC stage, the tree it writes is a tracked input."""
     from tasks.core.runtime import configure_environment
@@ -158,6 +161,7 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     from flows.adapt import adapt_flow
 
     params = _params(None, None)
+    seed = params.seed if seed is None else seed
     adapt_flow(tree, topic, rounds, generator, base_url, model, reviewer, oracle, seed,
                binary_labels=list(params.adaptive.binary_labels or []) or None,
                offline=bool(params.models.offline), root=str(workspace.root))
