@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tasks.core.paths import PACKAGE_ROOT
+from tasks.core.paths import PACKAGE_ROOT, Workspace
+from tasks.core.runtime import ui_state_file
 
 from test_ui_server import free_port
 
@@ -88,7 +89,10 @@ def _start_ui(root: Path, port: int) -> tuple[subprocess.Popen, str]:
     while time.monotonic() < deadline:
         assert process.poll() is None, _log(root, "ui.log")
         try:
-            if httpx.get(f"{api_url}/health", timeout=1).status_code == 200:
+            # ready = healthy AND its state file written: `serve` finds the server through it
+            # (the server answers a moment before `lingtest ui` writes the file)
+            if (httpx.get(f"{api_url}/health", timeout=1).status_code == 200
+                    and ui_state_file(Workspace(root)).is_file()):
                 return process, api_url
         except httpx.HTTPError:
             pass

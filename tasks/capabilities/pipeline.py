@@ -19,9 +19,8 @@ from tasks.capabilities.fill import tag_lexicon
 from tasks.capabilities.masks import reference_cfg
 from tasks.capabilities.specs import CapabilitySpec
 from tasks.core.caching import model_id, task
-from tasks.core.config import CapabilitiesParams
 from tasks.models.registry import resolve
-from tasks.models.sentiment import SentimentModel, load_sentiment_model
+from tasks.models.sentiment import SentimentModel
 
 SpacyModel = model_id("spacy", resolve=resolve)
 FillModel = model_id("causal_lm", "masked_lm", resolve=resolve)  # keyed on its revision
@@ -84,10 +83,6 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, grammar_path: P
     get_run_logger().info("%s: %d seed cases → %d expansions (%d proposed, %d valid)",
                           spec.id, len(cases), len(frame), stats["proposed"], stats["valid"])
     return frame, {"capability": spec.id, **stats}
-
-
-def load_models(c: CapabilitiesParams, offline: bool, root: str) -> list[SentimentModel]:
-    return [load_sentiment_model(m, tuple(c.neutral_band), offline, Path(root)) for m in c.models]
 
 
 @task(name="run-suite", task_run_name="run-suite-{model.model_id}", cache_policy=NO_CACHE)
