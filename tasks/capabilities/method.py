@@ -166,6 +166,9 @@ class CapabilitiesMethod(Method):
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
         """The unit's part on a fresh model. The model steps run as plain functions (``.fn``):
         the flow's ``run-unit`` task is their task, and ``retest`` needs no Prefect run."""
+        if unit.part not in ("cases", "checklist", "coverage"):
+            raise LingtestError(f"capabilities: unknown unit part `{unit.part}` "
+                                "(cases, checklist or coverage)")
         model, c, seed = self.load_model(unit.model_id), self.params.capabilities, self.params.seed
         if unit.part == "cases":
             return UnitResult(unit, cp.run_suite.fn(model, unit.take(suite)))
@@ -173,14 +176,11 @@ class CapabilitiesMethod(Method):
         if unit.part == "checklist":
             return UnitResult(unit, extra={"verdicts": cp.run_checklist.fn(
                 model, checklist, c.checklist_max_examples, seed, c.batch_size)})
-        if unit.part == "coverage":
-            suites, pairs = self.coverage_texts(suite, checklist)
-            curve, by_lc, info = cp.coverage_curve.fn(
-                model, self.coverage_train_texts(), suites, pairs, c.coverage_sizes,
-                c.coverage_repeats, seed)
-            return UnitResult(unit, extra={"curve": curve, "by_lc": by_lc, "info": info})
-        raise LingtestError(f"capabilities: unknown unit part `{unit.part}` "
-                            "(cases, checklist or coverage)")
+        suites, pairs = self.coverage_texts(suite, checklist)
+        curve, by_lc, info = cp.coverage_curve.fn(
+            model, self.coverage_train_texts(), suites, pairs, c.coverage_sizes,
+            c.coverage_repeats, seed)
+        return UnitResult(unit, extra={"curve": curve, "by_lc": by_lc, "info": info})
 
     def coverage_texts(self, suite: pd.DataFrame, checklist: pd.DataFrame
                        ) -> tuple[dict[str, list[str]], dict]:
