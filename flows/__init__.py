@@ -12,4 +12,5 @@ STAGES: dict[str, str] = {
     "capabilities": "flows.capabilities:capabilities_flow",
     "consistency": "flows.consistency:consistency_flow",
     "adaptive": "flows.adaptive:adaptive_flow",
+    "adaptive-debug": "flows.adaptive_debug:adaptive_debug_flow",
 }

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from prefect import flow
 
-from tasks.capabilities.train_sentiment import fine_tune, training_report
+from tasks.training.sentiment import fine_tune, training_report
 from tasks.core.config import Params
 from tasks.core.paths import Workspace
 from tasks.core.publish import publish

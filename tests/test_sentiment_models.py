@@ -33,7 +33,7 @@ def sst(table) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def tiny_runs(sst, tmp_path_factory):
     """Two identical tiny fine-tunings (same seed) and one with another seed."""
-    from tasks.capabilities.train_sentiment import train_minilm_sst2
+    from tasks.training.sentiment import train_minilm_sst2
 
     root = tmp_path_factory.mktemp("sentiment")
     kwargs = {"epochs": 1, "batch_size": 32, "max_train": 64, "max_test": 32, "threads": 1}
@@ -181,7 +181,7 @@ def test_reloaded_model_predicts_in_three_labels(tiny_runs, sst):
 def test_reloaded_model_reproduces_the_trained_accuracy(tiny_runs, sst):
     """The saved weights are the trained ones: the reloaded model scores the same seeded
     test sample exactly as the in-memory model did at the end of training."""
-    from tasks.capabilities.train_sentiment import sst2_split
+    from tasks.data.sst import sst2_split
 
     root, _, metrics = tiny_runs["a"]
     test = sst2_split(sst, "test").sample(n=metrics["test_size"], random_state=metrics["seed"])

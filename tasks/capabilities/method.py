@@ -20,7 +20,7 @@ from tasks.capabilities import pipeline as cp
 from tasks.capabilities.coverage import coverage_lengths, plot_coverage_curve
 from tasks.capabilities.search import load_word_polarity
 from tasks.capabilities.specs import BUILTIN_SPECS, CapabilitySpec, load_specs
-from tasks.capabilities.train_sentiment import sst2_split
+from tasks.data.sst import sst2_split
 from tasks.core import io
 from tasks.core.errors import LingtestError
 from tasks.core.method import Method, Unit, UnitResult, by_model

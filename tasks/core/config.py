@@ -241,6 +241,38 @@ class ConsistencyParams(Section):
         "or public_questions.jsonl): run exactly those derived questions")
 
 
+class DebugParams(Section):
+    """AdaTest's debugging loop (the ``adaptive-debug`` stage): fine-tune the model on a
+    tree's topic tests mixed with its training data, re-test on what it was not trained on."""
+
+    model: str = Field("lingtest/minilm-sst2", description="the fine-tuned classifier "
+                       "(a lingtest classifier folder or id) training continues from")
+    tree: str | None = Field(None, description="AdaTest CSV tree whose tests are the "
+                             "training data; null: the first of adaptive.trees")
+    topics: list[str] = Field(default_factory=list, description="tree topics (and their "
+                              "subtopics) trained on; empty: every topic")
+    conditions: list[Literal["adatest", "checklist-data"]] = Field(
+        ["adatest", "checklist-data"], min_length=1, description="adatest: the tree's tests; "
+        "checklist-data: checklist_n examples of each labelled CheckList MFT test (paper Fig. 7)")
+    seeds: int = Field(3, ge=1, description="training seeds per condition (seed, seed+1, …)")
+    epochs: int = Field(3, ge=1)
+    batch_size: int = Field(16, ge=1)
+    lr: float = Field(2e-5, gt=0)
+    mix_ratio: float = Field(1.0, ge=0, description="SST-2 training sentences per topic test")
+    checklist_n: int = Field(50, ge=1, description="checklist-data: examples per CheckList test")
+    checklist_examples: int = Field(30, ge=1, description="CheckList examples per test "
+                                    "evaluated (seeded sample; never trained on)")
+    threshold: float = Field(0.2, gt=0, lt=1, description="a topic fails at this error rate")
+    bootstrap: int = Field(5000, ge=100, description="paired resamples per topic change")
+    fdr: float = Field(0.05, gt=0, lt=1, description="Benjamini–Hochberg level over topics")
+    neutral_band: Band = Field(
+        (1 / 3, 2 / 3), description="CheckList on a binary model: neutral inside the band")
+    ood_split: Literal["dev", "test", "all"] = Field(
+        "dev", description="IMDb contrast-set split evaluated out of domain")
+    eval_max: int | None = Field(None, ge=1, description="seeded cap on SST-2 validation "
+                                 "sentences and IMDb pairs evaluated; null: all")
+
+
 class AdaptiveParams(Section):
     """AdaTest (DESIGN.md, Method 3): the ``adaptive`` stage re-scores the tracked trees."""
 
@@ -255,6 +287,7 @@ class AdaptiveParams(Section):
     neutral_band: Band = Field(
         (0.5, 0.5), description="binary models: neutral inside; (0.5, 0.5) = AdaTest's argmax")
     bootstrap: int = Field(1000, ge=100, description="resamples of the 95% failure-rate CIs")
+    debug: DebugParams = Field(default_factory=DebugParams)
 
 
 class Params(Section):

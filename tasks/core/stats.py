@@ -5,6 +5,8 @@
 derived rows of one question): one shared set of resampled clusters for all metrics, which
 ``scipy.stats.bootstrap`` cannot give (it resamples once per statistic). ``fdr`` is
 Benjamini–Hochberg (or Benjamini–Yekutieli) through ``scipy.stats.false_discovery_control``.
+``paired_change`` is the paired bootstrap of a change in mean (before/after on the same
+items) with its two-sided bootstrap p-value, from scipy's bootstrap distribution.
 """
 from __future__ import annotations
 
@@ -27,6 +29,33 @@ def rate_interval(flags, n_boot: int, rng: np.random.Generator,
     ci = stats.bootstrap((flags,), np.mean, n_resamples=n_boot, confidence_level=confidence,
                          method="percentile", random_state=rng).confidence_interval
     return (rate, 100.0 * ci.low, 100.0 * ci.high)
+
+
+def paired_change(before, after, n_boot: int, rng: np.random.Generator,
+                  confidence: float = 0.95) -> tuple[float, float, float, float]:
+    """(mean(after) − mean(before), low, high, p) over paired items, resampling items.
+
+    p is two-sided: twice the share of resampled changes on the far side of 0 (at most 1);
+    a change that no resample can move (every pair equal, or under two items) has p = 1
+    when it is 0 and NaN bounds when there are under two items."""
+    before, after = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    if before.shape != after.shape:
+        raise ValueError(f"paired_change: {before.shape} before vs {after.shape} after")
+    if len(before) == 0:
+        return (np.nan, np.nan, np.nan, np.nan)
+    change = float(after.mean() - before.mean())
+    if len(before) < 2:
+        return (change, np.nan, np.nan, np.nan)
+    if np.all(after - before == (after - before)[0]):  # no resample can differ
+        return (change, change, change, 1.0 if change == 0 else 0.0)
+    result = stats.bootstrap((before, after), lambda b, a: np.mean(a) - np.mean(b),
+                             paired=True, vectorized=False, n_resamples=n_boot,
+                             confidence_level=confidence, method="percentile",
+                             random_state=rng)
+    dist = result.bootstrap_distribution
+    p = min(1.0, 2 * min(np.mean(dist <= 0), np.mean(dist >= 0)))
+    return (change, float(result.confidence_interval.low),
+            float(result.confidence_interval.high), float(p))
 
 
 def cluster_weights(n_clusters: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:

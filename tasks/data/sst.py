@@ -28,7 +28,7 @@ from typing import Iterator
 
 import pandas as pd
 
-from tasks.core.errors import InputFormatError
+from tasks.core.errors import InputFormatError, LingtestError
 from tasks.data.treebank import Node, leaves, parse_one
 
 SPLITS = ("train", "dev", "test")
@@ -132,3 +132,15 @@ def read_sst(trees_dir: str | Path) -> pd.DataFrame:
 def build_sst(raw: Path) -> pd.DataFrame:
     """The ``sst`` table from ``raw/sst/trees``."""
     return read_sst(Path(raw) / "sst" / "trees")
+
+
+def sst2_split(sst: pd.DataFrame, split: str) -> pd.DataFrame:
+    """Sentences of ``split`` with a binary label (SST-2: neutral roots dropped)."""
+    missing = {"split", "text", "label2"} - set(sst.columns)
+    if missing:
+        raise LingtestError(f"SST table lacks columns {sorted(missing)}; fix: lingtest run data")
+    part = sst[(sst["split"] == split) & sst["label2"].notna()]
+    if part.empty:
+        raise LingtestError(f"SST table has no `{split}` sentences with label2; fix: "
+                            f"lingtest run data")
+    return part.reset_index(drop=True)

@@ -8,13 +8,12 @@ at all (written beside it, then renamed).
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import logging
 import math
-import os
-import shutil
-import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -26,12 +25,16 @@ from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance
+from tasks.data.sst import sst2_split
 from tasks.models.sentiment import (
     LABELS2,
     MINILM_SST2_ID,
+    TorchClassifier,
     build_classifier,
+    load_minilm_classifier,
     save_minilm_classifier,
 )
+from tasks.training.common import torch_threads, write_model_dir
 
 log = logging.getLogger(__name__)
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -44,18 +47,6 @@ METRICS_FILE = "metrics.json"
 PROCESS_FIGURES = ("seconds", "epoch_seconds", "threads")
 
 
-def sst2_split(sst: pd.DataFrame, split: str) -> pd.DataFrame:
-    """Sentences of ``split`` with a binary label (SST-2: neutral roots dropped)."""
-    missing = {"split", "text", "label2"} - set(sst.columns)
-    if missing:
-        raise LingtestError(f"SST table lacks columns {sorted(missing)}; fix: lingtest run data")
-    part = sst[(sst["split"] == split) & sst["label2"].notna()]
-    if part.empty:
-        raise LingtestError(f"SST table has no `{split}` sentences with label2; fix: "
-                            f"lingtest run data")
-    return part.reset_index(drop=True)
-
-
 def _batches(n: int, batch_size: int, generator) -> list[list[int]]:
     import torch
 
@@ -63,8 +54,9 @@ def _batches(n: int, batch_size: int, generator) -> list[list[int]]:
     return [order[i:i + batch_size] for i in range(0, n, batch_size)]
 
 
-def _accuracy(model, tokenizer, texts: list[str], gold: np.ndarray, batch_size: int) -> float:
-    """Test accuracy, batched as TorchClassifier.predict_proba (32) so a reload matches."""
+def accuracy(model, tokenizer, texts: list[str], gold: np.ndarray, batch_size: int = 32
+             ) -> float:
+    """Accuracy, batched as TorchClassifier.predict_proba (32) so a reload matches."""
     import torch
 
     model.eval()
@@ -77,15 +69,55 @@ def _accuracy(model, tokenizer, texts: list[str], gold: np.ndarray, batch_size: 
     return float((np.concatenate(preds) == gold).mean())
 
 
-def _replace_dir(tmp: Path, out_dir: Path) -> None:
-    """Put the finished ``tmp`` folder at ``out_dir``, replacing an older one."""
-    old = None
-    if out_dir.exists():
-        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-        os.replace(out_dir, old)
-    os.replace(tmp, out_dir)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+def label_ids(labels: pd.Series) -> np.ndarray:
+    """Binary labels (``neg``/``pos``) as the classifier's class indices."""
+    unknown = sorted(set(labels) - set(LABELS2))
+    if unknown:
+        raise LingtestError(f"sentiment training: labels {unknown} are not in {list(LABELS2)}")
+    return labels.map({label: i for i, label in enumerate(LABELS2)}).to_numpy()
+
+
+def train_classifier(model, tokenizer, texts: list[str], gold: np.ndarray, seed: int,
+                     epochs: int, batch_size: int, lr: float, stage: str = "train-sentiment"
+                     ) -> tuple[list[float], list[float]]:
+    """Fine-tune ``model`` in place: AdamW (no decay on bias/LayerNorm), linear warm-up and
+    decay, clipped gradients, batches in a seeded order. Returns per-epoch loss and seconds."""
+    import torch
+
+    if epochs < 1 or batch_size < 1 or lr <= 0:
+        raise LingtestError(f"{stage}: epochs {epochs}, batch_size {batch_size} and "
+                            f"lr {lr} must be positive")
+    steps = epochs * math.ceil(len(texts) / batch_size)
+    warmup = max(1, int(WARMUP * steps))
+    decay = [p for n, p in model.named_parameters() if not n.endswith("bias")
+             and "LayerNorm" not in n]
+    no_decay = [p for n, p in model.named_parameters() if n.endswith("bias")
+                or "LayerNorm" in n]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
+        (step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup))))
+    generator = torch.Generator().manual_seed(seed)
+    losses, epoch_seconds = [], []
+    for epoch in range(epochs):
+        model.train()
+        epoch_start, total = time.perf_counter(), 0.0
+        for batch in _batches(len(texts), batch_size, generator):
+            inputs = tokenizer([texts[i] for i in batch], padding=True, truncation=True,
+                               max_length=MAX_LENGTH, return_tensors="pt")
+            loss = torch.nn.functional.cross_entropy(
+                model(**inputs), torch.as_tensor(gold[batch], dtype=torch.long))
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            total += float(loss.detach()) * len(batch)
+        losses.append(total / len(texts))
+        epoch_seconds.append(round(time.perf_counter() - epoch_start, 1))
+        log.info("%s epoch %d/%d: loss %.4f, %.0f s", stage, epoch + 1, epochs, losses[-1],
+                 epoch_seconds[-1])
+    return losses, epoch_seconds
 
 
 def train_minilm_sst2(sst: pd.DataFrame, out_dir: Path, seed: int, epochs: int = 2,
@@ -113,55 +145,21 @@ def train_minilm_sst2(sst: pd.DataFrame, out_dir: Path, seed: int, epochs: int =
     res = resolve(base_model, "encoder", offline=offline).require()
     source = str(transformer_dir(Path(res.path))) if res.source != "hub" else res.path
 
-    saved_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
     started = time.perf_counter()
-    try:
+    with torch_threads(threads) as used_threads:
         seed_everything(seed)
         with hub_offline(offline):
             tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
             encoder = AutoModel.from_pretrained(source, local_files_only=offline)
         model = build_classifier(encoder, len(LABELS2))
         texts = train["text"].tolist()
-        gold = train["label2"].map({label: i for i, label in enumerate(LABELS2)}).to_numpy()
-        steps = epochs * math.ceil(len(texts) / batch_size)
-        warmup = max(1, int(WARMUP * steps))
-        decay = [p for n, p in model.named_parameters() if not n.endswith("bias")
-                 and "LayerNorm" not in n]
-        no_decay = [p for n, p in model.named_parameters() if n.endswith("bias")
-                    or "LayerNorm" in n]
-        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                                       {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(
-            (step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup))))
-        generator = torch.Generator().manual_seed(seed)
-        losses, epoch_seconds = [], []
-        for epoch in range(epochs):
-            model.train()
-            epoch_start, total = time.perf_counter(), 0.0
-            for batch in _batches(len(texts), batch_size, generator):
-                inputs = tokenizer([texts[i] for i in batch], padding=True, truncation=True,
-                                   max_length=MAX_LENGTH, return_tensors="pt")
-                loss = torch.nn.functional.cross_entropy(
-                    model(**inputs), torch.as_tensor(gold[batch], dtype=torch.long))
-                optimizer.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                schedule.step()
-                total += float(loss.detach()) * len(batch)
-            losses.append(total / len(texts))
-            epoch_seconds.append(round(time.perf_counter() - epoch_start, 1))
-            log.info("train-sentiment epoch %d/%d: loss %.4f, %.0f s", epoch + 1, epochs,
-                     losses[-1], epoch_seconds[-1])
-        test_gold = test["label2"].map({label: i for i, label in enumerate(LABELS2)}).to_numpy()
-        accuracy = _accuracy(model, tokenizer, test["text"].tolist(), test_gold, 32)
-        used_threads = torch.get_num_threads()
-    finally:
-        torch.set_num_threads(saved_threads)
+        losses, epoch_seconds = train_classifier(model, tokenizer, texts,
+                                                 label_ids(train["label2"]), seed, epochs,
+                                                 batch_size, lr)
+        test_accuracy = accuracy(model, tokenizer, test["text"].tolist(),
+                                 label_ids(test["label2"]))
     metrics = {
-        "model_id": MINILM_SST2_ID, "accuracy": round(accuracy, 6), "test_split": "test",
+        "model_id": MINILM_SST2_ID, "accuracy": round(test_accuracy, 6), "test_split": "test",
         "test_size": len(test), "train_size": len(texts), "epochs": epochs, "seed": seed,
         "batch_size": batch_size, "lr": lr, "max_length": MAX_LENGTH,
         "train_loss": [round(x, 6) for x in losses], "epoch_seconds": epoch_seconds,
@@ -169,26 +167,58 @@ def train_minilm_sst2(sst: pd.DataFrame, out_dir: Path, seed: int, epochs: int =
         "base_model": res.model_id, "base_revision": res.revision,
         "torch": torch.__version__, "transformers": importlib.metadata.version("transformers"),
     }
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
-    try:
-        save_minilm_classifier(model, tokenizer, tmp, {
-            "labels": list(LABELS2), "max_length": MAX_LENGTH, "pooling": "mean",
-            "base_model": res.model_id, "base_revision": res.revision})
-        result = {k: v for k, v in metrics.items() if k not in PROCESS_FIGURES}
-        (tmp / METRICS_FILE).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n",
-                                        encoding="utf-8")
-        os.chmod(tmp, 0o755)  # mkdtemp (and the weight writers) make private files;
-        for path in tmp.iterdir():  # outputs are shared
-            os.chmod(path, 0o644)
-        _replace_dir(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    log.info("train-sentiment: test accuracy %.4f on %d sentences, saved to %s", accuracy,
+    save_classifier(model, tokenizer, Path(out_dir), metrics, res.model_id, res.revision)
+    log.info("train-sentiment: test accuracy %.4f on %d sentences, saved to %s", test_accuracy,
              len(test), out_dir)
     return metrics
+
+
+# Concurrent units train in threads of one process: dropout draws from torch's global
+# generator, so one training at a time keeps each seed's run reproducible.
+_TRAINING = threading.Lock()
+
+
+def continue_training(folder: Path, texts: list[str], labels: pd.Series, seed: int, *,
+                      epochs: int, batch_size: int, lr: float, threads: int | None = None,
+                      neutral_band: tuple[float, float] = (0.5, 0.5),
+                      model_id: str | None = None) -> TorchClassifier:
+    """The classifier saved in ``folder`` fine-tuned further on (``texts``, ``labels``)
+    (AdaTest's debugging loop), returned ready to predict; its revision hashes the new
+    weights, so a re-test names what it tested."""
+    from tasks.core.runtime import seed_everything
+
+    base = load_minilm_classifier(Path(folder), model_id or str(folder), neutral_band)
+    gold = label_ids(pd.Series(labels))
+    with _TRAINING, torch_threads(threads):
+        seed_everything(seed)
+        train_classifier(base.model, base.tokenizer, list(texts), gold, seed, epochs,
+                         batch_size, lr, stage="debugging loop")
+    base.model.eval()
+    base.revision = f"{base.revision}+ft@sha256:{state_sha16(base.model)}"
+    return base
+
+
+def state_sha16(model) -> str:
+    """First 16 hex digits of the SHA-256 of the model's parameters (names, then bytes)."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().contiguous().cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def save_classifier(model, tokenizer, out_dir: Path, metrics: dict, base_model: str,
+                    base_revision: str | None) -> Path:
+    """The classifier folder (weights, tokenizer, config, ``metrics.json`` without this
+    process's figures), written whole."""
+    def write(folder: Path) -> None:
+        save_minilm_classifier(model, tokenizer, folder, {
+            "labels": list(LABELS2), "max_length": MAX_LENGTH, "pooling": "mean",
+            "base_model": base_model, "base_revision": base_revision})
+        result = {k: v for k, v in metrics.items() if k not in PROCESS_FIGURES}
+        (folder / METRICS_FILE).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n",
+                                           encoding="utf-8")
+    return write_model_dir(out_dir, write)
 
 
 SUBSTITUTE = ("Substitute: the paper's SST-2 fine-tuned BERT / RoBERTa / DistilBERT → "
