@@ -34,12 +34,15 @@ def test_topic_changes_by_hand_fixed_broken_and_unchanged() -> None:
     rows = (verdicts("m", "before", "A", 12) + verdicts("m+x@1", "x", "A", 0)      # 60% → 0%
             + verdicts("m", "before", "B", 0) + verdicts("m+x@1", "x", "B", 15)    # 0% → 75%
             + verdicts("m", "before", "C", 5) + verdicts("m+x@1", "x", "C", 5)     # 25% → 25%
-            + verdicts("m", "before", "D", 5) + verdicts("m+x@1", "x", "D", 3))    # 25% → 15%
+            + verdicts("m", "before", "D", 5) + verdicts("m+x@1", "x", "D", 3)     # 25% → 15%
+            + verdicts("m", "before", "E", 4, 4) + verdicts("m+x@1", "x", "E", 0, 4))  # n = 4
     table = topic_changes(results_frame(rows), ["x"], 0.2, 2000, 0.05, seed=0).set_index(
         "topic")
     assert table.loc["A", ["error_before", "error_after", "change_pp"]].tolist() == [
         60.0, 0.0, -60.0]
-    assert table["status"].to_dict() == {"A": "fixed", "B": "broken", "C": "", "D": ""}
+    assert table["status"].to_dict() == {"A": "fixed", "B": "broken", "C": "", "D": "",
+                                         "E": ""}  # E: too few examples for a status
+    assert table.loc["A", "p"] == round(2 / 2001, 4) > 0  # never 0: (k + 1) / (n + 1)
     assert table.loc["C", "p"] == 1.0  # nothing changed: no resample can move it
     # D crosses the threshold but 2 of 20 examples is no significant change
     assert table.loc["D", "q"] > 0.05

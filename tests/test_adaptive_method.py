@@ -115,3 +115,19 @@ def test_missing_tree_names_the_key(tmp_path):
     params = Params(adaptive={"trees": ["data/raw/adatest/none.csv"], "models": ["vader"]})
     with pytest.raises(LingtestError, match="adaptive.trees: no test tree at .*none.csv"):
         Adaptive(params, Workspace(tmp_path)).check_inputs()
+
+
+def test_trees_grown_under_inputs_adaptive_are_rescored(mirror, tmp_path):
+    """A tree `lingtest adapt` grew in inputs/adaptive/ joins adaptive.trees (once)."""
+    import shutil
+
+    grown = tmp_path / "inputs" / "adaptive"
+    grown.mkdir(parents=True)
+    shutil.copy(mirror / "adatest" / HOTEL, grown / "hotel.csv")
+    listed = str(grown / "hotel.csv")
+    params = Params(adaptive={"trees": [str(mirror / "adatest" / HOTEL), listed]})
+    paths = Adaptive(params, Workspace(tmp_path)).tree_paths()
+    assert [p.name for p in paths] == [HOTEL, "hotel.csv"]
+    params = Params(adaptive={"trees": [str(mirror / "adatest" / HOTEL)]})
+    assert [p.name for p in Adaptive(params, Workspace(tmp_path)).tree_paths()] == [
+        HOTEL, "hotel.csv"]

@@ -137,3 +137,24 @@ def test_oracle_rounds_run_unattended(mirror, tmp_path, prefect_harness):
     assert history[0]["oracle"] == "oracle:vader" and history[0]["accepted"] > 0
     labelers = read_tree(tree_path).frame["labeler"]
     assert (labelers == "oracle:vader").sum() == history[0]["accepted"]
+
+
+def test_adapt_needs_a_tree_or_a_tree_to_start_from(tmp_path):
+    """A missing --tree is one clear error; --start-from copies the tree there first."""
+    import os
+    import subprocess
+    import sys
+
+    from tasks.core.paths import PACKAGE_ROOT
+
+    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "home"))
+    env.pop("PREFECT_API_URL", None)
+    args = [sys.executable, "-m", "tasks.core.cli", "adapt", "--topic", "/Rooms",
+            "--oracle", "vader", "--tree", str(tmp_path / "inputs" / "adaptive" / "t.csv")]
+    done = subprocess.run(args, cwd=PACKAGE_ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and "pass --start-from" in done.stderr, done.stderr
+    done = subprocess.run(args + ["--start-from", str(tmp_path / "none.csv")], cwd=PACKAGE_ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "none.csv" in done.stderr, done.stderr
+    assert not (tmp_path / "inputs" / "adaptive" / "t.csv").exists()

@@ -7,7 +7,8 @@ two-sided p-value comes from ``bootstrap`` (5,000) paired resamples, and Benjami
 at ``fdr`` (0.05) runs over the condition's topics. A topic is **fixed** when it failed
 before, passes after and the change is significant; **broken** the other way round.
 Examples CheckList could not judge (filtered) before, or under every seed after, are left
-out of that topic's comparison.
+out of that topic's comparison; a topic with fewer than ``MIN_EXAMPLES`` compared examples
+(CheckList's DIR tests filter most of theirs) gets no status and is not counted or plotted.
 """
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ SUBSTITUTES = ("Substitutes: the paper's fine-tuned RoBERTa-large SST-2 model �
                "(out of domain) → the IMDb contrast sets (Gardner et al. 2020); the paper's "
                "users' AdaTest topics → the mirrored hotel-review tree "
                "(imdb_hotel_conversion.csv).")
+MIN_EXAMPLES = 5
 CONDITION_NAMES = {"before": "original model", "adatest": "AdaTest tests (tree)",
-                   "checklist-data": "CheckList data (n per test)"}
+                   "checklist-data": "CheckList data ({n} per MFT test)"}
 
 
 def _fail(results: pd.DataFrame) -> pd.Series:
@@ -61,6 +63,7 @@ def topic_changes(results: pd.DataFrame, conditions: list[str], threshold: float
     limit = 100 * threshold
     failed_before, failed_after = table["error_before"] >= limit, table["error_after"] >= limit
     significant = table["q"] <= alpha
+    significant &= table["examples"] >= MIN_EXAMPLES
     table["status"] = np.select(
         [significant & failed_before & ~failed_after, significant & ~failed_before & failed_after],
         ["fixed", "broken"], "")
@@ -76,28 +79,34 @@ def _accuracy(results: pd.DataFrame, topic: str) -> pd.Series:
 
 
 def table1(results: pd.DataFrame, changes: pd.DataFrame, trained_on: dict[str, int],
-           conditions: list[str], threshold: float) -> pd.DataFrame:
+           conditions: list[str], threshold: float, checklist_n: int = 50) -> pd.DataFrame:
     """The paper's Table 1 layout: per condition, accuracy in and out of domain (mean and
-    standard deviation over training seeds) and CheckList topics failing / fixed / broken."""
+    standard deviation over training seeds) and CheckList topics failing / fixed / broken,
+    over the topics with at least ``MIN_EXAMPLES`` examples judged before."""
     models = results.drop_duplicates("model_id").set_index("model_id")["condition"]
     accuracy = {name: _accuracy(results, topic) for name, topic in (
         ("sst2_validation", "SST-2 validation"),
         ("imdb_original", "IMDb contrast sets: original"),
         ("imdb_contrast", "IMDb contrast sets: contrast"))}
     checklist = results[results["set"] == "checklist"].assign(fail=_fail)
+    judged = checklist[checklist["condition"] == "before"].groupby("topic")["fail"].count()
+    topics = judged.index[judged >= MIN_EXAMPLES]
+    checklist = checklist[checklist["topic"].isin(topics)]
     errors = checklist.groupby(["model_id", "topic"], sort=False)["fail"].mean()
     failing = (errors >= threshold).groupby(level=0, sort=False).sum()
     rows = []
     for condition in ["before", *conditions]:
         ids = models.index[models == condition]
-        row = {"condition": condition, "data": CONDITION_NAMES.get(condition, condition),
+        row = {"condition": condition,
+               "data": CONDITION_NAMES.get(condition, condition).format(n=checklist_n),
                "seeds": 0 if condition == "before" else len(ids),
                "training_examples": trained_on.get(condition, 0)}
         for name, values in accuracy.items():
             picked = values.reindex(ids).dropna()
             row[f"{name}_acc"] = round(float(picked.mean()), 2) if len(picked) else np.nan
-            row[f"{name}_sd"] = round(float(picked.std(ddof=1)), 2) if len(picked) > 1 else 0.0
-        row["checklist_topics"] = int(errors.index.get_level_values(1).nunique())
+            row[f"{name}_sd"] = round(float(picked.std(ddof=1)), 2) if len(picked) > 1 \
+                else np.nan
+        row["checklist_topics"] = len(topics)
         row["topics_failing"] = round(float(failing.reindex(ids).mean()), 2)
         part = changes[changes["condition"] == condition] if len(changes) else changes
         row["topics_fixed"] = int((part["status"] == "fixed").sum()) if len(part) else 0
@@ -106,12 +115,14 @@ def table1(results: pd.DataFrame, changes: pd.DataFrame, trained_on: dict[str, i
     return pd.DataFrame(rows)
 
 
-def scatter(changes: pd.DataFrame, threshold: float, path: Path) -> Path:
+def scatter(changes: pd.DataFrame, threshold: float, path: Path, checklist_n: int = 50
+            ) -> Path:
     """Error before vs after per CheckList topic, one panel per condition (the paper's
     Figure 7 view); fixed topics green, broken red. Bare Figure: safe in worker threads."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    changes = changes[changes["examples"] >= MIN_EXAMPLES]
     conditions = list(dict.fromkeys(changes["condition"]))
     fig = Figure(figsize=(4.2 * len(conditions), 4.2), dpi=120)
     FigureCanvasAgg(fig)
@@ -125,7 +136,7 @@ def scatter(changes: pd.DataFrame, threshold: float, path: Path) -> Path:
         ax.axhline(100 * threshold, color="tab:orange", lw=0.6, ls="--")
         ax.axvline(100 * threshold, color="tab:orange", lw=0.6, ls="--")
         fixed, broken = (part["status"] == "fixed").sum(), (part["status"] == "broken").sum()
-        ax.set_title(f"{CONDITION_NAMES.get(condition, condition)}\n"
+        ax.set_title(f"{CONDITION_NAMES.get(condition, condition).format(n=checklist_n)}\n"
                      f"{fixed} fixed, {broken} broken", fontsize=9)
         ax.set_xlabel("error before (%)")
         ax.set_xlim(-3, 103)
@@ -155,7 +166,7 @@ def debugging_report(loop, suite: pd.DataFrame, results: pd.DataFrame, runs) -> 
     changes = topic_changes(results, d.conditions, d.threshold, d.bootstrap, d.fdr,
                             params.seed)
     trained_on = {loop.variant(r.unit.model_id)[0]: r.extra["trained_on"] for r in runs}
-    summary = table1(results, changes, trained_on, d.conditions, d.threshold)
+    summary = table1(results, changes, trained_on, d.conditions, d.threshold, d.checklist_n)
     training = pd.concat([frame.assign(condition=c) for c, frame in loop.training.items()
                           if c in d.conditions], ignore_index=True)
     by_topic = (training.groupby(["condition", "topic"], sort=True)
@@ -169,7 +180,8 @@ def debugging_report(loop, suite: pd.DataFrame, results: pd.DataFrame, runs) -> 
     report.add("adatest-debug-table1", summary,
                "AdaTest debugging loop: accuracy before/after and CheckList topics "
                "fixed/broken per condition (the paper's Table 1 layout)",
-               notes=f"Accuracy in %, mean (sd) over {d.seeds} training seeds. A topic fails "
+               notes=f"Accuracy in %, mean (sd) over {d.seeds} training seeds. CheckList "
+                     f"topics with ≥ {MIN_EXAMPLES} examples judged before. A topic fails "
                      f"at ≥ {100 * d.threshold:g}% error; fixed / broken need a significant "
                      f"change ({d.bootstrap} paired bootstrap resamples, Benjamini–Hochberg "
                      f"FDR {d.fdr}). Training data is mixed {d.mix_ratio:g}:1 with SST-2 "
@@ -183,6 +195,6 @@ def debugging_report(loop, suite: pd.DataFrame, results: pd.DataFrame, runs) -> 
                "(before mixing with SST-2)")
     if len(changes):
         report.figures["adatest-debug-figure7.png"] = (
-            lambda path: scatter(changes, d.threshold, path))
+            lambda path: scatter(changes, d.threshold, path, d.checklist_n))
     report.metrics = headline(summary)
     return report

@@ -35,6 +35,7 @@ from tasks.models.sentiment import load_sentiment_model
 
 log = logging.getLogger(__name__)
 
+GROWN_TREES = Path("inputs") / "adaptive"  # where `lingtest adapt` keeps the trees it grows
 SUBSTITUTES = ("Substitutes: the paper's hub sentiment classifiers → MiniLM fine-tuned on "
                "SST-2 by the train-sentiment stage, and VADER (default profile).")
 RATE_COLUMNS = ["tree", "topic", "model_id", "n", "fail", "undefined", "fail %", "low %",
@@ -89,9 +90,13 @@ class Adaptive(Method):
         self._trees: dict[str, TestTree] = {}  # file name → tree, read by build_suite
 
     def tree_paths(self) -> list[Path]:
+        """``adaptive.trees``, then every tree ``lingtest adapt`` grew under
+        ``inputs/adaptive/`` (a tracked input: a reviewed round reruns this stage)."""
         root = self.workspace.root
-        return [p if p.is_absolute() else root / p
-                for p in (Path(t).expanduser() for t in self.params.adaptive.trees)]
+        listed = [p if p.is_absolute() else root / p
+                  for p in (Path(t).expanduser() for t in self.params.adaptive.trees)]
+        grown = sorted((root / GROWN_TREES).glob("*.csv"))
+        return list(dict.fromkeys([*listed, *grown]))
 
     def check_inputs(self) -> None:
         missing = [str(p) for p in self.tree_paths() if not p.is_file()]

@@ -148,9 +148,16 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
           reviewer: str = typer.Option("reviewer", help="Your name: the accepted rows' labeler."),
           oracle: Optional[str] = typer.Option(
               None, help="Review unattended with this reference model (labeler oracle:<id>)."),
-          seed: Optional[int] = typer.Option(None, help="Default: the run's `seed`.")) -> None:
+          seed: Optional[int] = typer.Option(None, help="Default: the run's `seed`."),
+          start_from: Optional[str] = typer.Option(
+              None, help="Copy this tree to --tree first when --tree does not exist yet "
+                         "(e.g. data/raw/adatest/imdb_hotel_conversion.csv).")) -> None:
     """AdaTest with a person in the loop: each round pauses in the Prefect UI for review
-    (start `lingtest ui` first); not a DVC stage, the tree it writes is a tracked input."""
+    (start `lingtest ui` first); not a DVC stage. Trees under inputs/adaptive/ are tracked
+    inputs: the `adaptive` stage re-scores every one of them."""
+    import shutil
+
+    from tasks.adaptive.method import GROWN_TREES
     from tasks.core.runtime import configure_environment
 
     workspace = Workspace.current()
@@ -158,6 +165,22 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     if api is None and oracle is None:
         raise LingtestError("lingtest adapt: no `lingtest ui` server runs for this project, so "
                             "no one could review; start `lingtest ui` or pass --oracle <model>")
+    target = Path(tree).expanduser()
+    target = target if target.is_absolute() else workspace.root / target
+    if not target.is_file():
+        if start_from is None:
+            raise LingtestError(f"lingtest adapt: no tree at {target}; fix: pass --start-from "
+                                "<AdaTest CSV> to begin from an existing tree")
+        source = Path(start_from).expanduser()
+        source = source if source.is_absolute() else workspace.root / source
+        if not source.is_file():
+            raise LingtestError(f"lingtest adapt --start-from: no tree at {source}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    if (workspace.root / GROWN_TREES) not in target.parents:
+        typer.echo(f"note: {target} is outside {GROWN_TREES}/, so DVC does not track it and "
+                   "the adaptive stage does not re-score it", err=True)
+    tree = str(target)
     from flows.adapt import adapt_flow
 
     params = _params(None, None)

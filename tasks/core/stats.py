@@ -35,9 +35,10 @@ def paired_change(before, after, n_boot: int, rng: np.random.Generator,
                   confidence: float = 0.95) -> tuple[float, float, float, float]:
     """(mean(after) − mean(before), low, high, p) over paired items, resampling items.
 
-    p is two-sided: twice the share of resampled changes on the far side of 0 (at most 1);
-    a change that no resample can move (every pair equal, or under two items) has p = 1
-    when it is 0 and NaN bounds when there are under two items."""
+    p is two-sided: twice the share of resampled changes on the far side of 0, counted as
+    (k + 1) / (n_boot + 1) so that it is never 0 from finitely many resamples (at most 1);
+    a change no resample can move (every pair differs by the same amount) has p = 1 when it
+    is 0, else 1 / (n_boot + 1); under two items the bounds and p are NaN."""
     before, after = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
     if before.shape != after.shape:
         raise ValueError(f"paired_change: {before.shape} before vs {after.shape} after")
@@ -47,13 +48,14 @@ def paired_change(before, after, n_boot: int, rng: np.random.Generator,
     if len(before) < 2:
         return (change, np.nan, np.nan, np.nan)
     if np.all(after - before == (after - before)[0]):  # no resample can differ
-        return (change, change, change, 1.0 if change == 0 else 0.0)
+        return (change, change, change, 1.0 if change == 0 else 1 / (n_boot + 1))
     result = stats.bootstrap((before, after), lambda b, a: np.mean(a) - np.mean(b),
                              paired=True, vectorized=False, n_resamples=n_boot,
                              confidence_level=confidence, method="percentile",
                              random_state=rng)
     dist = result.bootstrap_distribution
-    p = min(1.0, 2 * min(np.mean(dist <= 0), np.mean(dist >= 0)))
+    far = min(np.sum(dist <= 0), np.sum(dist >= 0))
+    p = min(1.0, 2 * (far + 1) / (n_boot + 1))
     return (change, float(result.confidence_interval.low),
             float(result.confidence_interval.high), float(p))
 
