@@ -29,7 +29,6 @@ from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
-import torch
 
 from tasks.adaptive.cases import INPUT_B, METHOD, to_topic
 from tasks.adaptive.scoring import score_cases, score_column
@@ -103,18 +102,8 @@ class LocalGenerator:
         lm, s = self.lm, self.sampling
         out = []
         for index, prompt in enumerate(prompts):
-            ids = torch.tensor([lm._prompt_ids(prompt, chat=False, system=None)],
-                               device=lm.device)
-            with lm._lock, torch.inference_mode():  # the shared instance's forward-pass lock
-                torch.manual_seed(seed + index)
-                rows = lm.model.generate(
-                    input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True,
-                    temperature=s.temperature, top_p=s.top_p, top_k=None,
-                    max_new_tokens=s.max_new_tokens, num_return_sequences=n,
-                    stop_strings=[s.stop, "\n"], tokenizer=lm.tokenizer,
-                    pad_token_id=lm.tokenizer.pad_token_id)
-            texts = [lm.tokenizer.decode(row[ids.shape[1]:], skip_special_tokens=True)
-                     for row in rows]
+            texts = lm.sample(prompt, n, seed + index, temperature=s.temperature, top_p=s.top_p,
+                              max_new_tokens=s.max_new_tokens, stop_strings=[s.stop, "\n"])
             out.append(_cleaned(texts, s.stop))
         return out
 

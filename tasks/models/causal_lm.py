@@ -102,6 +102,24 @@ class CausalLM:
                         for row in out]
         return answers
 
+    def sample(self, prompt: str, n: int, seed: int, temperature: float = 1.0,
+               top_p: float = 0.95, max_new_tokens: int = 32,
+               stop_strings: list[str] | None = None, chat: bool = False) -> list[str]:
+        """``n`` sampled continuations of one prompt (raw completion unless ``chat``), seeded
+        with torch's generator under the instance's lock; only the new text, undecorated."""
+        ids = torch.tensor([self._prompt_ids(prompt, chat=chat, system=None)],
+                           device=self.device)
+        with self._lock, torch.inference_mode():  # one forward pass at a time
+            torch.manual_seed(seed)
+            rows = self.model.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True,
+                temperature=temperature, top_p=top_p, top_k=None,
+                max_new_tokens=max_new_tokens, num_return_sequences=n,
+                stop_strings=stop_strings, tokenizer=self.tokenizer,
+                pad_token_id=self.tokenizer.pad_token_id)
+        return [self.tokenizer.decode(row[ids.shape[1]:], skip_special_tokens=True)
+                for row in rows]
+
     # ------------------------------------------------------------------ scoring
 
     def _forward_logprobs(self, rows: list[list[int]]) -> list[torch.Tensor]:
