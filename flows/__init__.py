@@ -13,4 +13,5 @@ STAGES: dict[str, str] = {
     "consistency": "flows.consistency:consistency_flow",
     "adaptive": "flows.adaptive:adaptive_flow",
     "adaptive-debug": "flows.adaptive_debug:adaptive_debug_flow",
+    "repair": "flows.repair:repair_flow",
 }

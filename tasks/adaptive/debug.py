@@ -37,7 +37,7 @@ from tasks.core.schema import Contract
 from tasks.data.sst import sst2_split
 from tasks.models.sentiment import (LABELS2, MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID,
                                     load_sentiment_model)
-from tasks.training.sentiment import continue_training
+from tasks.training.sentiment import TRAINING_LOCK, continue_training
 
 log = logging.getLogger(__name__)
 METHOD = "adaptive-debug"
@@ -285,8 +285,9 @@ class DebuggingLoop(Method):
         d, offline = self.debug, self.params.models.offline
         condition, seed = self.variant(unit.model_id)
         if condition == BEFORE:
-            model = load_sentiment_model(d.model, tuple(d.neutral_band), offline,
-                                         self.workspace.root)
+            with TRAINING_LOCK:  # building the head draws from torch's global generator
+                model = load_sentiment_model(d.model, tuple(d.neutral_band), offline,
+                                             self.workspace.root)
             trained_on = 0
         else:
             data = self.training_set(condition, seed)

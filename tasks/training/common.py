@@ -30,7 +30,6 @@ def write_model_dir(out_dir: Path, write: Callable[[Path], None]) -> Path:
     out_dir = Path(out_dir)
     with staged_dir(out_dir) as stage:
         write(stage)
-        os.chmod(stage, 0o755)
-        for path in stage.iterdir():
-            os.chmod(path, 0o644)
+        for path in [stage, *stage.rglob("*")]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
     return out_dir

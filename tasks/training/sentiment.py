@@ -174,8 +174,9 @@ def train_minilm_sst2(sst: pd.DataFrame, out_dir: Path, seed: int, epochs: int =
 
 
 # Concurrent units train in threads of one process: dropout draws from torch's global
-# generator, so one training at a time keeps each seed's run reproducible.
-_TRAINING = threading.Lock()
+# generator, and so does building a classifier head, so loading and training hold this lock
+# (``TRAINING_LOCK``; a unit that loads a model beside a training takes it too).
+TRAINING_LOCK = threading.Lock()
 
 
 def continue_training(folder: Path, texts: list[str], labels: pd.Series, seed: int, *,
@@ -187,9 +188,9 @@ def continue_training(folder: Path, texts: list[str], labels: pd.Series, seed: i
     weights, so a re-test names what it tested."""
     from tasks.core.runtime import seed_everything
 
-    base = load_minilm_classifier(Path(folder), model_id or str(folder), neutral_band)
     gold = label_ids(pd.Series(labels))
-    with _TRAINING, torch_threads(threads):
+    with TRAINING_LOCK, torch_threads(threads):
+        base = load_minilm_classifier(Path(folder), model_id or str(folder), neutral_band)
         seed_everything(seed)
         train_classifier(base.model, base.tokenizer, list(texts), gold, seed, epochs,
                          batch_size, lr, stage="debugging loop")

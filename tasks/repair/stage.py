@@ -1,0 +1,190 @@
+"""The ``repair`` stage's tasks (COSTELLO §5.4): pick the triples, fine-tune the encoder
+(``tasks.training.embedding_repair``), re-test the repaired weights through the contrastive
+method (new revision = hash of the repaired weights, θ re-derived, the 14 downstream
+classifiers retrained on its embeddings) and diff the verdicts by case id.
+
+Outputs: the repaired model folder ``data/models/repair/<model>`` and
+``data/interim/repair`` (``triples.parquet``: each triple's split and verdicts before and
+after; ``results.parquet``: the re-test's contract rows; ``diff.parquet``; ``repair.json``).
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tasks.contrastive.distances import pair_distances
+from tasks.contrastive.method import ContrastiveMethod
+from tasks.core import io
+from tasks.core.caching import NO_CACHE, task
+from tasks.core.config import Params
+from tasks.core.errors import LingtestError
+from tasks.core.method import Unit
+from tasks.core.paths import Workspace
+from tasks.core.publish import slug
+from tasks.core.schema import compare_results
+from tasks.repair import triples as tr
+
+def model_under_repair(params: Params) -> str:
+    """``repair.model``, else the first model the contrastive stage tested."""
+    return params.repair.model or (params.contrastive.encoders or params.models.encoders)[0]
+
+
+def model_dir(workspace: Workspace, model_id: str) -> Path:
+    return workspace.data / "models" / "repair" / slug(model_id)
+
+
+def interim(workspace: Workspace) -> Path:
+    return workspace.interim / "repair"
+
+
+def contrastive_inputs(workspace: Workspace) -> tuple[pd.DataFrame, pd.DataFrame]:
+    folder = workspace.interim / "contrastive"
+    paths = [folder / "suite.parquet", folder / "results.parquet"]
+    absent = [str(p) for p in paths if not p.is_file()]
+    if absent:
+        raise LingtestError(f"repair: missing {', '.join(absent)}; fix: run `lingtest run "
+                            "contrastive` (or `dvc repro contrastive`) first")
+    return pd.read_parquet(paths[0]), pd.read_parquet(paths[1])
+
+
+@task(name="select-triples", cache_policy=NO_CACHE)
+def select_triples(params: Params, workspace: Workspace) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+    """The model, the suite, and its triples labelled with verdict, θ and split."""
+    model_id = model_under_repair(params)
+    suite, results = contrastive_inputs(workspace)
+    if model_id not in set(results["model_id"]):
+        raise LingtestError(f"repair.model: `{model_id}` is not among the contrastive stage's "
+                            f"models ({', '.join(sorted(set(results['model_id'])))})")
+    rows = tr.setting_rows(results, model_id, params.repair)
+    return model_id, suite, tr.label_triples(suite, rows, params.repair, params.seed)
+
+
+def load_tested_encoder(params: Params, model_id: str):
+    """The encoder as the contrastive stage tested it (its pooling and length overrides)."""
+    from tasks.models.encoders import load_encoder
+
+    c = params.contrastive
+    return load_encoder(model_id, offline=params.models.offline, device=params.runtime.device,
+                        pooling=c.pooling, max_length=c.max_length)
+
+
+def margins(embed, frame: pd.DataFrame, distance: str) -> np.ndarray:
+    """d(s, s⁺) − d(s, s⁻) of each triple of ``frame`` under ``embed(texts)``."""
+    e = embed([t for trip in tr.triples_of(frame) for t in trip])
+    e = np.asarray(e, dtype=np.float64).reshape(len(frame), 3, -1)
+    return pair_distances(e[:, 0], e[:, 1], distance) - pair_distances(e[:, 0], e[:, 2], distance)
+
+
+def train(params: Params, workspace: Workspace, model_id: str, labelled: pd.DataFrame,
+          out_dir: Path) -> dict:
+    """Fine-tune ``model_id`` on the training split; write the kept epoch's weights to
+    ``out_dir``; return the run's facts (θ, sizes, epochs, revision of the repaired weights)."""
+    from tasks.contrastive.embedding import EmbeddingStore, embed_texts
+    from tasks.models.registry import resolve
+    from tasks.training.embedding_repair import repair_encoder, save_repaired
+
+    p = params.repair
+    encoder = load_tested_encoder(params, model_id)
+    train_part = labelled[labelled["split"] == "train"]
+    buggy = train_part[train_part["verdict"] == "fail"]
+    benign = train_part[train_part["verdict"] == "pass"]
+    theta = float(labelled["threshold"].iloc[0])
+    store = EmbeddingStore.for_encoder(workspace.data / "cache" / "embeddings", encoder)
+    flat = [t for trip in tr.triples_of(benign) for t in trip]
+    targets = embed_texts(encoder, flat, store, params.contrastive.batch_size)
+    targets = targets.reshape(len(benign), 3, -1)
+    chosen = tr.selection_frame(labelled, p, params.seed)
+
+    def count(embed) -> int:
+        return int(tr.still_violated(margins(embed, chosen, p.distance), theta,
+                                     p.count_rule).sum())
+
+    started = time.perf_counter()
+    outcome = repair_encoder(encoder, tr.triples_of(buggy), tr.triples_of(benign), targets,
+                             theta, p, params.seed, count, threads=params.runtime.threads)
+    seconds = time.perf_counter() - started
+    save_repaired(encoder, out_dir)
+    for sub in [out_dir, *out_dir.rglob("*")]:  # write_model_dir leaves sub-folders 0644
+        sub.chmod(0o755 if sub.is_dir() else 0o644)
+    saved = resolve(str(out_dir), "encoder")
+    if saved.pooling != encoder.pooling:
+        raise LingtestError(f"repair: the saved model pools `{saved.pooling}`, the tested one "
+                            f"`{encoder.pooling}`; its folder lacks the pooling files")
+    return {"model_id": model_id, "revision": encoder.revision, "pooling": encoder.pooling,
+            "repaired_revision": saved.revision, "theta": theta,
+            "setting": f"{p.distance} {p.threshold} {p.dictionary}",
+            "train_buggy": len(buggy), "train_benign": len(benign),
+            "selection_split": p.selection, "selection_triples": len(chosen),
+            "before_selection_violations": outcome.before_violations,
+            "best_epoch": outcome.best_epoch, "epochs": outcome.epoch_table(),
+            "train_seconds": round(seconds, 1)}
+
+
+@task(name="train-repair", cache_policy=NO_CACHE)
+def train_repair(params: Params, workspace: Workspace, model_id: str,
+                 labelled: pd.DataFrame) -> dict:
+    return train(params, workspace, model_id, labelled, model_dir(workspace, model_id))
+
+
+def retest_params(params: Params, model: str, pooling: str) -> Params:
+    """The contrastive parameters for a re-test: ``model`` as the one model, the repair's
+    distance and θ kind only, the tested pooling pinned, the repair's classifier caps."""
+    p, c = params.repair, params.contrastive
+    update = {"encoders": [model], "distances": [p.distance], "thresholds": [p.threshold],
+              "pooling": pooling}
+    if p.classifier_max_train is not None:
+        update["classifier_max_train"] = p.classifier_max_train
+    if p.classifier_max_test is not None:
+        update["classifier_max_test"] = p.classifier_max_test
+    return params.model_copy(update={"contrastive": c.model_copy(update=update)})
+
+
+@task(name="retest", task_run_name="retest-{label}", cache_policy=NO_CACHE)
+def retest(params: Params, workspace: Workspace, suite: pd.DataFrame, model: str,
+           pooling: str, label: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``model`` (the original id, or the repaired folder) through the contrastive method:
+    its rows at the repair's setting and its freshly trained classifiers' accuracy rows.
+    Both models go through this same call, so their classifiers see the same rows."""
+    method = ContrastiveMethod(retest_params(params, model, pooling), workspace)
+    run = method.run_unit(suite, Unit(model))
+    p = params.repair
+    rows = run.results[(run.results["dictionary"] == p.dictionary)
+                       & (run.results["threshold_kind"] == p.threshold)].reset_index(drop=True)
+    return rows, run.extra["accuracy"]
+
+
+def with_ground_truth(labelled: pd.DataFrame, before: pd.DataFrame) -> pd.DataFrame:
+    """The labelled triples with GT_A / GT_B from the original model's re-test (classifiers
+    trained on the same rows as the repaired model's); its verdicts must match the stage's."""
+    merged = labelled.drop(columns=["gt_a", "gt_b"]).merge(
+        before[["case_id", "verdict", "gt_a", "gt_b"]], on="case_id", how="left",
+        suffixes=("", "_retest"), validate="1:1")
+    differ = int((merged["verdict"] != merged["verdict_retest"]).sum())
+    if differ:
+        raise LingtestError(f"repair: re-testing the original model changes {differ} verdicts "
+                            "of the contrastive stage's results; rerun the contrastive stage")
+    return merged.drop(columns=["verdict_retest"])
+
+
+def save_interim(workspace: Workspace, both: pd.DataFrame, after: pd.DataFrame,
+                 diff: pd.DataFrame, facts: dict) -> None:
+    folder = interim(workspace)
+    folder.mkdir(parents=True, exist_ok=True)
+    io.write_parquet(folder / "triples.parquet", both)
+    io.write_parquet(folder / "results.parquet", after)
+    io.write_parquet(folder / "diff.parquet", diff)
+    stable = {k: v for k, v in facts.items() if k not in ("train_seconds", "retest_seconds")}
+    stable["epochs"] = [{k: v for k, v in e.items() if k != "seconds"} for e in facts["epochs"]]
+    io.write_text(folder / "repair.json", json.dumps(stable, indent=2, sort_keys=True,
+                                                     default=str) + "\n")
+
+
+def diff_by_case(labelled: pd.DataFrame, before_rows: pd.DataFrame,
+                 after: pd.DataFrame) -> pd.DataFrame:
+    """``compare_results`` of the original and repaired verdicts, with split and relation."""
+    diff = compare_results(before_rows, after)
+    return diff.merge(labelled[["case_id", "split", "relation"]], on="case_id", how="left")
