@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger
 from prefect.flow_runs import pause_flow_run
 
 from tasks.adaptive.generators import make_generator
+from tasks.adaptive.prompts import PromptSettings, minilm_embed
 from tasks.adaptive.review import ModelOracle, run_round
 from tasks.adaptive.review_form import apply_review, review_input, review_markdown, suggest
 from tasks.adaptive.tree import read_tree, write_tree
@@ -29,14 +30,18 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
                completions: int | None = None, top: int = 20,
                binary_labels: list[str] | None = None, offline: bool = True,
                root: str = ".", review_timeout_s: int = 3600,
-               poll_interval_s: int = 5) -> list[dict]:
-    """``rounds`` rounds on ``topic`` of the tree at ``tree_path``; each round's counts."""
+               poll_interval_s: int = 5, diversity: bool = True) -> list[dict]:
+    """``rounds`` rounds on ``topic`` of the tree at ``tree_path``; each round's counts.
+    ``diversity`` (AdaTest's default) fills each prompt with tests unlike those already in it
+    (1 − max cosine similarity of MiniLM embeddings); off, the picks follow the scores alone."""
     logger = get_run_logger()
     path = Path(tree_path)
     tree = read_tree(path)
     under_test = load_sentiment_model(model, (0.5, 0.5), offline, Path(root))
     suggester = make_generator(generator, offline=offline, base_url=base_url)
     labels = tuple(binary_labels) if binary_labels else None
+    settings = PromptSettings(prompt_diversity=diversity)
+    embed = minilm_embed(offline) if diversity else None  # one encoder for every round
     history = []
     for round_no in range(1, rounds + 1):
         round_seed = seed + 1000 * (round_no - 1)
@@ -44,12 +49,14 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
             reference = ModelOracle(load_sentiment_model(oracle, (0.5, 0.5), offline,
                                                          Path(root)))
             result = run_round(tree, topic, suggester, reference, [under_test], round_no,
-                               round_seed, prompts=prompts, completions=completions,
-                               path=path, binary_labels=labels)
+                               round_seed, settings=settings, prompts=prompts,
+                               completions=completions, embed=embed, path=path,
+                               binary_labels=labels)
             tree, counts = result.tree, result.counts
         else:
             shown = suggest(tree, topic, suggester, under_test, round_seed, prompts,
-                            completions, top=top, binary_labels=labels)
+                            completions, settings=settings, top=top,
+                            binary_labels=labels, embed=embed)
             form = review_input(list(shown["input"])).with_initial_data(
                 description=review_markdown(shown, topic, round_no, under_test.model_id))
             picked = pause_flow_run(wait_for_input=form, timeout=review_timeout_s,

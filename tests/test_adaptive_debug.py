@@ -148,7 +148,7 @@ def test_debugging_stage_end_to_end(data_project, base_classifier) -> None:
 
     workspace, overrides = data_project
     small = [f"adaptive.debug.model={base_classifier}", "adaptive.debug.seeds=2",
-             "adaptive.debug.checklist_examples=2", "adaptive.debug.checklist_n=3",
+             "adaptive.debug.checklist_examples=6", "adaptive.debug.checklist_n=3",
              "adaptive.debug.epochs=1", "adaptive.debug.batch_size=16",
              "adaptive.debug.eval_max=12", "adaptive.debug.bootstrap=200",
              "adaptive.debug.topics=[/Rooms]"]

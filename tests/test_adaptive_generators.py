@@ -164,3 +164,22 @@ def test_smollm2_completes_a_real_prompt_deterministically(smollm2, mirror):
                for c in first for s in c)
     assert again[0] == first[0]
     assert smollm2.generator_id.startswith("hf:HuggingFaceTB/SmolLM2-135M-Instruct@")
+
+
+# Completions of LocalGenerator before its sampling moved into CausalLM.sample (a6ace69, the
+# loop inlined in LocalGenerator.complete), seed 11, n 4, max_new_tokens 12, on this machine.
+FIXED_PROMPTS = ['"The room was dirty"\n"The bed was too small"\n"',
+                 '\n/Rooms:\n"The towels were clean"\n\n/Rooms:\n"']
+BEFORE_THE_MOVE = [["The room was small", "The board was loose", "The man who refused to work",
+                    "I needed a new wardrobe"],
+                   ["The to-do list", "The new game was amazing", "The milks are delicious",
+                    "They're already cleaned"]]
+
+
+def test_smollm2_samples_as_before_for_a_fixed_seed(smollm2):
+    """Same seed, same suggestions as the code before CausalLM.sample: a change in seeding or
+    sampling arguments would change every adapt run's suggestions."""
+    assert smollm2.complete(FIXED_PROMPTS, n=4, seed=11) == BEFORE_THE_MOVE
+    raw = smollm2.lm.sample(FIXED_PROMPTS[0], 3, seed=5, temperature=1.0, top_p=0.95,
+                            max_new_tokens=12, stop_strings=['"', "\n"])
+    assert raw == ['The dead animals was dead"', 'The room was too small"', 'Overwhelmed"']

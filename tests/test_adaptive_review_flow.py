@@ -15,7 +15,7 @@ from test_adaptive_generators import CompletionsServer
 from test_adaptive_review import round_script
 
 from flows.adapt import adapt_flow
-from tasks.adaptive.review_form import apply_review, review_input, review_markdown
+from tasks.adaptive.review_form import apply_review, review_input, review_markdown, suggest
 from tasks.adaptive.tree import read_tree
 from tasks.core.errors import LingtestError
 
@@ -158,3 +158,94 @@ def test_adapt_needs_a_tree_or_a_tree_to_start_from(tmp_path):
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "none.csv" in done.stderr, done.stderr
     assert not (tmp_path / "inputs" / "adaptive" / "t.csv").exists()
+
+
+# A /Rooms tree whose best-scored tests say one thing seven times; the rest say other things.
+NEAR_DUPLICATES = ["The room was dirty", "The room was very dirty", "The room was really dirty",
+                   "The room was so dirty", "The room was quite dirty",
+                   "The room was extremely dirty", "The room was too dirty"]
+DISTINCT = ["The bed squeaked all night", "Street noise kept us awake",
+            "The shower had no hot water", "Our window would not open", "The minibar was empty",
+            "The air conditioning was broken", "Check-in took an hour"]
+
+
+def near_duplicate_tree():
+    from tasks.adaptive.tree import new_tree
+
+    rows = [{"topic": "/Rooms", "label": "topic_marker"}]
+    scored = [(t, 0.96 - 0.01 * k) for k, t in enumerate(NEAR_DUPLICATES)] + \
+        [(t, 0.7 - 0.01 * k) for k, t in enumerate(DISTINCT)]
+    rows += [{"topic": "/Rooms", "input": text, "output": "pos", "label": "fail",
+              "labeler": "me", "vader score": repr(score)} for text, score in scored]
+    return new_tree(rows, [f"r{k}" for k in range(len(rows))])
+
+
+def near_duplicates_in(prompts: list[str]) -> int:
+    return sum(f'"{text}"' in prompt for prompt in prompts for text in NEAR_DUPLICATES)
+
+
+class RecordingGenerator:
+    """Records the prompts it is sent; one fixed completion per prompt."""
+
+    generator_id = "recording"
+
+    def __init__(self):
+        self.prompts: list[str] = []
+
+    def complete(self, prompts, n, seed):
+        self.prompts += prompts
+        return [["The lamp was broken"] for _ in prompts]
+
+
+def test_suggest_fills_prompts_with_unlike_tests_given_the_embedder():
+    """No randomness: by score alone the prompt is the seven near-duplicates; with MiniLM's
+    diversity, after the best of them come the unlike tests."""
+    from tasks.adaptive.prompts import PromptSettings, minilm_embed
+    from tasks.models.sentiment import load_sentiment_model
+
+    vader = load_sentiment_model("vader")
+    sent = {}
+    for diversity in (True, False):
+        generator = RecordingGenerator()
+        settings = PromptSettings(slot_randomization=0.0, score_randomization=0.0,
+                                  skip_randomization=0.0, prompt_diversity=diversity)
+        suggest(near_duplicate_tree(), "/Rooms", generator, vader, seed=3, prompts=1,
+                completions=1, settings=settings, embed=minilm_embed() if diversity else None)
+        sent[diversity] = generator.prompts
+    assert near_duplicates_in(sent[False]) == 7
+    assert near_duplicates_in(sent[True]) <= 2
+    assert sent[True][0].endswith('"The room was dirty"\n"')  # the best test, last
+
+
+def test_adapt_diversity_switch_reaches_the_prompts(tmp_path, prefect_harness):
+    """`adapt_flow(diversity=...)` decides which tests the generator is shown."""
+    from tasks.adaptive.tree import write_tree
+
+    sent = {}
+    for diversity in (True, False):
+        tree_path = write_tree(near_duplicate_tree(), tmp_path / f"rooms-{diversity}.csv")
+        with CompletionsServer(script=round_script) as server:
+            adapt_flow(str(tree_path), "/Rooms", rounds=1, generator="openai:gpt-test",
+                       base_url=server.url, oracle="vader", seed=4, prompts=2, completions=1,
+                       binary_labels=["neg", "pos"], diversity=diversity)
+            sent[diversity] = [r.body["prompt"] for r in server.generations()]
+    assert sent[True] != sent[False]
+    assert near_duplicates_in(sent[True]) < near_duplicates_in(sent[False])
+
+
+def test_lingtest_adapt_passes_no_diversity_to_the_flow(tmp_path, monkeypatch, mirror):
+    """`lingtest adapt --no-diversity` reaches `adapt_flow(diversity=False)`; default on."""
+    from typer.testing import CliRunner
+
+    import flows.adapt
+    from tasks.core.cli import app
+
+    calls = []
+    monkeypatch.setattr(flows.adapt, "adapt_flow", lambda *a, **kw: calls.append(kw))
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    tree = shutil.copy(mirror / "adatest" / "imdb_hotel_conversion.csv", tmp_path / "t.csv")
+    args = ["adapt", "--topic", "/Rooms", "--oracle", "vader", "--tree", str(tree)]
+    for extra in ([], ["--no-diversity"]):
+        done = CliRunner().invoke(app, args + extra)
+        assert done.exit_code == 0, done.output
+    assert [kw["diversity"] for kw in calls] == [True, False]

@@ -2,19 +2,15 @@
 artifact page of ``data-tables`` lists both versions and each version shows its own provenance.
 
 Chromium is Debian's (``.ci/run`` installs it); it is driven over the DevTools protocol with
-``websockets``, polling the rendered text (the UI is a Vue app) instead of a fixed time budget.
+``websockets``, polling the rendered text (the UI renders client-side) instead of a fixed time budget.
 """
 from __future__ import annotations
 
 import asyncio
-import base64
-import itertools
-import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -23,81 +19,13 @@ import pytest
 from tasks.core.paths import PACKAGE_ROOT, Workspace
 from tasks.core.server import start_server, stop_server
 
+from browser import RENDER_WAIT_S, Browser
+from browser import start_chromium as _start_chromium
+from browser import stop_chromium as _stop_chromium
 from test_ui_server import free_port
 
-CHROMIUM = "chromium"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--window-size=1400,1000", "--remote-debugging-port=0"]
-RENDER_WAIT_S = 60
 # Two runs that differ in the seed and in a parameter of the data stage (so in the run names).
 RUNS = [{"seed": 1, "data.timeout_s": 11}, {"seed": 2, "data.timeout_s": 12}]
-
-
-class Browser:
-    """One headless Chromium page over the DevTools protocol."""
-
-    def __init__(self, websocket) -> None:
-        self.websocket = websocket
-        self.ids = itertools.count(1)
-
-    async def call(self, method: str, **params) -> dict:
-        call_id = next(self.ids)
-        await self.websocket.send(json.dumps({"id": call_id, "method": method, "params": params}))
-        while True:  # events arrive in between; the answer carries our id
-            message = json.loads(await self.websocket.recv())
-            if message.get("id") == call_id:
-                assert "error" not in message, f"{method}: {message['error']}"
-                return message["result"]
-
-    async def text_once_shown(self, url: str, expected: list[str]) -> str:
-        """Open ``url`` and poll the page text until every string of ``expected`` shows."""
-        await self.call("Page.navigate", url=url)
-        deadline = time.monotonic() + RENDER_WAIT_S
-        text = ""
-        while time.monotonic() < deadline:
-            result = await self.call("Runtime.evaluate", returnByValue=True,
-                                     expression="document.body ? document.body.innerText : ''")
-            text = result["result"].get("value", "")
-            if all(item in text for item in expected):
-                return text
-            await asyncio.sleep(0.5)
-        missing = [item for item in expected if item not in text]
-        pytest.fail(f"{url} did not show {missing} within {RENDER_WAIT_S} s; page text:\n{text}")
-
-    async def screenshot(self, path: Path) -> None:
-        result = await self.call("Page.captureScreenshot", format="png")
-        path.write_bytes(base64.b64decode(result["data"]))
-
-
-def _start_chromium(user_data_dir: Path) -> tuple[subprocess.Popen, str]:
-    """Chromium on a free DevTools port; returns the process and its page's websocket URL."""
-    binary = shutil.which(CHROMIUM)
-    if binary is None:
-        pytest.fail("chromium is not installed: `apt-get install chromium` (as .ci/run does)")
-    process = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}",
-                                "about:blank"], stdout=subprocess.DEVNULL,
-                               stderr=open(user_data_dir.parent / "chromium.log", "w"))
-    port_file = user_data_dir / "DevToolsActivePort"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert process.poll() is None, (user_data_dir.parent / "chromium.log").read_text()[-2000:]
-        if port_file.exists() and len(port_file.read_text().splitlines()) >= 2:
-            port = port_file.read_text().splitlines()[0]
-            pages = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=5).json()
-            return process, next(p["webSocketDebuggerUrl"] for p in pages if p["type"] == "page")
-        time.sleep(0.2)
-    process.kill()
-    pytest.fail("chromium did not open its DevTools port within 30 s")
-
-
-def _stop_chromium(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
 
 
 async def _read_pages(websocket_url: str, pages: list[tuple[str, list[str]]],

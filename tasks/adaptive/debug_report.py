@@ -193,7 +193,7 @@ def debugging_report(loop, suite: pd.DataFrame, results: pd.DataFrame, runs) -> 
     report.add("adatest-debug-training", by_topic,
                "AdaTest debugging loop: the topic data each condition trained on "
                "(before mixing with SST-2)")
-    if len(changes):
+    if len(changes) and (changes["examples"] >= MIN_EXAMPLES).any():
         report.figures["adatest-debug-figure7.png"] = (
             lambda path: scatter(changes, d.threshold, path, d.checklist_n))
     report.metrics = headline(summary)

@@ -128,7 +128,8 @@ def run_round(tree: TestTree, topic: str, generator: Generator, oracle, models:
     """One oracle-reviewed round for ``topic`` (see the module docstring). ``prompts`` ×
     ``completions`` default to AdaTest's plan (8 × 12); ``accept="failures"`` keeps only the
     tests the first model fails; ``path`` writes the grown tree there; ``binary_labels`` reads
-    the tree's fail rows (``cases.tree_to_cases``) when the first model scores them."""
+    the tree's fail rows (``cases.tree_to_cases``) when the first model scores them; ``embed``
+    is the encoder behind ``settings.prompt_diversity`` (default: the packaged MiniLM)."""
     problem = topic_problem(topic)
     if problem:
         raise LingtestError(f"adaptive round: {problem}; name a tree topic such as /Rooms")

@@ -19,7 +19,7 @@ from prefect.input import RunInput
 import numpy as np
 
 from tasks.adaptive.generators import Generator, dedupe, suggestions_frame
-from tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts
+from tasks.adaptive.prompts import Embed, PromptSettings, build_prompts, prompt_texts
 from tasks.adaptive.review import PROVENANCE, append_accepted, prompt_scores, row_id
 from tasks.adaptive.tree import TestTree, topic_problem
 from tasks.core.cases import provenance_json
@@ -32,14 +32,16 @@ _TREE_LABEL = {"fail": "fail", "passing": "pass", "off_topic": "off_topic"}
 def suggest(tree: TestTree, topic: str, generator: Generator, model, seed: int,
             prompts: int | None = None, completions: int | None = None,
             settings: PromptSettings = PromptSettings(), top: int = 20,
-            binary_labels: tuple[str, str] | None = None) -> pd.DataFrame:
+            binary_labels: tuple[str, str] | None = None,
+            embed: Embed | None = None) -> pd.DataFrame:
     """A round's suggestions for a person: prompts → generate → dedupe → the model's output,
-    the first ``top`` kept (a person reads a table, not hundreds of lines)."""
+    the first ``top`` kept (a person reads a table, not hundreds of lines). ``embed`` is the
+    sentence encoder behind the prompts' diversity (``settings.prompt_diversity``)."""
     problem = topic_problem(topic)
     if problem:
         raise LingtestError(f"adapt --topic: {problem}; name a tree topic such as /Rooms")
     rng = np.random.default_rng(seed)
-    items = build_prompts(tree, topic, rng, settings, repetitions=prompts,
+    items = build_prompts(tree, topic, rng, settings, repetitions=prompts, embed=embed,
                           scores=prompt_scores(tree, model, binary_labels))
     texts = prompt_texts(items, topic)
     n = completions or max(1, settings.max_suggestions // max(1, len(texts)))

@@ -151,7 +151,11 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
           seed: Optional[int] = typer.Option(None, help="Default: the run's `seed`."),
           start_from: Optional[str] = typer.Option(
               None, help="Copy this tree to --tree first when --tree does not exist yet "
-                         "(e.g. data/raw/adatest/imdb_hotel_conversion.csv).")) -> None:
+                         "(e.g. data/raw/adatest/imdb_hotel_conversion.csv)."),
+          diversity: bool = typer.Option(
+              True, help="Fill each prompt with tests unlike those already in it (AdaTest's "
+                         "prompt diversity, MiniLM cosine similarity); off: by score alone.")
+          ) -> None:
     """AdaTest with a person in the loop: each round pauses in the Prefect UI for review
     (start `lingtest ui` first); not a DVC stage. Trees under inputs/adaptive/ are tracked
     inputs: the `adaptive` stage re-scores every one of them."""
@@ -187,7 +191,8 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     seed = params.seed if seed is None else seed
     adapt_flow(tree, topic, rounds, generator, base_url, model, reviewer, oracle, seed,
                binary_labels=list(params.adaptive.binary_labels or []) or None,
-               offline=bool(params.models.offline), root=str(workspace.root))
+               offline=bool(params.models.offline), root=str(workspace.root),
+               diversity=diversity)
 
 
 @app.command("classify-answers")
