@@ -101,3 +101,19 @@ def test_result_storage_is_a_folder_under_the_root_or_a_url_fsspec_opens(
     params, workspace = _project(tmp_path, mirror, "runtime.result_storage=nosuchfs://x/y")
     with pytest.raises(LingtestError, match="runtime.result_storage nosuchfs://x/y"):
         result_storage(params, workspace)
+
+
+def test_a_local_dask_run_without_a_server_hands_the_workers_a_temporary_one(
+        tmp_path, mirror, prefect_harness):
+    """No API URL: workers would each start their own server; this process's is shared."""
+    import httpx
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    from tasks.core.runtime import api_for_workers
+
+    params, _ = _project(tmp_path, mirror, "runtime.task_runner=dask")
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        assert get_current_settings().api.url is None
+        with api_for_workers(params.runtime) as url:
+            assert get_current_settings().api.url == url  # what the workers' context carries
+            assert httpx.get(f"{url}/health", timeout=10).status_code == 200
