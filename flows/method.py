@@ -9,6 +9,7 @@ import pandas as pd
 from prefect import Flow, flow, task
 from prefect.cache_policies import NO_CACHE
 
+from flows.stage import unit_resources
 from tasks.core.config import Params
 from tasks.core.method import Method, Unit, UnitResult
 from tasks.core.paths import Workspace
@@ -24,10 +25,12 @@ def run_unit(method: Method, suite: pd.DataFrame, unit: Unit) -> UnitResult:
 
 def compose(method: Method) -> dict:
     method.check_inputs()
+    resources = unit_resources(method.params)  # refused before the suite when unmet
     suite = method.build_suite()
     write_cases(method.suite_path, suite, method.contract)
     with method.running(suite):
-        futures = [run_unit.submit(method, suite, unit) for unit in method.units(suite)]
+        with resources:  # on Dask with runtime.device cuda: a GPU per unit
+            futures = [run_unit.submit(method, suite, unit) for unit in method.units(suite)]
         runs = [future.result() for future in futures]
         results = method.collect(suite, runs)
     write_results(method.results_path, results, method.contract)

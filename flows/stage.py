@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.runtime import git_commit, seed_everything, set_threads
+from tasks.core.runtime import api_for_workers, git_commit, seed_everything, set_threads
 
 from flows import STAGES
 
@@ -36,19 +37,89 @@ def load_flow(stage: str):
 
 def task_runner(params: Params):
     """Threads by default; a Dask cluster (local, or ``runtime.dask_address``) on request."""
-    if params.runtime.task_runner == "dask":
+    runtime = params.runtime
+    if runtime.task_runner == "dask":
         try:
             from prefect_dask import DaskTaskRunner
         except ImportError:
             raise LingtestError("runtime.task_runner: dask needs prefect-dask: "
                                 "pip install 'lingtest[dask]'") from None
-        if params.runtime.dask_address:
-            return DaskTaskRunner(address=params.runtime.dask_address)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": params.runtime.max_workers,
-                                              "threads_per_worker": 1})
+        if runtime.dask_address:
+            if runtime.result_storage is None:
+                raise LingtestError(
+                    f"runtime.dask_address {runtime.dask_address}: set runtime.result_storage "
+                    f"to a folder or fsspec URL every worker reaches (task results travel "
+                    f"through it; on one machine any folder does)")
+            return DaskTaskRunner(address=runtime.dask_address)
+        threads = str(runtime.threads)  # the workers' torch threads (runtime.threads)
+        cluster = {"n_workers": runtime.max_workers, "threads_per_worker": 1,
+                   "env": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}}
+        if runtime.device == "cuda" and _cuda_devices():
+            cluster["resources"] = {"GPU": 1}
+        return DaskTaskRunner(cluster_kwargs=cluster)
     from prefect.task_runners import ThreadPoolTaskRunner
 
-    return ThreadPoolTaskRunner(max_workers=params.runtime.max_workers)
+    return ThreadPoolTaskRunner(max_workers=runtime.max_workers)
+
+
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def result_storage(params: Params, workspace: Workspace):
+    """``runtime.result_storage`` for ``Flow.with_options``: a folder as a ``Path``, a URL as
+    a ``RemoteFileSystem`` block saved on the Prefect API (Prefect's rule for flow storage);
+    None: Prefect's default (``.prefect/storage``)."""
+    spec = params.runtime.result_storage
+    if spec is None:
+        return None
+    if "://" not in spec or spec.startswith("file://"):
+        folder = Path(spec.removeprefix("file://")).expanduser()
+        return folder if folder.is_absolute() else workspace.root / folder
+    import hashlib
+
+    import fsspec
+    from prefect.filesystems import RemoteFileSystem
+
+    protocol = spec.split("://", 1)[0]
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except (ImportError, ValueError) as error:
+        raise LingtestError(f"runtime.result_storage {spec}: fsspec cannot open {protocol}:// "
+                            f"here ({error}); install its package (e.g. s3fs) or give a "
+                            f"folder") from None
+    block = RemoteFileSystem(basepath=spec)
+    block.save(f"lingtest-results-{hashlib.sha256(spec.encode()).hexdigest()[:12]}",
+               overwrite=True)
+    return block
+
+
+def unit_resources(params: Params):
+    """What each unit's task asks the Dask scheduler for: a GPU when ``runtime.device`` is
+    cuda. A request no worker declares would wait forever, so it is refused here."""
+    import contextlib
+
+    if params.runtime.device != "cuda":
+        return contextlib.nullcontext()
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    runner = getattr(context, "task_runner", None)
+    if type(runner).__name__ != "DaskTaskRunner":
+        return contextlib.nullcontext()
+    workers = runner.client.scheduler_info(n_workers=-1)["workers"].values()
+    if not any(worker.get("resources", {}).get("GPU", 0) >= 1 for worker in workers):
+        declared = sorted({f"{k}={v}" for w in workers for k, v in w.get("resources", {}).items()})
+        raise LingtestError(
+            f"runtime.device: cuda asks a GPU for every unit, but none of the "
+            f"{len(workers)} Dask worker(s) declares one (resources: "
+            f"{', '.join(declared) or 'none'}); start workers with `dask worker <scheduler> "
+            f"--resources GPU=1` on GPU machines, or set runtime.device: cpu")
+    import dask
+
+    return dask.annotate(resources={"GPU": 1})
 
 
 def run_stage(stage: str, params: Params, workspace: Workspace) -> Any:
@@ -63,14 +134,17 @@ def run_stage(stage: str, params: Params, workspace: Workspace) -> Any:
     set_threads(params.runtime.threads)
     commit = git_commit(workspace.root)
     params_hash = stage_params_hash(params, stage)
-    configured = flow.with_options(
-        flow_run_name=f"{stage}-{params_hash[:8]}-{commit}",
-        task_runner=task_runner(params),
-    )
-    crashed = mark_orphaned_runs_crashed(f"stage:{stage}")
-    if crashed:
-        get_logger("lingtest").warning("marked %d flow run(s) of a killed process as Crashed: %s",
-                                       len(crashed), ", ".join(crashed))
-    with tags(f"stage:{stage}", f"params:{params_hash}", f"commit:{commit}",
-              f"profile:{params.profile}", f"seed:{params.seed}", process_tag()):
-        return configured(params=params, root=str(workspace.root))
+    runner = task_runner(params)
+    with api_for_workers(params.runtime):
+        storage = result_storage(params, workspace)
+        configured = flow.with_options(
+            flow_run_name=f"{stage}-{params_hash[:8]}-{commit}", task_runner=runner,
+            **({"result_storage": storage} if storage is not None else {}))
+        crashed = mark_orphaned_runs_crashed(f"stage:{stage}")
+        if crashed:
+            get_logger("lingtest").warning(
+                "marked %d flow run(s) of a killed process as Crashed: %s",
+                len(crashed), ", ".join(crashed))
+        with tags(f"stage:{stage}", f"params:{params_hash}", f"commit:{commit}",
+                  f"profile:{params.profile}", f"seed:{params.seed}", process_tag()):
+            return configured(params=params, root=str(workspace.root))

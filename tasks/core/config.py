@@ -74,6 +74,9 @@ class RuntimeParams(Section):
     shards: int = Field(1, ge=1, description="tasks each model's cases are split into, so a "
                         "task runner can spread one model's work (results do not change)")
     dask_address: str | None = Field(None, description="dask scheduler; null: a local cluster")
+    result_storage: str | None = Field(
+        None, description="task results, cache records and cache locks: a folder (relative to "
+        "the project root) or an fsspec URL every worker reaches; null: .prefect/storage")
 
 
 DISTANCES = ("l1", "l2", "cos")

@@ -6,13 +6,19 @@ calls it first. It points Prefect at a repo-local home, turns telemetry off, and
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
+
+if TYPE_CHECKING:
+    from tasks.core.config import RuntimeParams
 
 TELEMETRY_OFF = {
     "DO_NOT_TRACK": "1",
@@ -102,3 +108,29 @@ def git_commit(root: Path) -> str:
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "nogit"
+
+
+@contextlib.contextmanager
+def api_for_workers(runtime: "RuntimeParams"):
+    """One Prefect API that every Dask worker reports to. A worker with no API URL starts its
+    own temporary server (~20 s each, a database of its own), so a Dask run uses the
+    configured server (``lingtest ui``, PREFECT_API_URL), else starts this process's
+    temporary server before the cluster and hands its URL to the workers. A remote cluster
+    (``runtime.dask_address``) needs a server its machines reach: loopback would not do."""
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    if runtime.task_runner != "dask" or get_current_settings().api.url:
+        yield get_current_settings().api.url
+        return
+    if runtime.dask_address:
+        raise LingtestError(
+            f"runtime.dask_address {runtime.dask_address}: the workers need a Prefect server "
+            f"they all reach; start `lingtest ui --host <this machine's address>` (or any "
+            f"Prefect server) and set PREFECT_API_URL to its API URL")
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()  # the instance Prefect's own temporary mode uses
+    server.start(timeout=int(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",
+                                            120)))
+    with temporary_settings({PREFECT_API_URL: server.api_url}):
+        yield server.api_url

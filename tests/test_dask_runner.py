@@ -1,0 +1,119 @@
+"""``runtime.task_runner: dask``: a real stage on a 2-worker local cluster gives the thread
+runner's tables byte for byte; what a cluster cannot serve fails at once with one clear line."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tasks.core.errors import LingtestError
+from tasks.core.paths import PACKAGE_ROOT, Workspace
+
+pytest.importorskip("prefect_dask")
+
+HOTEL = "imdb_hotel_conversion.csv"
+
+
+def _project(root: Path, mirror: Path, *overrides: str):
+    from tasks.core.config import load_params
+
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    base = [f"adaptive.trees=[{mirror / 'adatest' / HOTEL}]", "adaptive.models=[vader]",
+            "adaptive.bootstrap=200", "runtime.shards=2"]
+    return load_params(root, [*base, *overrides]), Workspace(root)
+
+
+def _outputs(workspace: Workspace) -> dict[str, bytes]:
+    """The data stage's tables and report CSVs, by path under the project root."""
+    files = [*workspace.processed.glob("*.parquet"), *workspace.reports.rglob("*.csv")]
+    assert files, "the stage wrote nothing"
+    return {str(p.relative_to(workspace.root)): p.read_bytes() for p in sorted(files)}
+
+
+def test_a_stage_on_two_dask_workers_gives_the_thread_runners_tables(
+        data_project, tmp_path, prefect_harness):
+    """The data stage (a cached task per table) on a 2-worker local cluster, its results and
+    cache records in a configured folder, against the session's thread-runner run."""
+    from flows.stage import run_stage
+    from tasks.core.config import load_params
+
+    threads, overrides = data_project
+    root, storage = tmp_path / "dask", tmp_path / "shared-results"
+    root.mkdir()
+    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    params = load_params(root, [*overrides, "runtime.task_runner=dask", "runtime.max_workers=2",
+                                f"runtime.result_storage={storage}"])
+    run_stage("data", params, Workspace(root))
+
+    expected, found = _outputs(threads), _outputs(Workspace(root))
+    assert found.keys() == expected.keys()
+    for name, data in expected.items():
+        assert found[name] == data, name
+    assert len([p for p in storage.iterdir() if p.is_file()]) >= 5  # each table's result
+    assert (storage / "cache-locks").is_dir()  # the workers' cache locks live beside them
+
+
+def test_a_gpu_no_worker_declares_is_refused_at_once(mirror, tmp_path, prefect_harness):
+    import time
+
+    from flows.stage import run_stage
+
+    params, workspace = _project(tmp_path, mirror, "runtime.task_runner=dask",
+                                 "runtime.max_workers=1", "runtime.device=cuda")
+    start = time.monotonic()
+    with pytest.raises(LingtestError, match=r"runtime.device: cuda.*no.*GPU|none of the 1 "
+                                            r"Dask worker\(s\) declares one"):
+        run_stage("adaptive", params, workspace)
+    assert time.monotonic() - start < 60
+    assert not (workspace.interim / "adaptive" / "suite.parquet").exists()  # refused first
+
+
+def test_a_remote_cluster_needs_shared_storage_and_a_server(tmp_path, mirror):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.stage import task_runner
+    from tasks.core.runtime import api_for_workers
+
+    params, _ = _project(tmp_path, mirror, "runtime.task_runner=dask",
+                         "runtime.dask_address=tcp://10.0.0.1:8786")
+    with pytest.raises(LingtestError, match="runtime.result_storage"):
+        task_runner(params)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        with pytest.raises(LingtestError, match="PREFECT_API_URL"):
+            with api_for_workers(params.runtime):
+                pass
+
+
+def test_result_storage_is_a_folder_under_the_root_or_a_url_fsspec_opens(
+        tmp_path, mirror, prefect_harness):
+    from prefect.filesystems import RemoteFileSystem
+
+    from flows.stage import result_storage
+
+    params, workspace = _project(tmp_path, mirror, "runtime.result_storage=shared/results")
+    assert result_storage(params, workspace) == tmp_path / "shared" / "results"
+    params, workspace = _project(tmp_path, mirror, "runtime.result_storage=memory://results")
+    block = result_storage(params, workspace)
+    assert isinstance(block, RemoteFileSystem) and block.basepath == "memory://results"
+    assert block._block_document_id is not None  # saved: Prefect takes only saved blocks
+    params, workspace = _project(tmp_path, mirror, "runtime.result_storage=nosuchfs://x/y")
+    with pytest.raises(LingtestError, match="runtime.result_storage nosuchfs://x/y"):
+        result_storage(params, workspace)
+
+
+def test_a_local_dask_run_without_a_server_hands_the_workers_a_temporary_one(
+        tmp_path, mirror, prefect_harness):
+    """No API URL: workers would each start their own server; this process's is shared."""
+    import httpx
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    from tasks.core.runtime import api_for_workers
+
+    params, _ = _project(tmp_path, mirror, "runtime.task_runner=dask")
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        assert get_current_settings().api.url is None
+        with api_for_workers(params.runtime) as url:
+            assert get_current_settings().api.url == url  # what the workers' context carries
+            assert httpx.get(f"{url}/health", timeout=10).status_code == 200
