@@ -54,7 +54,9 @@ TABLE_COLUMNS = ["test", "type", "capability", "examples", "filtered", "failed",
 
 
 class SentimentModel(Protocol):
-    """What the runner needs: 3-way probabilities (neg, neutral, pos) and labels."""
+    """What the runner needs: 3-way probabilities (neg, neutral, pos) and labels. A model
+    whose ``per_text`` attribute is true (``tasks.models.sentiment``: a text's output depends
+    on that text alone) gets every text in one call and batches them itself."""
 
     def probabilities3(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -120,11 +122,15 @@ def sample_suite(suite: pd.DataFrame, max_examples_per_test: int | None,
 
 def _predict(model: SentimentModel, texts: list[str],
              batch_size: int) -> tuple[dict[str, str], dict[str, np.ndarray]]:
-    """Labels and probabilities of each distinct text, asked for in batches."""
+    """Labels and probabilities of each distinct text. A ``per_text`` model gets them all in
+    one call (its own exact-length batches need no padding); any other model gets calls of
+    ``batch_size`` texts in sorted order, so the suite's row order cannot change its batches."""
+    distinct = sorted(set(texts), key=lambda t: (len(t), t))
+    size = len(distinct) if getattr(model, "per_text", False) else batch_size
     labels: dict[str, str] = {}
     probs: dict[str, np.ndarray] = {}
-    for start in range(0, len(texts), batch_size):
-        batch = texts[start:start + batch_size]
+    for start in range(0, len(distinct), max(size, 1)):
+        batch = distinct[start:start + size]
         both = getattr(model, "predict_with_probabilities3", None)  # one pass, not two
         y, p = both(batch) if both else (model.predict(batch), model.probabilities3(batch))
         p, y = np.asarray(p, dtype=np.float64), list(y)
@@ -182,7 +188,8 @@ def run_checklist(suite: pd.DataFrame, model: SentimentModel, *,
     Columns: case_id (``case_id("checklist", texts, expectation)``), test, type,
     capability, example_id, verdict (pass / fail / filtered), predictions (labels of the
     example's texts) and probabilities (their (neg, neutral, pos) rows). Expectations are
-    parsed before the model runs, so an unknown one fails fast.
+    parsed before the model runs, so an unknown one fails fast. ``batch_size`` is the number
+    of texts per model call for a model that is not ``per_text`` (see ``_predict``).
     """
     missing = {"test", "type", "capability", "example_id", "texts", "label",
                "expectation"} - set(suite.columns)

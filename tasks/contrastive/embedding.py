@@ -10,16 +10,19 @@ Layout under ``root``::
     <model id with / replaced by __>/<key>/meta.json      model id, revision, pooling, dim
     <model id with / replaced by __>/<key>/shard-<hex>.npz  hashes (S64) + vectors float32
 
-``key`` is a hash of model id, revision and pooling, so a new revision or another pooling
-never reads old vectors. A text's shard is given by the first hex characters of its sha256
-(``shard_of``): 16 shards use one character, 256 use two. A worker that owns a shard is the
+``key`` is a hash of model id, revision, pooling and the store format, so a new revision,
+another pooling or another way of batching never reads old vectors. A text's shard is given
+by the first hex characters of its sha256 (``shard_of``): 16 shards use one character, 256 use two. A worker that owns a shard is the
 only writer of that file, so a cluster can split the work by shard (``embed_shard``); a
 writer in the same process or on the same machine takes a per-shard file lock as well. Each
 shard file is replaced atomically (``tasks.core.io.atomic_path``).
 
-What is not in the key: the device (CPU and GPU vectors differ by float rounding) and the
-batch composition (padding changes mean-pooled vectors by ~1e-7); ``max_length`` and lower-
-casing come from the model's own files, which the revision pins.
+What is not in the key: the device (CPU and GPU vectors differ by float rounding) and
+``batch_size``. The encoder runs passes of one exact token count without padding
+(``tasks.models.encoders.exact_length_passes``), so a text's vector does not depend on the texts
+embedded with it or before it; measured with MKL on CPU, the vectors are also the same at 1 and
+2 threads and for any ``batch_size`` >= 1 at 1 thread. ``max_length`` and lower-casing come from
+the model's own files, which the revision pins (an override is in the pooling key).
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ import numpy as np
 from tasks.core.errors import LingtestError
 from tasks.core.io import atomic_path, sha256_text, write_json
 
-STORE_FORMAT = 1
+STORE_FORMAT = 2  # 2: vectors from exact-length passes; 1 (padded batches) is never read
 HASH_DTYPE = "S64"  # sha256 hex digests as fixed-width bytes: npz loads without pickle
 
 
@@ -44,6 +47,12 @@ class SupportsEncode(Protocol):
     """What ``embed_texts`` needs of an encoder (``tasks.models.encoders.Encoder`` fits)."""
 
     def encode(self, sentences: list[str], batch_size: int = 32) -> np.ndarray: ...
+
+
+class CountsTokens(Protocol):
+    """An encoder that can say how many tokens each text gets (``Encoder`` can)."""
+
+    def token_counts(self, sentences: Sequence[str]) -> list[int]: ...
 
 
 def text_hash(text: str) -> str:
@@ -84,7 +93,8 @@ class EmbeddingStore:
         self.model_id, self.revision, self.pooling = model_id, str(revision), pooling
         self.n_shards = n_shards
         self._width = _hex_width(n_shards)
-        key = hashlib.sha256(f"{model_id}\0{revision}\0{pooling}".encode()).hexdigest()[:16]
+        key = hashlib.sha256(f"{model_id}\0{revision}\0{pooling}\0format={STORE_FORMAT}"
+                             .encode()).hexdigest()[:16]
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model_id.replace("/", "__"))
         self.path = Path(root) / slug / key
         self._shards: dict[int, tuple[dict[bytes, int], np.ndarray]] = {}
@@ -270,34 +280,39 @@ class EmbeddingStore:
 # --------------------------------------------------------------------- embedding
 
 def _check_encoder(encoder, store: EmbeddingStore) -> None:
-    """Refuse to file one model's vectors under another model's key."""
-    for attr in ("model_id", "revision", "pooling"):
-        have = getattr(encoder, attr, None)
+    """Refuse to file one model's vectors under another model's key (the pooling part is the
+    encoder's ``cache_key`` when it has one: pooling plus any max_length override)."""
+    for attr, mine in (("model_id", "model_id"), ("revision", "revision"),
+                       ("pooling", "cache_key" if hasattr(encoder, "cache_key") else "pooling")):
+        have = getattr(encoder, mine, None)
         if have is not None and str(have) != str(getattr(store, attr)):
             raise LingtestError(f"encoder {attr} `{have}` does not match the store's "
                                 f"`{getattr(store, attr)}` ({store.path})")
 
 
-def length_order(texts: Sequence[str]) -> np.ndarray:
-    """Indices of ``texts`` longest first (by characters; stable), so each batch pads little.
-
-    Characters track token counts closely enough for batching and cost no tokenizer pass.
-    """
-    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
-    return np.argsort(-lengths, kind="stable")
+def length_order(texts: Sequence[str], lengths: Sequence[int] | None = None) -> np.ndarray:
+    """Indices of ``texts`` longest first (stable) by ``lengths`` (token counts) or, without
+    them, by characters: a flush chunk then splits at most one token-count group, so the
+    encoder's exact-length passes need few fill-up copies."""
+    if lengths is None:
+        lengths = [len(t) for t in texts]
+    if len(lengths) != len(texts):
+        raise LingtestError(f"length_order(): {len(lengths)} lengths for {len(texts)} texts")
+    return np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
 
 
 def _embed_missing(encoder: SupportsEncode, todo: list[str], store: EmbeddingStore,
                    batch_size: int, flush_every: int) -> int:
-    """Embed ``todo`` (distinct, all missing) in length-sorted batches, storing every chunk."""
-    if batch_size < 1:
-        raise LingtestError(f"batch_size must be >= 1 (got {batch_size})")
+    """Embed ``todo`` (distinct, all missing) longest first, storing every chunk."""
+    if batch_size < 1 or flush_every < 1:
+        raise LingtestError(f"batch_size and flush_every must be >= 1 (got {batch_size}, "
+                            f"{flush_every})")
     if not todo:
         return 0
-    ordered = [todo[i] for i in length_order(todo)]
-    chunk = max(batch_size, flush_every // batch_size * batch_size)  # whole batches per chunk
-    for start in range(0, len(ordered), chunk):
-        part = ordered[start:start + chunk]
+    counts = encoder.token_counts(todo) if hasattr(encoder, "token_counts") else None
+    ordered = [todo[i] for i in length_order(todo, counts)]
+    for start in range(0, len(ordered), flush_every):
+        part = ordered[start:start + flush_every]
         vectors = np.asarray(encoder.encode(part, batch_size=batch_size), dtype=np.float32)
         if vectors.shape[0] != len(part):
             raise LingtestError(f"encoder returned {vectors.shape[0]} rows for {len(part)} texts")
@@ -309,9 +324,10 @@ def embed_texts(encoder: SupportsEncode, texts: Sequence[str], store: EmbeddingS
                 batch_size: int = 32, flush_every: int = 4096) -> np.ndarray:
     """Embeddings of ``texts`` (rows in input order), embedding only what the store lacks.
 
-    Duplicates are embedded once; the missing texts go to the model longest first in batches
-    of ``batch_size`` and are stored every ``flush_every`` texts, so an interrupted run keeps
-    what it finished. A rerun on the same texts makes no model call.
+    Duplicates are embedded once; the missing texts go to the model longest first (the encoder
+    batches them by exact token count, at least ``batch_size * 8`` tokens per pass) and are
+    stored every ``flush_every`` texts, so an interrupted run keeps what it finished. A rerun
+    on the same texts makes no model call.
     """
     _check_encoder(encoder, store)
     _embed_missing(encoder, store.missing(texts), store, batch_size, flush_every)

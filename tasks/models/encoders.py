@@ -5,11 +5,22 @@ config: MiniLM is mean pooling + L2 normalisation) and plain hub encoders such a
 ``bert-base-uncased`` (COSTELLO's rule: the pooler output when the model has a pooler, else
 the [CLS] hidden state), so contrastive testing compares models as the paper did and each
 embedding records how it was pooled.
+
+Every forward pass holds texts of one exact token count and nothing else (``exact_length_passes``):
+no padding, and each pass of a given length has the same shape, so a text's vector does not
+depend on the texts it is embedded with, their order or what was embedded before. Padding moves
+mean-pooled vectors by ~1e-7, and so does the batch's row count: MKL's GEMM rounds differently
+for 1, 2-15 and >=16 rows and, at 2 threads, splits the 1536-wide sum between the threads for
+some row counts only. Passes of at least ``batch_size * TOKENS_PER_TEXT`` tokens (256 by
+default) stay clear of those row counts: measured, the vectors are the same at 1 and 2 threads.
+The price is the fill-up copies, up to one pass per distinct length in a call.
 """
 from __future__ import annotations
 
 import json
 import logging
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +34,40 @@ from tasks.models.registry import (
 log = logging.getLogger(__name__)
 POOLING_MODES = ("cls", "pooler", "mean", "max", "mean_sqrt_len", "lasttoken", "weightedmean")
 DEFAULT_MAX_LENGTH = 512  # COSTELLO truncates at 512 tokens
+TOKENS_PER_TEXT = 8  # a pass holds >= batch_size * 8 tokens: 32 -> 256 tokens
+
+
+def pass_rows(length: int, batch_size: int) -> int:
+    """Texts per forward pass for texts of ``length`` tokens: the fewest that hold
+    ``batch_size * TOKENS_PER_TEXT`` tokens; a function of the length alone, so every pass of
+    that length has the same shape."""
+    if batch_size < 1:
+        raise LingtestError(f"batch_size must be >= 1 (got {batch_size})")
+    return -(-batch_size * TOKENS_PER_TEXT // max(length, 1))
+
+
+def exact_length_passes(tokenizer, texts: Sequence[str], max_length: int, batch_size: int
+                        ) -> Iterator[tuple[list[int], dict[str, torch.Tensor]]]:
+    """Model inputs without padding: ``texts`` grouped by their exact token count (the
+    tokenizer's own, truncated at ``max_length``), longest first, ``pass_rows`` texts per pass;
+    the last pass of a length is filled up with copies of its last text. Yields (positions in
+    ``texts`` of the real rows, inputs); the real rows come first, copies after them."""
+    if isinstance(texts, str):
+        raise LingtestError("expected a list of texts, not one string")
+    pass_rows(1, batch_size)  # a bad batch_size is an error even with no texts
+    if len(texts) == 0:
+        return
+    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for position, ids in enumerate(encoded["input_ids"]):
+        by_length[len(ids)].append(position)
+    for length in sorted(by_length, reverse=True):
+        positions, rows = by_length[length], pass_rows(length, batch_size)
+        for start in range(0, len(positions), rows):
+            real = positions[start:start + rows]
+            filled = real + [real[-1]] * (rows - len(real))
+            yield real, {key: torch.tensor([values[i] for i in filled])
+                         for key, values in encoded.items()}
 
 
 def pick_device(device: str = "auto") -> torch.device:
@@ -93,26 +138,33 @@ class Encoder:
         self.dim = int(model.config.hidden_size)
 
     def encode(self, sentences: list[str], batch_size: int = 32) -> np.ndarray:
-        """Embeddings (len(sentences), dim) float32, in input order; batched, no gradients."""
+        """Embeddings (len(sentences), dim) float32, in input order; no gradients. Passes of
+        one exact token count (``exact_length_passes``): a text's vector is the same alone, in
+        any company and in any order."""
         if isinstance(sentences, str):
             raise LingtestError("encode() takes a list of sentences, not one string")
-        if batch_size < 1:
-            raise LingtestError(f"batch_size must be >= 1 (got {batch_size})")
         out = np.empty((len(sentences), self.dim), dtype=np.float32)
+        texts = [s.lower() for s in sentences] if self.lowercase else list(sentences)
         with torch.inference_mode():
-            for start in range(0, len(sentences), batch_size):
-                batch = [s.lower() if self.lowercase else s
-                         for s in sentences[start:start + batch_size]]
-                inputs = self.tokenizer(batch, padding=True, truncation=True,
-                                        max_length=self.max_length, return_tensors="pt")
+            for positions, inputs in exact_length_passes(self.tokenizer, texts,
+                                                         self.max_length, batch_size):
                 inputs = {k: v.to(self.device) for k, v in inputs.items()}
                 output = self.model(**inputs)
                 pooled = pool(output.last_hidden_state, inputs["attention_mask"], self._mode,
                               getattr(output, "pooler_output", None))
                 if self._normalize:
                     pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
-                out[start:start + len(batch)] = pooled.float().cpu().numpy()
+                out[positions] = pooled[:len(positions)].float().cpu().numpy()
         return out
+
+    def token_counts(self, sentences: Sequence[str]) -> list[int]:
+        """Tokens each text gets (special tokens included, truncated at ``max_length``): the
+        length its exact-length pass is chosen by."""
+        if len(sentences) == 0:
+            return []
+        texts = [s.lower() for s in sentences] if self.lowercase else list(sentences)
+        ids = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+        return [len(i) for i in ids]
 
     def vocabulary(self, ascii_only: bool = True) -> list[str]:
         """Whole-word entries of the tokenizer vocabulary, in id order: no special or

@@ -65,6 +65,9 @@ class SentimentModel(ABC):
     model_id: str
     revision: str | None
     labels: tuple[str, ...]
+    # A text's output depends on that text alone (no padding, no batch effects), so a caller
+    # may hand over all its texts in one call (``checklist_run._predict`` does).
+    per_text = True
 
     def __init__(self, model_id: str, revision: str | None, labels: tuple[str, ...],
                  neutral_band: tuple[float, float] = DEFAULT_BAND):
@@ -201,7 +204,11 @@ def build_classifier(encoder: torch.nn.Module, n_labels: int = 2,
 
 
 class TorchClassifier(SentimentModel):
-    """A torch classifier whose forward returns logits over ``labels`` (after ``order``)."""
+    """A torch classifier whose forward returns logits over ``labels`` (after ``order``).
+
+    Texts go to the model in passes of one exact token count, at least ``batch_size * 8``
+    tokens each (``tasks.models.encoders.exact_length_passes``): no padding, so a text's
+    probabilities are the same alone, in any company and in any order."""
 
     def __init__(self, model_id: str, revision: str | None, labels: tuple[str, ...], model,
                  tokenizer, order: list[int], max_length: int = 128, batch_size: int = 32,
@@ -214,17 +221,17 @@ class TorchClassifier(SentimentModel):
     def predict_proba(self, texts: list[str]) -> np.ndarray:
         import torch
 
+        from tasks.models.encoders import exact_length_passes
+
         texts = _check_texts(texts)
         out = np.empty((len(texts), len(self.labels)), dtype=np.float64)
         with torch.inference_mode():
-            for start in range(0, len(texts), self.batch_size):
-                batch = texts[start:start + self.batch_size]
-                inputs = self.tokenizer(batch, padding=True, truncation=True,
-                                        max_length=self.max_length, return_tensors="pt")
+            for positions, inputs in exact_length_passes(self.tokenizer, texts,
+                                                         self.max_length, self.batch_size):
                 logits = self.model(**inputs)
                 logits = logits.logits if self.hf_logits else logits
-                probs = torch.softmax(logits.float(), dim=-1)[:, self.order]
-                out[start:start + len(batch)] = probs.double().numpy()
+                probs = torch.softmax(logits.float(), dim=-1)[:len(positions), self.order]
+                out[positions] = probs.double().numpy()
         return out
 
 
