@@ -49,12 +49,6 @@ class SupportsEncode(Protocol):
     def encode(self, sentences: list[str], batch_size: int = 32) -> np.ndarray: ...
 
 
-class CountsTokens(Protocol):
-    """An encoder that can say how many tokens each text gets (``Encoder`` can)."""
-
-    def token_counts(self, sentences: Sequence[str]) -> list[int]: ...
-
-
 def text_hash(text: str) -> str:
     """sha256 hex digest of the UTF-8 text: the cache key of one text."""
     return sha256_text(text)
@@ -309,7 +303,7 @@ def _embed_missing(encoder: SupportsEncode, todo: list[str], store: EmbeddingSto
                             f"{flush_every})")
     if not todo:
         return 0
-    counts = encoder.token_counts(todo) if hasattr(encoder, "token_counts") else None
+    counts = encoder.token_counts(todo) if hasattr(encoder, "token_counts") else None  # Encoder
     ordered = [todo[i] for i in length_order(todo, counts)]
     for start in range(0, len(ordered), flush_every):
         part = ordered[start:start + flush_every]
