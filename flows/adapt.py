@@ -30,10 +30,13 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
                completions: int | None = None, top: int = 20,
                binary_labels: list[str] | None = None, offline: bool = True,
                root: str = ".", review_timeout_s: int = 3600,
-               poll_interval_s: int = 5, diversity: bool = True) -> list[dict]:
+               poll_interval_s: int = 5, diversity: bool = True,
+               oracle_min_confidence: float = 0.8) -> list[dict]:
     """``rounds`` rounds on ``topic`` of the tree at ``tree_path``; each round's counts.
     ``diversity`` (AdaTest's default) fills each prompt with tests unlike those already in it
-    (1 − max cosine similarity of MiniLM embeddings); off, the picks follow the scores alone."""
+    (1 − max cosine similarity of MiniLM embeddings); off, the picks follow the scores alone.
+    ``oracle_min_confidence``: the ``--oracle`` model labels only what it is this sure of
+    (``ModelOracle``); it abstains on the rest and on inputs that do not read as tests."""
     logger = get_run_logger()
     path = Path(tree_path)
     tree = read_tree(path)
@@ -47,7 +50,7 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
         round_seed = seed + 1000 * (round_no - 1)
         if oracle:
             reference = ModelOracle(load_sentiment_model(oracle, (0.5, 0.5), offline,
-                                                         Path(root)))
+                                                         Path(root)), oracle_min_confidence)
             result = run_round(tree, topic, suggester, reference, [under_test], round_no,
                                round_seed, settings=settings, prompts=prompts,
                                completions=completions, embed=embed, path=path,
