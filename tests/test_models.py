@@ -306,3 +306,39 @@ def test_the_gguf_is_converted_once_and_the_copy_is_the_same_model(tmp_path, mon
     causal_lm._load(res, cpu, True)
     assert sources[-2:] == [str(copy), res.path]  # tried the copy, fell back to the GGUF
     assert (copy / "model.safetensors").stat().st_size > 1_000_000  # written again
+
+
+TWO_LOADS = """
+import sys, threading
+from tasks.models.encoders import load_encoder
+errors = []
+def load(model_id):
+    try:
+        load_encoder(model_id, offline=True, device="cpu")
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=load, args=(m,)) for m in sys.argv[1:]]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(errors)
+"""
+
+
+def test_two_encoders_load_side_by_side_in_a_fresh_process(tmp_path):
+    """transformers resolves its classes lazily; two threads' first access at once failed
+    with "cannot import name 'AutoModel'" in 2 of 3 fresh processes before the shared lock."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tasks.core.paths import PACKAGE_ROOT
+
+    copy = tmp_path / "minilm-copy"
+    shutil.copytree(resolve(MINILM, "encoder").path, copy)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(PACKAGE_ROOT))
+    for _ in range(3):  # the race is first-access only: each try is a new process
+        done = subprocess.run([sys.executable, "-c", TWO_LOADS, MINILM, str(copy)],
+                              cwd=PACKAGE_ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip().splitlines()[-1] == "[]"

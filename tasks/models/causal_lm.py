@@ -23,7 +23,7 @@ import torch
 
 from tasks.core.errors import LingtestError
 from tasks.models.encoders import pick_device
-from tasks.models.registry import Resolution, hub_offline, resolve
+from tasks.models.registry import Resolution, hub_offline, resolve, transformers_classes
 
 _CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
 _CACHE_LOCK = threading.Lock()
@@ -304,7 +304,8 @@ def _write_converted(model, tokenizer, folder: Path, res: Resolution) -> None:
 
 
 def _from_pretrained(source: str, offline: bool, **extra):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    AutoModelForCausalLM, AutoTokenizer = transformers_classes("AutoModelForCausalLM",
+                                                               "AutoTokenizer")
 
     tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline, **extra)
     model = AutoModelForCausalLM.from_pretrained(source, local_files_only=offline, **extra)
