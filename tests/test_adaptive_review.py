@@ -159,3 +159,20 @@ def test_an_abstaining_oracle_drops_the_suggestion_from_the_tree(hotel):
     assert result.counts["abstained"] == len(abstained) > 0
     assert result.counts["accepted"] == int(review.eq("accepted").sum())
     assert not abstained & set(result.tree.frame["input"])
+
+
+def test_topic_membership_on_the_hotel_tree(hotel):
+    """Real MiniLM on the mirrored tree: a room complaint belongs to /Rooms, a pool one to
+    /Facilities (and not to /Rooms), word salad to no topic; a model oracle given the
+    membership calls the outsiders off topic (None)."""
+    from tasks.adaptive.membership import TopicMembership
+    from tasks.adaptive.prompts import minilm_embed
+
+    membership = TopicMembership(hotel, minilm_embed())
+    texts = ["Room was small but intimate", "The pool water was freezing",
+             "Forked shape", "Cutie know what it means to be consumed by gold"]
+    assert membership.on_topic("/Rooms", texts).tolist() == [True, False, False, False]
+    assert membership.on_topic("/Facilities", texts).tolist() == [False, True, False, False]
+    assert membership.on_topic("/Nowhere", texts).all()  # no tests there: cannot judge
+    oracle = ModelOracle(VaderModel(), 0.0, membership)
+    assert oracle.expect("/Rooms", texts)[1:] == [None, None, None]

@@ -246,8 +246,10 @@ def test_lingtest_adapt_passes_its_options_to_the_flow(tmp_path, monkeypatch, mi
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
     tree = shutil.copy(mirror / "adatest" / "imdb_hotel_conversion.csv", tmp_path / "t.csv")
     args = ["adapt", "--topic", "/Rooms", "--oracle", "vader", "--tree", str(tree)]
-    for extra in ([], ["--no-diversity", "--oracle-min-confidence", "0.3"]):
+    for extra in ([], ["--no-diversity", "--oracle-min-confidence", "0.3",
+                       "--no-oracle-topic-filter"]):
         done = CliRunner().invoke(app, args + extra)
         assert done.exit_code == 0, done.output
     assert [kw["diversity"] for kw in calls] == [True, False]
     assert [kw["oracle_min_confidence"] for kw in calls] == [0.8, 0.3]
+    assert [kw["oracle_topic_filter"] for kw in calls] == [True, False]

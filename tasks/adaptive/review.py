@@ -5,7 +5,8 @@ does it, and says so: for each suggestion it states the label the input should g
 expectation, ``should output <y>``) or that the input is off topic. Two oracles:
 
 - ``RuleOracle``: a labelling function ``(topic, input) → label | None`` (None: off topic);
-- ``ModelOracle``: a reference model whose answer is taken as the right one — when it is
+- ``ModelOracle``: a reference model whose answer is taken as the right one (optionally
+  after ``TopicMembership`` has put the input outside the topic: off topic) — when it is
   sure (probability of its label ≥ ``min_confidence``) and the input reads as a test (two
   or more words, no word three times in a row); otherwise it abstains (``ABSTAIN``): a
   reference model accepting "Pins" as positive or "very very very" as anything grows a tree
@@ -84,15 +85,18 @@ def not_a_test(text: str) -> str | None:
 class ModelOracle:
     """A reference model as an oracle: its answer is the expected label when its probability
     for that label is at least ``min_confidence`` and the input reads as a test; otherwise it
-    abstains. It never calls an input off topic. VADER's "probabilities" are word proportions
-    (a clearly negative review may be 0.27 negative): with VADER as the oracle lower the floor."""
+    abstains. Given a ``membership`` (``TopicMembership``), inputs it places outside the topic
+    are off topic (None). VADER's "probabilities" are word proportions (a clearly negative
+    review may be 0.27 negative): with VADER as the oracle lower the floor."""
 
-    def __init__(self, model: SentimentModel, min_confidence: float = 0.8):
+    def __init__(self, model: SentimentModel, min_confidence: float = 0.8,
+                 membership=None):
         if not 0 <= min_confidence <= 1:
             raise LingtestError(f"oracle min_confidence={min_confidence}: use a probability "
                                 "between 0 and 1 (0: take every answer)")
         self.model = model
         self.min_confidence = min_confidence
+        self.membership = membership
         self.oracle_id = f"{ORACLE_PREFIX}{model.model_id}"
 
     def expect(self, topic: str, inputs: list[str]) -> list[str | None]:
@@ -102,8 +106,10 @@ class ModelOracle:
         # the probability of the label given (a binary model's neutral band has none: 0)
         given = probs[np.arange(len(labels)), [LABELS3.index(y) for y in labels]]
         sure = given >= self.min_confidence
-        return [label if ok and not_a_test(text) is None else ABSTAIN
-                for text, label, ok in zip(inputs, labels, sure)]
+        inside = (self.membership.on_topic(topic, inputs) if self.membership is not None
+                  else np.ones(len(inputs), dtype=bool))
+        return [None if not on else label if ok and not_a_test(text) is None else ABSTAIN
+                for text, label, ok, on in zip(inputs, labels, sure, inside)]
 
 
 @dataclass
