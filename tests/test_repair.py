@@ -251,3 +251,18 @@ def test_repair_flow_repairs_two_models_and_averages_them(data_project, tmp_path
         assert f"repaired: data/models/repair/{slug(model)} @ local@sha256:" in provenance
     metrics = json.loads((workspace.reports / "repair-metrics.json").read_text())
     assert set(metrics["models"]) == set(models) and metrics["mean"]["models"] == 2
+
+
+def test_changes_table_reads_in_repair_split_and_relation_order():
+    """Rows as a reader scans them: models as repaired, train → validation → held-out, CR1 →
+    CR4 (whatever order the diff's rows came in)."""
+    diff = pd.DataFrame({
+        "model": ["b", "b", "a", "a", "a", "b"],
+        "split": ["heldout", "train", "heldout", "train", "train", "train"],
+        "relation": ["CR1", "CR4", "CR2", "CR4", "CR1", "CR1"],
+        "change": ["fixed", "broken", "unchanged", "fixed", "fixed", "unchanged"]})
+    table = report.changes(diff)
+    assert list(zip(table["model"], table["split"], table["relation"])) == [
+        ("b", "train", "CR1"), ("b", "train", "CR4"), ("b", "heldout", "CR1"),
+        ("a", "train", "CR1"), ("a", "train", "CR4"), ("a", "heldout", "CR2")]
+    assert table.loc[1, ["fixed", "broken", "unchanged"]].tolist() == [0, 1, 0]

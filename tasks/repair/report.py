@@ -213,7 +213,14 @@ def changes(diff: pd.DataFrame) -> pd.DataFrame:
     for name in ("fixed", "broken", "unchanged"):
         if name not in counts:
             counts[name] = 0
-    return counts[["fixed", "broken", "unchanged"]].reset_index()
+    out = counts[["fixed", "broken", "unchanged"]].reset_index()
+    # rows as a reader scans them: models as repaired, splits train → held-out, CR1 → CR4
+    model_rank = {m: i for i, m in enumerate(dict.fromkeys(diff["model"]))}
+    split_rank = {s: i for i, s in enumerate(SPLITS_ORDER)}
+    ranked = out.assign(_model=out["model"].map(model_rank), _split=out["split"].map(split_rank))
+    ranked = ranked.sort_values(["_model", "_split", "relation"], kind="stable")
+    return ranked.drop(columns=["_model", "_split"]).reset_index(drop=True).rename_axis(
+        columns=None)
 
 
 def precision(both: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
