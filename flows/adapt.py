@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger
 from prefect.flow_runs import pause_flow_run
 
 from tasks.adaptive.generators import make_generator
+from tasks.adaptive.membership import TopicMembership
 from tasks.adaptive.prompts import PromptSettings, minilm_embed
 from tasks.adaptive.review import ModelOracle, run_round
 from tasks.adaptive.review_form import apply_review, review_input, review_markdown, suggest
@@ -30,10 +31,16 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
                completions: int | None = None, top: int = 20,
                binary_labels: list[str] | None = None, offline: bool = True,
                root: str = ".", review_timeout_s: int = 3600,
-               poll_interval_s: int = 5, diversity: bool = True) -> list[dict]:
+               poll_interval_s: int = 5, diversity: bool = True,
+               oracle_min_confidence: float = 0.8,
+               oracle_topic_filter: bool = True) -> list[dict]:
     """``rounds`` rounds on ``topic`` of the tree at ``tree_path``; each round's counts.
     ``diversity`` (AdaTest's default) fills each prompt with tests unlike those already in it
-    (1 − max cosine similarity of MiniLM embeddings); off, the picks follow the scores alone."""
+    (1 − max cosine similarity of MiniLM embeddings); off, the picks follow the scores alone.
+    ``oracle_min_confidence``: the ``--oracle`` model labels only what it is this sure of
+    (``ModelOracle``); it abstains on the rest and on inputs that do not read as tests.
+    ``oracle_topic_filter``: suggestions the tree's nearest topic puts elsewhere are off topic
+    for the oracle (``TopicMembership``, MiniLM)."""
     logger = get_run_logger()
     path = Path(tree_path)
     tree = read_tree(path)
@@ -41,17 +48,20 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
     suggester = make_generator(generator, offline=offline, base_url=base_url)
     labels = tuple(binary_labels) if binary_labels else None
     settings = PromptSettings(prompt_diversity=diversity)
-    embed = minilm_embed(offline) if diversity else None  # one encoder for every round
+    # one encoder for every round: prompt diversity and the oracle's topic membership
+    embed = minilm_embed(offline) if diversity or (oracle and oracle_topic_filter) else None
     history = []
     for round_no in range(1, rounds + 1):
         round_seed = seed + 1000 * (round_no - 1)
         if oracle:
+            membership = TopicMembership(tree, embed) if oracle_topic_filter else None
             reference = ModelOracle(load_sentiment_model(oracle, (0.5, 0.5), offline,
-                                                         Path(root)))
+                                                         Path(root)), oracle_min_confidence,
+                                    membership)
             result = run_round(tree, topic, suggester, reference, [under_test], round_no,
                                round_seed, settings=settings, prompts=prompts,
-                               completions=completions, embed=embed, path=path,
-                               binary_labels=labels)
+                               completions=completions, embed=embed if diversity else None,
+                               path=path, binary_labels=labels)
             tree, counts = result.tree, result.counts
         else:
             shown = suggest(tree, topic, suggester, under_test, round_seed, prompts,

@@ -13,6 +13,8 @@ os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.pop("PREFECT_API_URL", None)
+# de-quantised model copies (tasks.models.causal_lm.converted_dir) for this session only
+os.environ["LINGTEST_CACHE"] = tempfile.mkdtemp(prefix="lingtest-cache-")
 
 import pytest  # noqa: E402
 

@@ -10,8 +10,8 @@ from test_adaptive_generators import CompletionsServer
 from tasks.adaptive.cases import tree_to_cases
 from tasks.adaptive.generators import HTTPGenerator, SamplingSettings
 from tasks.adaptive.prompts import PromptSettings
-from tasks.adaptive.review import (ModelOracle, RuleOracle, append_accepted, prompt_scores,
-                                   row_id, run_round)
+from tasks.adaptive.review import (ABSTAIN, ModelOracle, RuleOracle, append_accepted,
+                                   not_a_test, prompt_scores, row_id, run_round)
 from tasks.adaptive.tree import read_tree, tree_csv
 from tasks.core.errors import LingtestError
 from tasks.models.llm import LLMSettings
@@ -54,7 +54,7 @@ def test_one_oracle_round_end_to_end(hotel, tmp_path):
     # 6 generated; a repeat and a test /Rooms holds dropped; weather off topic
     assert result.counts == {"round": 1, "topic": "/Rooms", "generator": "openai:gpt-test",
                              "oracle": "oracle:hotel-rule", "generated": 6, "shown": 4,
-                             "off_topic": 1, "accepted": 3, "failures": 1}
+                             "off_topic": 1, "abstained": 0, "accepted": 3, "failures": 1}
     review = result.suggestions
     assert review["input"].iloc[0] == "Room smelled like smoke"  # VADER's worst first
     assert review["vader verdict"].iloc[0] == "fail"
@@ -125,3 +125,54 @@ def test_prompt_scores_come_from_the_first_model(hotel):
     # "Expensive for what you get": tree's "model score" 0.0, VADER's differs
     assert scores["04189a46ab1642789a5f59fb5a758e29"] > 0.0
     assert scores["00f2dfd40977438f9942793768959e8a"] == 0.0  # the root marker
+
+
+SUGGESTIONS = ["Pins", "very very very nice room", "The room was filthy and the staff were rude",
+               "The room has a desk", "Great view from the balcony"]
+
+
+def test_a_model_oracle_abstains_when_unsure_and_on_inputs_that_are_not_tests():
+    """VADER's probability of the label it gives: 0.273 neg, 1.0 neutral, 0.506 pos here.
+    One word and a word three times in a row are never labelled, however sure the model."""
+    vader = VaderModel()
+    assert ModelOracle(vader, 0.0).expect("/Rooms", SUGGESTIONS) == \
+        [ABSTAIN, ABSTAIN, "neg", "neutral", "pos"]
+    assert ModelOracle(vader, 0.5).expect("/Rooms", SUGGESTIONS) == \
+        [ABSTAIN, ABSTAIN, ABSTAIN, "neutral", "pos"]
+    assert ModelOracle(vader).expect("/Rooms", SUGGESTIONS) == \
+        [ABSTAIN, ABSTAIN, ABSTAIN, "neutral", ABSTAIN]
+    assert not_a_test("Sheets didn't seem clean") is None
+    assert not_a_test("10/10 !!") == "fewer than two words"
+    with pytest.raises(LingtestError, match="min_confidence=1.5"):
+        ModelOracle(vader, 1.5)
+
+
+def test_an_abstaining_oracle_drops_the_suggestion_from_the_tree(hotel):
+    """The round lists abstentions in its review table and counts them apart from off topic."""
+    with CompletionsServer(script=round_script) as server:
+        generator = HTTPGenerator("gpt-test", server.url, settings=LLMSettings(retries=0))
+        result = run_round(hotel, "/Rooms", generator, ModelOracle(VaderModel(), 0.9),
+                           [VaderModel()], seed=7, prompts=2, completions=3,
+                           settings=PromptSettings(prompt_diversity=False))
+    review = result.suggestions.set_index("input")["review"]
+    abstained = set(review[review.eq("abstained")].index)
+    assert result.counts["abstained"] == len(abstained) > 0
+    assert result.counts["accepted"] == int(review.eq("accepted").sum())
+    assert not abstained & set(result.tree.frame["input"])
+
+
+def test_topic_membership_on_the_hotel_tree(hotel):
+    """Real MiniLM on the mirrored tree: a room complaint belongs to /Rooms, a pool one to
+    /Facilities (and not to /Rooms), word salad to no topic; a model oracle given the
+    membership calls the outsiders off topic (None)."""
+    from tasks.adaptive.membership import TopicMembership
+    from tasks.adaptive.prompts import minilm_embed
+
+    membership = TopicMembership(hotel, minilm_embed())
+    texts = ["Room was small but intimate", "The pool water was freezing",
+             "Forked shape", "Cutie know what it means to be consumed by gold"]
+    assert membership.on_topic("/Rooms", texts).tolist() == [True, False, False, False]
+    assert membership.on_topic("/Facilities", texts).tolist() == [False, True, False, False]
+    assert membership.on_topic("/Nowhere", texts).all()  # no tests there: cannot judge
+    oracle = ModelOracle(VaderModel(), 0.0, membership)
+    assert oracle.expect("/Rooms", texts)[1:] == [None, None, None]

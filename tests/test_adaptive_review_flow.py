@@ -133,7 +133,8 @@ def test_oracle_rounds_run_unattended(mirror, tmp_path, prefect_harness):
     with CompletionsServer(script=round_script) as server:
         history = adapt_flow(str(tree_path), "/Rooms", rounds=1, generator="openai:gpt-test",
                              base_url=server.url, oracle="vader", seed=7, prompts=2,
-                             completions=3, binary_labels=["neg", "pos"])
+                             completions=3, binary_labels=["neg", "pos"],
+                             oracle_min_confidence=0.0)  # VADER's proportions: take them all
     assert history[0]["oracle"] == "oracle:vader" and history[0]["accepted"] > 0
     labelers = read_tree(tree_path).frame["labeler"]
     assert (labelers == "oracle:vader").sum() == history[0]["accepted"]
@@ -233,8 +234,8 @@ def test_adapt_diversity_switch_reaches_the_prompts(tmp_path, prefect_harness):
     assert near_duplicates_in(sent[True]) < near_duplicates_in(sent[False])
 
 
-def test_lingtest_adapt_passes_no_diversity_to_the_flow(tmp_path, monkeypatch, mirror):
-    """`lingtest adapt --no-diversity` reaches `adapt_flow(diversity=False)`; default on."""
+def test_lingtest_adapt_passes_its_options_to_the_flow(tmp_path, monkeypatch, mirror):
+    """`--no-diversity` and `--oracle-min-confidence` reach `adapt_flow`; defaults on, 0.8."""
     from typer.testing import CliRunner
 
     import flows.adapt
@@ -245,7 +246,10 @@ def test_lingtest_adapt_passes_no_diversity_to_the_flow(tmp_path, monkeypatch, m
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
     tree = shutil.copy(mirror / "adatest" / "imdb_hotel_conversion.csv", tmp_path / "t.csv")
     args = ["adapt", "--topic", "/Rooms", "--oracle", "vader", "--tree", str(tree)]
-    for extra in ([], ["--no-diversity"]):
+    for extra in ([], ["--no-diversity", "--oracle-min-confidence", "0.3",
+                       "--no-oracle-topic-filter"]):
         done = CliRunner().invoke(app, args + extra)
         assert done.exit_code == 0, done.output
     assert [kw["diversity"] for kw in calls] == [True, False]
+    assert [kw["oracle_min_confidence"] for kw in calls] == [0.8, 0.3]
+    assert [kw["oracle_topic_filter"] for kw in calls] == [True, False]

@@ -268,3 +268,77 @@ def test_spacy_ptb_tags_and_version():
     assert info["pipeline_version"].startswith("3.8") and info["revision"]
     with pytest.raises(LingtestError, match="en_core_web_xl.*fix: python -m spacy download"):
         load_spacy("en_core_web_xl")
+
+
+def test_the_gguf_is_converted_once_and_the_copy_is_the_same_model(tmp_path, monkeypatch):
+    """The first load writes a safetensors copy; the next process reads it instead of the GGUF
+    and gets the same weights and the same greedy answer. A new revision is another folder; a
+    damaged copy is converted again."""
+    import dataclasses
+
+    import torch
+
+    from tasks.models import causal_lm
+
+    monkeypatch.setenv("LINGTEST_CACHE", str(tmp_path))
+    res = resolve(SMOLLM, "causal_lm").require()
+    copy = causal_lm.converted_dir(res)
+    assert copy is not None and copy.parent == tmp_path / "converted"
+    sources = []
+    real = causal_lm._from_pretrained
+    monkeypatch.setattr(causal_lm, "_from_pretrained",
+                        lambda source, offline, **kw: sources.append(source) or
+                        real(source, offline, **kw))
+    cpu = torch.device("cpu")
+    first = causal_lm._load(res, cpu, True)
+    assert sources == [res.path] and (copy / "model.safetensors").is_file()
+    second = causal_lm._load(res, cpu, True)
+    assert sources[-1] == str(copy)
+    one, two = first.model.state_dict(), second.model.state_dict()
+    assert one.keys() == two.keys() and all(torch.equal(one[k], two[k]) for k in one)
+    prompt = [{"role": "user", "content": "Is Paris in France? Answer yes or no."}]
+    assert first.parameters() == second.parameters()
+    ids = first.tokenizer.apply_chat_template(prompt, add_generation_prompt=True)
+    assert ids == second.tokenizer.apply_chat_template(prompt, add_generation_prompt=True)
+    other = dataclasses.replace(res, revision=res.revision + "-other")
+    assert causal_lm.converted_dir(other) != copy
+    (copy / "model.safetensors").write_bytes(b"not a safetensors file")
+    causal_lm._load(res, cpu, True)
+    assert sources[-2:] == [str(copy), res.path]  # tried the copy, fell back to the GGUF
+    assert (copy / "model.safetensors").stat().st_size > 1_000_000  # written again
+
+
+TWO_LOADS = """
+import sys, threading
+from tasks.models.encoders import load_encoder
+errors = []
+def load(model_id):
+    try:
+        load_encoder(model_id, offline=True, device="cpu")
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=load, args=(m,)) for m in sys.argv[1:]]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(errors)
+"""
+
+
+def test_two_encoders_load_side_by_side_in_a_fresh_process(tmp_path):
+    """transformers resolves its classes lazily; two threads' first access at once failed
+    with "cannot import name 'AutoModel'" in 2 of 3 fresh processes before the shared lock."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tasks.core.paths import PACKAGE_ROOT
+
+    copy = tmp_path / "minilm-copy"
+    shutil.copytree(resolve(MINILM, "encoder").path, copy)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(PACKAGE_ROOT))
+    for _ in range(3):  # the race is first-access only: each try is a new process
+        done = subprocess.run([sys.executable, "-c", TWO_LOADS, MINILM, str(copy)],
+                              cwd=PACKAGE_ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -1,6 +1,7 @@
 """COSTELLO §5.4 repair: a handful of triples on the real packaged MiniLM — the training
 triples' violations fall, the held-out numbers come from triples never trained on — plus the
-parameter errors and the report's arithmetic."""
+parameter errors, the report's arithmetic (several models averaged, not pooled) and the
+stage end to end on two encoders."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -75,7 +76,7 @@ def test_repair_lowers_training_violations_and_holds_out_unseen_seeds(tmp_path: 
     margin = stage.margins(repaired.encode, labelled, "l2")
     after = labelled[["case_id"]].assign(verdict=np.where(margin > 0.0, "fail", "pass"),
                                          threshold=0.0, margin=margin, gt_a=False, gt_b=False)
-    both = report.joined(labelled, after)
+    both = report.joined(labelled, after).assign(model=MINILM)
     rates = report.fix_rates(both, 200, 0).set_index("split")
     before_train = int(train_part["verdict"].eq("fail").sum())
     assert rates.loc["train", "violated before"] == before_train
@@ -84,8 +85,8 @@ def test_repair_lowers_training_violations_and_holds_out_unseen_seeds(tmp_path: 
     assert rates.loc["heldout", "triples"] == len(held)
     assert rates.loc["heldout", "violated before"] == int(held["verdict"].eq("fail").sum())
     t3 = report.table3(both, 200, 0)
-    assert list(t3["rows"]) == ["paper (10 models, training triples)",
-                                "lingtest, training triples", "lingtest, held-out triples"]
+    assert list(zip(t3["model"], t3["triples"])) == [
+        (report.PAPER_ROW, "training"), (MINILM, "training"), (MINILM, "held-out")]
 
 
 def test_bad_repair_parameters_name_the_key():
@@ -108,12 +109,160 @@ def test_fix_rate_and_decline_count_only_their_split():
         "violated_after_at_theta0": [False, False, True, True, False, False],
         "gt_a": [True, False, False, True, True, False],
         "gt_a_after": [False, True, False, False, False, False],
-        "gt_b": [True] * 6, "gt_b_after": [True] * 6})
+        "gt_b": [True] * 6, "gt_b_after": [True] * 6, "model": "m"})
     rates = report.fix_rates(both, 200, 0).set_index("split")
     assert rates.loc["train", "fix rate %"] == 50.0 and rates.loc["train", "broken"] == 1
     assert rates.loc["train", "N_V decline %"] == 0.0  # one fixed, one broken
     assert rates.loc["train", "fix rate at original θ %"] == 100.0
     assert rates.loc["heldout", "fix rate %"] == 100.0
-    t3 = report.table3(both, 200, 0).set_index("rows")
-    assert t3.loc["lingtest, held-out triples", "CR2 N_V decline %"] == 100.0
-    assert np.isnan(t3.loc["lingtest, held-out triples", "CR1 N_V decline %"])
+    t3 = report.table3(both, 200, 0).set_index(["model", "triples"])
+    assert t3.loc[("m", "held-out"), "CR2 N_V decline %"] == 100.0
+    assert np.isnan(t3.loc[("m", "held-out"), "CR1 N_V decline %"])
+
+
+def _repaired(model: str, violated: int, fixed: int, benign: int, split: str = "train"):
+    """One model's joined triples: ``violated`` before, ``fixed`` of them pass after, and
+    ``benign`` that pass before and after."""
+    n = violated + benign
+    before = np.arange(n) < violated
+    after = before & (np.arange(n) >= fixed)
+    return pd.DataFrame({
+        "case_id": [f"{model}{i}" for i in range(n)], "relation": "CR1", "split": split,
+        "violated": before, "violated_after": after, "violated_after_at_theta0": after,
+        "gt_a": False, "gt_a_after": False, "gt_b": False, "gt_b_after": False,
+        "model": model})
+
+
+def _bank(model: str, accuracies: list[float]) -> pd.DataFrame:
+    return pd.DataFrame({"model": model, "task": "sentiment", "accuracy": accuracies,
+                         "classifier": [f"c{i}" for i in range(len(accuracies))]})
+
+
+def test_several_models_are_averaged_not_pooled():
+    """Model A: 10 violated → 5, model B: 2 → 2 (each with 8 benign triples). By hand:
+    declines 50 % and 0 %, mean 25 %; pooled counts (12 → 7) would give 41.7 %."""
+    both = pd.concat([_repaired("A", 10, 5, 8), _repaired("B", 2, 0, 8)], ignore_index=True)
+    t3 = report.table3(both, 500, 0).set_index(["model", "triples"])
+    assert list(t3.index[:2]) == [(report.PAPER_ROW, "training"),
+                                  ("mean over 2 models", "training")]
+    assert t3.loc[("A", "training"), "all N_V decline %"] == 50.0
+    assert t3.loc[("B", "training"), "all N_V decline %"] == 0.0
+    mean = t3.loc[("mean over 2 models", "training")]
+    assert mean["all N_V decline %"] == mean["CR1 N_V decline %"] == 25.0
+    # B's decline is 0 in every resample, so the mean's interval is half of A's
+    low, high = map(float, mean["all 95% CI"].strip("[]").split(","))
+    assert 0 < low < 25.0 < high <= 50.0
+    assert t3.loc[(report.PAPER_ROW, "training"), "all N_V decline %"] == 50.48
+
+    rates = report.fix_rates(both, 500, 0).set_index(["model", "split"])
+    assert rates.loc[("mean over 2 models", "train"), "fix rate %"] == 25.0
+    assert rates.loc[("mean over 2 models", "train"), "N_V decline %"] == 25.0
+    assert rates.loc[("A", "train"), "violated before"] == 10
+
+    acc = report.accuracy(pd.concat([_bank("A", [0.80, 0.82, 0.84]),
+                                     _bank("B", [0.70, 0.70, 0.73])]),
+                          pd.concat([_bank("A", [0.83, 0.84, 0.85]),  # +2 pp
+                                     _bank("B", [0.69, 0.69, 0.72])]),  # −1 pp
+                          500, 0).set_index("model")
+    assert acc.loc["A", "change pp"] == 2.0 and acc.loc["B", "change pp"] == -1.0
+    assert acc.loc["mean over 2 models", "change pp"] == 0.5
+
+    facts = [{"model_id": m, "setting": "l2 mu-2sigma vocab", "theta": 0.3, "best_epoch": 1}
+             for m in ("A", "B")]
+    metrics = report.metrics(facts, report.fix_rates(both, 100, 0), acc.reset_index())
+    assert metrics["models"]["A"]["nv_decline_train"] == 50.0
+    assert metrics["models"]["B"]["fix_rate_train"] == 0.0
+    assert metrics["mean"]["nv_decline_train"] == 25.0
+    assert metrics["mean"]["accuracy_change_pp"] == {"sentiment": 0.5}
+
+
+def test_one_model_has_no_mean_row():
+    both = pd.concat([_repaired("A", 10, 5, 8), _repaired("A", 4, 1, 4, "heldout")],
+                     ignore_index=True)
+    t3 = report.table3(both, 200, 0)
+    assert list(zip(t3["model"], t3["triples"])) == [
+        (report.PAPER_ROW, "training"), ("A", "training"), ("A", "held-out")]
+    assert set(report.fix_rates(both, 200, 0)["model"]) == {"A"}
+    acc = report.accuracy(_bank("A", [0.8, 0.9]), _bank("A", [0.9, 0.9]), 200, 0)
+    assert list(acc["model"]) == ["A"]
+    facts = [{"model_id": "A", "setting": "s", "theta": 0.3, "best_epoch": 1}]
+    assert "mean" not in report.metrics(facts, report.fix_rates(both, 200, 0), acc)
+
+
+def test_models_to_repair_must_be_tested_by_the_contrastive_stage():
+    tested = [MINILM, "local/minilm-copy"]
+    assert stage.models_under_repair(Params(), tested) == [MINILM]  # null: the first
+    every = Params(repair=RepairParams(models=["all"]))
+    assert stage.models_under_repair(every, tested) == tested
+    with pytest.raises(LingtestError, match=r"repair\.models: `bert-base-uncased` not among "
+                       r".*all-MiniLM-L6-v2, local/minilm-copy.*fix: .*contrastive\.encoders"):
+        stage.models_under_repair(
+            Params(repair=RepairParams(models=[MINILM, "bert-base-uncased"])), tested)
+    assert load_params(PACKAGE_ROOT, ["repair.models=all"]).repair.models == ["all"]
+    with pytest.raises(LingtestError, match=r"repair\.models.*listed twice"):
+        load_params(PACKAGE_ROOT, [f"repair.models=[{MINILM}, {MINILM}]"])
+
+
+@pytest.mark.slow
+def test_repair_flow_repairs_two_models_and_averages_them(data_project, tmp_path_factory):
+    """The stage end to end on the contrastive stage's output for two encoders: the packaged
+    MiniLM and a copy of its folder (a second model id, same weights), a tiny budget."""
+    import json
+    import shutil
+
+    from flows.stage import run_stage
+    from tasks.core.publish import slug
+    from tasks.models.registry import resolve
+
+    workspace, overrides = data_project
+    copy = tmp_path_factory.mktemp("encoders") / "minilm-copy"
+    shutil.copytree(resolve(MINILM, "encoder").path, copy)
+    small = ["contrastive.max_seeds=2", "contrastive.dictionary_max_words=200",
+             "contrastive.classifier_epochs=2", "contrastive.classifier_max_train=160",
+             "contrastive.classifier_max_test=60", "contrastive.distances=[l2]",
+             "contrastive.thresholds=[zero]", f"contrastive.encoders=[{MINILM}, {copy}]",
+             "repair.models=[all]", "repair.threshold=zero", "repair.heldout=0.3",
+             "repair.validation=0", "repair.selection=train", "repair.epochs=1",
+             "repair.max_steps_per_epoch=1", "repair.lr=0.05", "repair.batch_triples=2",
+             "repair.selection_max_triples=10", "repair.classifier_max_train=160",
+             "repair.classifier_max_test=60", "repair.bootstrap=100"]
+    params = load_params(workspace.root, overrides + small)
+    run_stage("contrastive", params, workspace)
+    out = run_stage("repair", params, workspace)
+
+    models = [MINILM, str(copy)]
+    assert out["models"] == models
+    for model in models:
+        assert (workspace.data / "models" / "repair" / slug(model) / "model.safetensors").is_file()
+    suite = pd.read_parquet(workspace.interim / "contrastive" / "suite.parquet")
+    triples = pd.read_parquet(workspace.interim / "repair" / "triples.parquet")
+    assert triples.groupby("model").size().to_dict() == {m: len(suite) for m in models}
+    reports = workspace.reports / "repair"
+    t3 = pd.read_csv(reports / "costello-table3.csv").set_index(["model", "triples"])
+    per_model = t3.loc[[(m, "training") for m in models], "all N_V decline %"].dropna()
+    mean = t3.loc[("mean over 2 models", "training"), "all N_V decline %"]
+    assert mean == pytest.approx(per_model.mean(), abs=0.01)
+    for key in ("repair-fix-rates", "repair-changes", "repair-precision", "repair-accuracy",
+                "repair-epochs"):
+        assert set(models) <= set(pd.read_csv(reports / f"{key}.csv")["model"]), key
+    provenance = json.loads((reports / "provenance.json").read_text())["models"]
+    for model in models:
+        assert f"{model} @ " in provenance
+        assert f"repaired: data/models/repair/{slug(model)} @ local@sha256:" in provenance
+    metrics = json.loads((workspace.reports / "repair-metrics.json").read_text())
+    assert set(metrics["models"]) == set(models) and metrics["mean"]["models"] == 2
+
+
+def test_changes_table_reads_in_repair_split_and_relation_order():
+    """Rows as a reader scans them: models as repaired, train → validation → held-out, CR1 →
+    CR4 (whatever order the diff's rows came in)."""
+    diff = pd.DataFrame({
+        "model": ["b", "b", "a", "a", "a", "b"],
+        "split": ["heldout", "train", "heldout", "train", "train", "train"],
+        "relation": ["CR1", "CR4", "CR2", "CR4", "CR1", "CR1"],
+        "change": ["fixed", "broken", "unchanged", "fixed", "fixed", "unchanged"]})
+    table = report.changes(diff)
+    assert list(zip(table["model"], table["split"], table["relation"])) == [
+        ("b", "train", "CR1"), ("b", "train", "CR4"), ("b", "heldout", "CR1"),
+        ("a", "train", "CR1"), ("a", "train", "CR4"), ("a", "heldout", "CR2")]
+    assert table.loc[1, ["fixed", "broken", "unchanged"]].tolist() == [0, 1, 0]

@@ -217,13 +217,6 @@ class DebuggingLoop(Method):
         condition, seed = model_id.removeprefix(f"{self.debug.model}+").rsplit("@", 1)
         return condition, int(seed)
 
-    def running(self, suite: pd.DataFrame):
-        """Import the model classes once, here: two units importing them at once from
-        transformers' lazy module race (``cannot import name 'AutoModel'``)."""
-        from transformers import AutoModel, AutoTokenizer  # noqa: F401
-
-        return super().running(suite)
-
     def build_suite(self) -> pd.DataFrame:
         d, seed, processed = self.debug, self.params.seed, self.workspace.processed
         checklist = pd.read_parquet(processed / "checklist_suite.parquet")

@@ -5,25 +5,31 @@ does it, and says so: for each suggestion it states the label the input should g
 expectation, ``should output <y>``) or that the input is off topic. Two oracles:
 
 - ``RuleOracle``: a labelling function ``(topic, input) → label | None`` (None: off topic);
-- ``ModelOracle``: a reference model whose answer is taken as the right one.
+- ``ModelOracle``: a reference model whose answer is taken as the right one (optionally
+  after ``TopicMembership`` has put the input outside the topic: off topic) — when it is
+  sure (probability of its label ≥ ``min_confidence``) and the input reads as a test (two
+  or more words, no word three times in a row); otherwise it abstains (``ABSTAIN``): a
+  reference model accepting "Pins" as positive or "very very very" as anything grows a tree
+  no reader trusts.
 
 The oracle's expectation stands in for AdaTest's per-topic label model when the
 suggestions are scored (AdaTest scores a suggestion against the label it imputes), so the
 ranking and the review agree. A round (``run_round``): build prompts (the tree's tests
 scored on the first model, as AdaTest scores a tree when it opens it) → generate → dedupe →
 the oracle's expectations → score on every model → review (the first model's verdict:
-pass / fail; off topic dropped) → append the accepted tests to the tree with
+pass / fail; off topic and abstained dropped) → append the accepted tests to the tree with
 ``labeler = oracle:<id>`` and a ``provenance`` cell (round, prompt id, generator, seed) →
 counts. Accepted tests are written as their expectation (``output`` = the expected label,
 ``label`` = pass, as ``cases.case_to_row`` writes new cases), with every model's score in
 its ``<model> score`` column. An oracle never overwrites a human label: a row the tree
 already holds from another labeler is left as it is. The round's review table lists every
 suggestion shown, worst first, with ``review`` = accepted / rejected (an undefined verdict,
-or a pass under ``accept="failures"``) / kept-human / off_topic (last).
+or a pass under ``accept="failures"``) / kept-human / abstained / off_topic (last).
 """
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +47,7 @@ from tasks.adaptive.scoring import score_cases, score_column, scores_to_tree
 from tasks.adaptive.tree import TestTree, ensure_topic_markers, topic_problem, write_tree
 from tasks.core.cases import provenance_json
 from tasks.core.errors import LingtestError
-from tasks.models.sentiment import SentimentModel
+from tasks.models.sentiment import LABELS3, SentimentModel
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +67,49 @@ class RuleOracle:
         return [self.label_of(topic, text) for text in inputs]
 
 
-class ModelOracle:
-    """A reference model as an oracle: its answer is the expected label (never off topic)."""
+ABSTAIN = "<abstain>"  # an oracle's answer for an input it will not label either way
+_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
 
-    def __init__(self, model: SentimentModel):
+
+def not_a_test(text: str) -> str | None:
+    """Why ``text`` is not a test input (fewer than two words; a word three times in a row),
+    or None."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    if len(words) < 2:
+        return "fewer than two words"
+    if any(words[i] == words[i + 1] == words[i + 2] for i in range(len(words) - 2)):
+        return "a word repeated three times in a row"
+    return None
+
+
+class ModelOracle:
+    """A reference model as an oracle: its answer is the expected label when its probability
+    for that label is at least ``min_confidence`` and the input reads as a test; otherwise it
+    abstains. Given a ``membership`` (``TopicMembership``), inputs it places outside the topic
+    are off topic (None). VADER's "probabilities" are word proportions (a clearly negative
+    review may be 0.27 negative): with VADER as the oracle lower the floor."""
+
+    def __init__(self, model: SentimentModel, min_confidence: float = 0.8,
+                 membership=None):
+        if not 0 <= min_confidence <= 1:
+            raise LingtestError(f"oracle min_confidence={min_confidence}: use a probability "
+                                "between 0 and 1 (0: take every answer)")
         self.model = model
+        self.min_confidence = min_confidence
+        self.membership = membership
         self.oracle_id = f"{ORACLE_PREFIX}{model.model_id}"
 
     def expect(self, topic: str, inputs: list[str]) -> list[str | None]:
-        return list(self.model.predict(inputs)) if inputs else []
+        if not inputs:
+            return []
+        labels, probs = self.model.predict_with_probabilities3(inputs)
+        # the probability of the label given (a binary model's neutral band has none: 0)
+        given = probs[np.arange(len(labels)), [LABELS3.index(y) for y in labels]]
+        sure = given >= self.min_confidence
+        inside = (self.membership.on_topic(topic, inputs) if self.membership is not None
+                  else np.ones(len(inputs), dtype=bool))
+        return [None if not on else label if ok and not_a_test(text) is None else ABSTAIN
+                for text, label, ok, on in zip(inputs, labels, sure, inside)]
 
 
 @dataclass
@@ -147,10 +187,11 @@ def run_round(tree: TestTree, topic: str, generator: Generator, oracle, models:
                                   generator.generator_id, seed)
     shown = dedupe(generated, tree, topic)
     expected = oracle.expect(topic, list(shown["input"]))
-    on_topic = np.array([label is not None for label in expected], dtype=bool)
+    abstained = np.array([label == ABSTAIN for label in expected], dtype=bool)
+    on_topic = np.array([label is not None for label in expected], dtype=bool) & ~abstained
     cases = suggestion_cases(shown[on_topic].reset_index(drop=True), topic,
                              [Expectation("output", str(y)).text
-                              for y in expected if y is not None], round_no)
+                              for y, keep in zip(expected, on_topic) if keep], round_no)
     ranked, _ = score_suggestions(cases, models)
     verdicts = ranked[f"{first} verdict"]
     wanted = verdicts.eq("fail") if accept == "failures" else verdicts.isin(["pass", "fail"])
@@ -170,17 +211,19 @@ def run_round(tree: TestTree, topic: str, generator: Generator, oracle, models:
     ids = [row_id(topic, text) for text in ranked["input"]]
     review = ranked.assign(row_id=ids, review=np.where(
         [i in written for i in ids], "accepted", np.where(wanted, "kept-human", "rejected")))
-    off = shown[~on_topic]
-    review = pd.concat([review, pd.DataFrame({
-        "topic": to_topic(topic), "input": off["input"].to_numpy(),
+    dropped = [pd.DataFrame({
+        "topic": to_topic(topic), "input": part["input"].to_numpy(),
         "provenance": [provenance_json(round=round_no, prompt_id=r["prompt_id"],
                                        generator=r["generator"], seed=int(r["seed"]))
-                       for _, r in off.iterrows()],
-        "row_id": [row_id(topic, t) for t in off["input"]], "review": "off_topic"})],
-        ignore_index=True)
+                       for _, r in part.iterrows()],
+        "row_id": [row_id(topic, t) for t in part["input"]], "review": why})
+        for part, why in ((shown[abstained], "abstained"),
+                          (shown[~on_topic & ~abstained], "off_topic"))]
+    review = pd.concat([review, *dropped], ignore_index=True)
     counts = {"round": round_no, "topic": topic, "generator": generator.generator_id,
               "oracle": oracle.oracle_id, "generated": len(generated), "shown": len(shown),
-              "off_topic": int((~on_topic).sum()), "accepted": len(written),
+              "off_topic": int((~on_topic & ~abstained).sum()),
+              "abstained": int(abstained.sum()), "accepted": len(written),
               "failures": int((review["review"].eq("accepted")
                                & review[f"{first} verdict"].eq("fail")).sum())}
     return RoundResult(grown, review, counts)

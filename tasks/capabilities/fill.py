@@ -55,7 +55,7 @@ from tasks.capabilities.wellformed import below_floor, context_drops, is_whole_w
 from tasks.core.errors import LingtestError
 from tasks.data.sst import detokenize
 from tasks.models.causal_lm import CausalLM, load_causal_lm
-from tasks.models.registry import ALIASES, KNOWN, hub_offline, resolve
+from tasks.models.registry import ALIASES, KNOWN, hub_offline, resolve, transformers_classes
 
 OVERSAMPLE = 10  # causal-LM proposals looked at per kept one when a tag lexicon narrows them
 TagLexicon = Mapping[str, frozenset[str]]  # lowercased word → PTB tags it was seen with
@@ -169,7 +169,7 @@ def load_fill_model(model_id: str, offline: bool = True) -> FillModel:
     if fill_kind(model_id) == "causal_lm":
         return load_causal_lm(model_id, offline=offline)
     res = resolve(model_id, "masked_lm", offline=offline).require()
-    from transformers import pipeline
+    (pipeline,) = transformers_classes("pipeline")
     source = res.path if res.source != "hub" else res.model_id
     try:
         with hub_offline(offline):

@@ -148,6 +148,12 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
           reviewer: str = typer.Option("reviewer", help="Your name: the accepted rows' labeler."),
           oracle: Optional[str] = typer.Option(
               None, help="Review unattended with this reference model (labeler oracle:<id>)."),
+          oracle_min_confidence: float = typer.Option(
+              0.8, help="The --oracle model labels a suggestion only when its probability "
+                        "for that label reaches this; it abstains on the rest."),
+          oracle_topic_filter: bool = typer.Option(
+              True, help="With --oracle: a suggestion whose nearest tree topic (MiniLM) is "
+                         "another one, or far from every test, is off topic."),
           seed: Optional[int] = typer.Option(None, help="Default: the run's `seed`."),
           start_from: Optional[str] = typer.Option(
               None, help="Copy this tree to --tree first when --tree does not exist yet "
@@ -192,7 +198,8 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     adapt_flow(tree, topic, rounds, generator, base_url, model, reviewer, oracle, seed,
                binary_labels=list(params.adaptive.binary_labels or []) or None,
                offline=bool(params.models.offline), root=str(workspace.root),
-               diversity=diversity)
+               diversity=diversity, oracle_min_confidence=oracle_min_confidence,
+               oracle_topic_filter=oracle_topic_filter)
 
 
 @app.command("classify-answers")

@@ -293,12 +293,18 @@ class AdaptiveParams(Section):
     debug: DebugParams = Field(default_factory=DebugParams)
 
 
-class RepairParams(Section):
-    """COSTELLO §5.4 repair: fine-tune an encoder on its violated triples (triplet loss) mixed
-    with benign ones (MSE to the original embeddings), then re-test it (DESIGN.md, Method 2)."""
+REPAIR_ALL = "all"  # repair.models: [all] repairs every encoder the contrastive stage tested
 
-    model: str | None = Field(None, description="encoder to repair; null: the first model "
-                              "the contrastive stage tested")
+
+class RepairParams(Section):
+    """COSTELLO §5.4 repair: fine-tune each chosen encoder on its violated triples (triplet
+    loss) mixed with benign ones (MSE to the original embeddings), then re-test it
+    (DESIGN.md, Method 2)."""
+
+    models: list[str] | None = Field(
+        None, min_length=1, description="encoders to repair, one after the other (Table 3 "
+        "averages them); [all]: every encoder the contrastive stage tested; null: the first "
+        "one it tested")
     distance: Literal[DISTANCES] = Field(  # type: ignore[valid-type]
         "l2", description="the setting whose violations are trained on (the paper's: L2)")
     threshold: Literal[THRESHOLDS] = Field(  # type: ignore[valid-type]
@@ -338,6 +344,25 @@ class RepairParams(Section):
         500, ge=1, description="re-test: the same cap on test examples; null: "
         "contrastive.classifier_max_test")
     bootstrap: int = Field(1000, ge=100, description="resamples of the 95% intervals")
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _one_id_is_a_list(cls, value: object) -> object:
+        """``--set repair.models=all`` (or one id) arrives as a string."""
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("models")
+    @classmethod
+    def _distinct_models(cls, models: list[str] | None) -> list[str] | None:
+        if models is None:
+            return models
+        twice = sorted({m for m in models if models.count(m) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed twice; name each encoder once")
+        if REPAIR_ALL in models and len(models) > 1:
+            raise ValueError(f"`{REPAIR_ALL}` already means every tested encoder; give "
+                             f"[{REPAIR_ALL}] alone or list the ids")
+        return models
 
     @model_validator(mode="after")
     def _splits_leave_training(self) -> "RepairParams":

@@ -2,12 +2,18 @@
 
 Used for greedy answers (consistency testing), for whole-sentence log-probabilities and
 next-word proposals (the offline substitute for BERT fill-mask in capability testing).
-Loading the GGUF costs ~20 s (transformers parses it and de-quantises to float32), so
-``load_causal_lm`` keeps one instance per (id, device, offline) per process.
+Loading the GGUF costs 20–40 s (transformers parses it and de-quantises to float32), so
+``load_causal_lm`` keeps one instance per (id, device, offline) per process, and the first
+load in any process writes the de-quantised weights as a safetensors copy
+(``converted_dir``) that later processes read in under a second, bit for bit the same model.
 """
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -17,7 +23,7 @@ import torch
 
 from tasks.core.errors import LingtestError
 from tasks.models.encoders import pick_device
-from tasks.models.registry import Resolution, hub_offline, resolve
+from tasks.models.registry import Resolution, hub_offline, resolve, transformers_classes
 
 _CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
 _CACHE_LOCK = threading.Lock()
@@ -255,17 +261,75 @@ class CausalLM:
         return f"CausalLM({self.model_id!r}, revision={self.revision!r}, device={self.device})"
 
 
-def _load(res: Resolution, device: torch.device, offline: bool) -> CausalLM:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+CONVERTED_FORMAT = 1
 
+
+def converted_root() -> Path:
+    """Where de-quantised copies of GGUF models live: ``$LINGTEST_CACHE/converted``, default
+    ``~/.cache/lingtest/converted`` (shared by every project of the user, like the HF cache)."""
+    base = os.environ.get("LINGTEST_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lingtest")
+    return Path(base).expanduser() / "converted"
+
+
+def converted_dir(res: Resolution) -> Path | None:
+    """The copy's folder for a GGUF model with a pinned revision, keyed by the revision (the
+    GGUF's hash) and the transformers version that de-quantised it; None otherwise."""
+    if not res.gguf_file or not res.revision:
+        return None
+    import transformers
+
+    key = hashlib.sha256(f"{CONVERTED_FORMAT}|{res.model_id}|{res.gguf_file}|{res.revision}|"
+                         f"{transformers.__version__}".encode()).hexdigest()[:16]
+    return converted_root() / f"{res.model_id.replace('/', '__')}-{key}"
+
+
+def _write_converted(model, tokenizer, folder: Path, res: Resolution) -> None:
+    """Save the de-quantised weights (the GGUF quantizer refuses ``save_pretrained``: it is
+    detached first; the tensors are already float32) into a temporary sibling, then rename, so
+    a reader never sees half a copy. A failure only costs the next process a GGUF load."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        model.hf_quantizer, model.is_quantized = None, False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / "lingtest-converted.json").write_text(json.dumps(
+            {"model_id": res.model_id, "gguf_file": res.gguf_file, "revision": res.revision}))
+        os.replace(staging, folder)
+    except OSError:  # another process renamed its copy first, or the disk is full
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _from_pretrained(source: str, offline: bool, **extra):
+    AutoModelForCausalLM, AutoTokenizer = transformers_classes("AutoModelForCausalLM",
+                                                               "AutoTokenizer")
+
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline, **extra)
+    model = AutoModelForCausalLM.from_pretrained(source, local_files_only=offline, **extra)
+    return model, tokenizer
+
+
+def _load(res: Resolution, device: torch.device, offline: bool) -> CausalLM:
     source = res.path if res.source != "hub" else res.model_id
     extra = {"gguf_file": res.gguf_file} if res.gguf_file else {}
+    copy = converted_dir(res)
     began = time.perf_counter()
     try:
         with hub_offline(offline):
-            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline, **extra)
-            model = AutoModelForCausalLM.from_pretrained(source, local_files_only=offline,
-                                                         **extra)
+            if copy is not None and (copy / "lingtest-converted.json").is_file():
+                try:
+                    model, tokenizer = _from_pretrained(str(copy), True)
+                except Exception:  # noqa: BLE001 - a damaged copy (any reader error): convert again
+                    shutil.rmtree(copy, ignore_errors=True)
+                    model, tokenizer = _from_pretrained(source, offline, **extra)
+                    _write_converted(model, tokenizer, copy, res)
+            else:
+                model, tokenizer = _from_pretrained(source, offline, **extra)
+                if copy is not None:
+                    _write_converted(model, tokenizer, copy, res)
     except (OSError, ValueError, ImportError) as exc:
         raise LingtestError(f"model `{res.model_id}` ({res.source}, {source}) failed to load: "
                             f"{exc}") from exc

@@ -29,6 +29,7 @@ import torch
 from tasks.core.errors import LingtestError
 from tasks.models.registry import (
     PLAIN_HF_POOLING, Resolution, hub_offline, pooling_from_files, resolve, transformer_dir,
+    transformers_classes,
 )
 
 log = logging.getLogger(__name__)
@@ -240,7 +241,7 @@ def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
 
     Raises LingtestError when the id is missing offline (with the fix) or fails to load.
     """
-    from transformers import AutoModel, AutoTokenizer
+    AutoModel, AutoTokenizer = transformers_classes("AutoModel", "AutoTokenizer")
 
     res = resolve(model_id, "encoder", offline=offline).require()
     dev = pick_device(device)

@@ -104,6 +104,19 @@ class Resolution:
 
 # --------------------------------------------------------------------------- helpers
 
+_TRANSFORMERS_LOCK = threading.Lock()
+
+
+def transformers_classes(*names: str) -> tuple:
+    """``transformers.<name>`` for each name, resolved under one lock: transformers' lazy
+    module imports a class on first access, and two threads doing that at once fail with
+    "cannot import name 'AutoModel'" (two encoders loading side by side did, 2 runs in 3)."""
+    with _TRANSFORMERS_LOCK:
+        import transformers
+
+        return tuple(getattr(transformers, name) for name in names)
+
+
 @lru_cache(maxsize=64)
 def _sha16(path: str, size: int, mtime_ns: int) -> str:
     return sha256_file(path)[:16]

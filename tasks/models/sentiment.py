@@ -252,9 +252,10 @@ def load_minilm_classifier(folder: Path, model_id: str = MINILM_SST2_ID,
                            neutral_band: tuple[float, float] = DEFAULT_BAND) -> TorchClassifier:
     """The classifier saved by ``save_minilm_classifier`` (fine-tuned by lingtest)."""
     from safetensors.torch import load_file
-    from transformers import AutoModel, AutoTokenizer
 
-    from tasks.models.registry import weights_sha16
+    from tasks.models.registry import transformers_classes, weights_sha16
+
+    AutoModel, AutoTokenizer = transformers_classes("AutoModel", "AutoTokenizer")
 
     info = json.loads((folder / MINILM_CONFIG).read_text(encoding="utf-8"))
     try:
@@ -293,9 +294,10 @@ def load_hf_classifier(model_id: str, offline: bool = True,
                        neutral_band: tuple[float, float] = DEFAULT_BAND) -> TorchClassifier:
     """A Hugging Face sequence-classification checkpoint via the registry (offline: packaged,
     cached or local only; a missing one is the registry's error with the fix)."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from tasks.models.registry import hub_offline, resolve, transformers_classes
 
-    from tasks.models.registry import hub_offline, resolve
+    AutoModelForSequenceClassification, AutoTokenizer = transformers_classes(
+        "AutoModelForSequenceClassification", "AutoTokenizer")
 
     res = resolve(model_id, "classifier", offline=offline).require()
     try:

@@ -3,9 +3,11 @@
 method (new revision = hash of the repaired weights, θ re-derived, the 14 downstream
 classifiers retrained on its embeddings) and diff the verdicts by case id.
 
-Outputs: the repaired model folder ``data/models/repair/<model>`` and
-``data/interim/repair`` (``triples.parquet``: each triple's split and verdicts before and
-after; ``results.parquet``: the re-test's contract rows; ``diff.parquet``; ``repair.json``).
+Several models (``repair.models``) are repaired one after the other, each from its own
+triples. Outputs: one repaired model folder per model, ``data/models/repair/<slug>``, and
+``data/interim/repair`` (``triples.parquet``: each model's triples with split and verdicts
+before and after; ``results.parquet``: the re-tests' contract rows; ``diff.parquet``;
+``repair.json``: each model's facts), every table with a ``model`` column.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from tasks.contrastive.distances import pair_distances
 from tasks.contrastive.method import ContrastiveMethod
 from tasks.core import io
 from tasks.core.caching import NO_CACHE, task
-from tasks.core.config import Params
+from tasks.core.config import REPAIR_ALL, Params
 from tasks.core.errors import LingtestError
 from tasks.core.method import Unit
 from tasks.core.paths import Workspace
@@ -28,9 +30,38 @@ from tasks.core.publish import slug
 from tasks.core.schema import compare_results
 from tasks.repair import triples as tr
 
-def model_under_repair(params: Params) -> str:
-    """``repair.model``, else the first model the contrastive stage tested."""
-    return params.repair.model or (params.contrastive.encoders or params.models.encoders)[0]
+
+def models_under_repair(params: Params, tested: list[str]) -> list[str]:
+    """``repair.models`` checked against ``tested`` (the contrastive stage's model ids, in
+    its order): ``[all]`` is every one of them, null the first model the stage was told to
+    test; one error names every id it did not test."""
+    chosen = params.repair.models
+    if chosen is None:
+        chosen = [(params.contrastive.encoders or params.models.encoders)[0]]
+    elif chosen == [REPAIR_ALL]:
+        chosen = list(tested)
+    check_tested(chosen, tested)
+    folders = [slug(m) for m in chosen]
+    clash = sorted({m for m, f in zip(chosen, folders) if folders.count(f) > 1})
+    if clash:
+        raise LingtestError(f"repair.models: {', '.join(clash)} would share one folder "
+                            "data/models/repair/<slug>; fix: keep one of them")
+    return chosen
+
+
+def check_tested(chosen: list[str], tested: list[str]) -> None:
+    absent = [m for m in chosen if m not in tested]
+    if absent:
+        raise LingtestError(
+            f"repair.models: {', '.join(f'`{m}`' for m in absent)} not among the encoders the "
+            f"contrastive stage tested ({', '.join(tested) or 'none'}); fix: name only those "
+            f"(or [{REPAIR_ALL}]), or add the id to contrastive.encoders and rerun the "
+            "contrastive stage first")
+
+
+def tested_models(results: pd.DataFrame) -> list[str]:
+    """The model ids of the contrastive stage's results, in the order it tested them."""
+    return list(dict.fromkeys(results["model_id"]))
 
 
 def model_dir(workspace: Workspace, model_id: str) -> Path:
@@ -51,14 +82,21 @@ def contrastive_inputs(workspace: Workspace) -> tuple[pd.DataFrame, pd.DataFrame
     return pd.read_parquet(paths[0]), pd.read_parquet(paths[1])
 
 
-@task(name="select-triples", cache_policy=NO_CACHE)
-def select_triples(params: Params, workspace: Workspace) -> tuple[str, pd.DataFrame, pd.DataFrame]:
-    """The model, the suite, and its triples labelled with verdict, θ and split."""
-    model_id = model_under_repair(params)
+@task(name="models-to-repair", cache_policy=NO_CACHE)
+def models_to_repair(params: Params, workspace: Workspace) -> list[str]:
+    """``repair.models`` resolved and checked before any model is trained."""
+    return models_under_repair(params, tested_models(contrastive_inputs(workspace)[1]))
+
+
+@task(name="select-triples", task_run_name="select-triples-{model_id}", cache_policy=NO_CACHE)
+def select_triples(params: Params, workspace: Workspace, model_id: str | None = None
+                   ) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+    """The model (default: the first of ``repair.models``), the suite, and the model's
+    triples labelled with verdict, θ and split."""
     suite, results = contrastive_inputs(workspace)
-    if model_id not in set(results["model_id"]):
-        raise LingtestError(f"repair.model: `{model_id}` is not among the contrastive stage's "
-                            f"models ({', '.join(sorted(set(results['model_id'])))})")
+    tested = tested_models(results)
+    model_id = model_id or models_under_repair(params, tested)[0]
+    check_tested([model_id], tested)
     rows = tr.setting_rows(results, model_id, params.repair)
     return model_id, suite, tr.label_triples(suite, rows, params.repair, params.seed)
 
@@ -124,7 +162,7 @@ def train(params: Params, workspace: Workspace, model_id: str, labelled: pd.Data
             "train_seconds": round(seconds, 1)}
 
 
-@task(name="train-repair", cache_policy=NO_CACHE)
+@task(name="train-repair", task_run_name="train-repair-{model_id}", cache_policy=NO_CACHE)
 def train_repair(params: Params, workspace: Workspace, model_id: str,
                  labelled: pd.DataFrame) -> dict:
     return train(params, workspace, model_id, labelled, model_dir(workspace, model_id))
@@ -171,16 +209,21 @@ def with_ground_truth(labelled: pd.DataFrame, before: pd.DataFrame) -> pd.DataFr
 
 
 def save_interim(workspace: Workspace, both: pd.DataFrame, after: pd.DataFrame,
-                 diff: pd.DataFrame, facts: dict) -> None:
+                 diff: pd.DataFrame, facts: list[dict]) -> None:
+    """The tables of every repaired model (a ``model`` column tells them apart) and each
+    model's facts without timings, so a rerun leaves ``repair.json`` byte-identical."""
     folder = interim(workspace)
     folder.mkdir(parents=True, exist_ok=True)
     io.write_parquet(folder / "triples.parquet", both)
     io.write_parquet(folder / "results.parquet", after)
     io.write_parquet(folder / "diff.parquet", diff)
-    stable = {k: v for k, v in facts.items() if k not in ("train_seconds", "retest_seconds")}
-    stable["epochs"] = [{k: v for k, v in e.items() if k != "seconds"} for e in facts["epochs"]]
-    io.write_text(folder / "repair.json", json.dumps(stable, indent=2, sort_keys=True,
-                                                     default=str) + "\n")
+    stable = []
+    for one in facts:
+        kept = {k: v for k, v in one.items() if k not in ("train_seconds", "retest_seconds")}
+        kept["epochs"] = [{k: v for k, v in e.items() if k != "seconds"} for e in one["epochs"]]
+        stable.append(kept)
+    io.write_text(folder / "repair.json", json.dumps({"models": stable}, indent=2,
+                                                     sort_keys=True, default=str) + "\n")
 
 
 def diff_by_case(labelled: pd.DataFrame, before_rows: pd.DataFrame,

@@ -86,6 +86,10 @@ def selection_frame(labelled: pd.DataFrame, p: RepairParams, seed: int) -> pd.Da
     cap = p.selection_max_triples
     if cap is not None and len(frame) > cap:
         frame = frame.sample(cap, random_state=seed).sort_index()
+    if frame.empty and p.selection == "train":
+        raise LingtestError("repair: no violated training triple to pick the epoch with (or to "
+                            "train on); fix: pick a setting with violations (repair.threshold, "
+                            "repair.distance) or lower repair.heldout")
     if frame.empty:
         raise LingtestError(f"repair: no {split} triples to pick the epoch with; fix: raise "
                             "repair.validation or set repair.selection: train")

@@ -129,10 +129,11 @@ def train_minilm_sst2(sst: pd.DataFrame, out_dir: Path, seed: int, epochs: int =
     runs); ``threads`` caps torch's threads for the call (a fixed count keeps it reproducible).
     """
     import torch
-    from transformers import AutoModel, AutoTokenizer
 
     from tasks.core.runtime import seed_everything
-    from tasks.models.registry import hub_offline, resolve, transformer_dir
+    from tasks.models.registry import hub_offline, resolve, transformer_dir, transformers_classes
+
+    AutoModel, AutoTokenizer = transformers_classes("AutoModel", "AutoTokenizer")
 
     if epochs < 1 or batch_size < 1 or lr <= 0:
         raise LingtestError(f"train-sentiment: epochs {epochs}, batch_size {batch_size} and "

@@ -1,0 +1,89 @@
+"""Cold and warm time of every pipeline stage, in a throw-away project.
+
+The default pipeline's stages (``dvc.yaml`` order, or ``--stages``) run through
+``lingtest run <stage>`` in a temporary project: this checkout's ``params.yaml`` and
+``inputs/``, empty ``data/``, a fresh Prefect home, task-result storage and model-copy cache
+(``LINGTEST_CACHE``), so nothing computed before is reused. Each stage then runs a second time
+(warm: every cached task hits, the flows still write their reports). The table gives both
+times per stage, the totals and the warm/cold ratio; the figures the issue quoted for the code
+before the speed work (cold ``make run`` 58 min on 2 cores) are printed beside them as the
+earlier measurement, not re-measured here.
+
+Run: ``.venv/bin/python benchmarks/cold_run.py [--stages data contrastive] [--keep]``;
+needs the mirror (``LINGTEST_MIRROR``). A full cold run takes about an hour on 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+EARLIER_COLD_MIN = {"capabilities": 35, "contrastive": 11, "total": 58}  # issue text, 2 cores
+
+
+def stage_names() -> list[str]:
+    return list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
+
+
+def make_project(folder: Path) -> dict:
+    shutil.copy(ROOT / "params.yaml", folder / "params.yaml")
+    shutil.copytree(ROOT / "inputs", folder / "inputs")
+    (folder / "data").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(LINGTEST_ROOT=str(folder), LINGTEST_CACHE=str(folder / "cache"),
+               PREFECT_HOME=str(folder / ".prefect"), HF_HUB_OFFLINE="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    return env
+
+
+def run_stage(stage: str, folder: Path, env: dict, log) -> float:
+    began = time.perf_counter()
+    done = subprocess.run(["lingtest", "run", stage], cwd=folder, env=env, stdout=log,
+                          stderr=subprocess.STDOUT)
+    seconds = time.perf_counter() - began
+    if done.returncode:
+        raise SystemExit(f"stage {stage} failed (exit {done.returncode}); log: {log.name}")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stages", nargs="+", default=None, help="default: every stage")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary project")
+    args = parser.parse_args()
+    stages = args.stages or stage_names()
+    folder = Path(tempfile.mkdtemp(prefix="lingtest-cold-"))
+    env = make_project(folder)
+    rows = []
+    with open(folder / "run.log", "w") as log:
+        for stage in stages:
+            cold = run_stage(stage, folder, env, log)
+            warm = run_stage(stage, folder, env, log)
+            rows.append((stage, cold, warm))
+            print(f"{stage}: cold {cold:.1f} s, warm {warm:.1f} s", flush=True)
+    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load "
+          f"average {os.getloadavg()[0]:.1f} at the end; project {folder}")
+    print("| stage | cold s | cold min | warm s | warm / cold | earlier cold min |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for stage, cold, warm in rows:
+        earlier = EARLIER_COLD_MIN.get(stage, "")
+        print(f"| {stage} | {cold:.1f} | {cold / 60:.1f} | {warm:.1f} | {warm / cold:.2f} | "
+              f"{earlier} |")
+    total_cold, total_warm = sum(r[1] for r in rows), sum(r[2] for r in rows)
+    print(f"| total | {total_cold:.1f} | {total_cold / 60:.1f} | {total_warm:.1f} | "
+          f"{total_warm / total_cold:.2f} | {EARLIER_COLD_MIN['total'] if not args.stages else ''} |")
+    if not args.keep:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
