@@ -57,11 +57,12 @@ def padded_tokens(lengths: np.ndarray, batch: int) -> int:
                    for i in range(0, len(lengths), batch)))
 
 
-def pass_tokens(lengths: np.ndarray, batch_size: int) -> int:
-    """Tokens the exact-length passes run on, fill-up copies included."""
+def pass_tokens(lengths: np.ndarray, floor: int) -> int:
+    """Tokens the exact-length passes (``floor`` tokens or more each) run on, fill-up copies
+    included."""
     total = 0
     for length, count in Counter(lengths.tolist()).items():
-        rows = pass_rows(length, batch_size)
+        rows = pass_rows(length, floor)
         total += -(-count // rows) * rows * length
     return total
 
@@ -156,8 +157,8 @@ def main() -> None:
              padded_tokens(lengths[by_chars], args.st_batch_size)),
             (f"file order, padded batches of {args.batch_size}", best["file"],
              padded_tokens(lengths, args.batch_size)),
-            (f"pipeline: embed_texts, fresh store (batch_size {args.batch_size})",
-             best["pipeline"], pass_tokens(distinct_lengths, args.batch_size)),
+            (f"pipeline: embed_texts, fresh store ({encoder.pass_tokens} tokens/pass)",
+             best["pipeline"], pass_tokens(distinct_lengths, encoder.pass_tokens)),
             ("pipeline rerun: warm store, no model call", best["warm"], 0)]
     for name, secs, run in rows:
         print(f"| {name:<52} | {secs:>8.2f} | {n / secs:>11.0f} | {real / secs:>13.0f} "

@@ -33,18 +33,19 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
                root: str = ".", review_timeout_s: int = 3600,
                poll_interval_s: int = 5, diversity: bool = True,
                oracle_min_confidence: float = 0.8,
-               oracle_topic_filter: bool = True) -> list[dict]:
+               oracle_topic_filter: bool = True, pass_tokens: int | None = None) -> list[dict]:
     """``rounds`` rounds on ``topic`` of the tree at ``tree_path``; each round's counts.
     ``diversity`` (AdaTest's default) fills each prompt with tests unlike those already in it
     (1 − max cosine similarity of MiniLM embeddings); off, the picks follow the scores alone.
     ``oracle_min_confidence``: the ``--oracle`` model labels only what it is this sure of
     (``ModelOracle``); it abstains on the rest and on inputs that do not read as tests.
     ``oracle_topic_filter``: suggestions the tree's nearest topic puts elsewhere are off topic
-    for the oracle (``TopicMembership``, MiniLM)."""
+    for the oracle (``TopicMembership``, MiniLM). ``pass_tokens``: the classifiers' floor of
+    tokens per pass (``runtime.pass_tokens``; lower is faster on small calls)."""
     logger = get_run_logger()
     path = Path(tree_path)
     tree = read_tree(path)
-    under_test = load_sentiment_model(model, (0.5, 0.5), offline, Path(root))
+    under_test = load_sentiment_model(model, (0.5, 0.5), offline, Path(root), pass_tokens)
     suggester = make_generator(generator, offline=offline, base_url=base_url)
     labels = tuple(binary_labels) if binary_labels else None
     settings = PromptSettings(prompt_diversity=diversity)
@@ -56,7 +57,8 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
         if oracle:
             membership = TopicMembership(tree, embed) if oracle_topic_filter else None
             reference = ModelOracle(load_sentiment_model(oracle, (0.5, 0.5), offline,
-                                                         Path(root)), oracle_min_confidence,
+                                                         Path(root), pass_tokens),
+                                    oracle_min_confidence,
                                     membership)
             result = run_round(tree, topic, suggester, reference, [under_test], round_no,
                                round_seed, settings=settings, prompts=prompts,

@@ -88,3 +88,10 @@ def test_cli_params_prints_effective_values() -> None:
     result = subprocess.run([sys.executable, "-m", "tasks.core.cli", "params", "--set", "seed=9"],
                             cwd=PACKAGE_ROOT, capture_output=True, text=True, check=True)
     assert "seed: 9" in result.stdout and "encoders:" in result.stdout
+
+
+def test_pass_tokens_below_one_names_the_key(project: Path) -> None:
+    assert load_params(project).runtime.pass_tokens == 256
+    assert load_params(project, ["runtime.pass_tokens=64"]).runtime.pass_tokens == 64
+    with pytest.raises(LingtestError, match=r"runtime\.pass_tokens"):
+        load_params(project, ["runtime.pass_tokens=0"])

@@ -57,16 +57,16 @@ def test_passes_have_no_padding_and_one_shape_per_length(encoder):
     seen: dict[int, tuple[int, ...]] = {}
     covered: list[int] = []
     for positions, inputs in exact_length_passes(encoder.tokenizer, texts, encoder.max_length,
-                                                 batch_size=4):
+                                                 pass_tokens=32):
         shape = tuple(inputs["input_ids"].shape)
         assert bool(inputs["attention_mask"].all())  # no padding anywhere
         assert seen.setdefault(shape[1], shape) == shape  # every pass of a length alike
-        assert shape[0] == pass_rows(shape[1], 4) >= len(positions)
+        assert shape[0] == pass_rows(shape[1], 32) >= len(positions)
         covered += positions
     assert sorted(covered) == list(range(len(texts)))
-    assert pass_rows(3, 32) == 86 and pass_rows(255, 32) == 2 and pass_rows(600, 32) == 1
-    with pytest.raises(LingtestError, match="batch_size must be >= 1"):
-        list(exact_length_passes(encoder.tokenizer, [], encoder.max_length, batch_size=0))
+    assert pass_rows(3) == 86 and pass_rows(255) == 2 and pass_rows(600) == 1  # 256 tokens
+    with pytest.raises(LingtestError, match="pass_tokens must be >= 1.*runtime.pass_tokens"):
+        list(exact_length_passes(encoder.tokenizer, [], encoder.max_length, pass_tokens=0))
 
 
 def test_minilm_vector_is_the_same_bytes_in_any_company(encoder, companions):
@@ -103,6 +103,22 @@ def test_a_max_length_override_files_its_vectors_under_its_own_key(tmp_path):
     store = EmbeddingStore.for_encoder(tmp_path, short)
     assert store.pooling == short.cache_key == "mean+norm|max_length=16"
     assert embed_texts(short, TARGETS, store).shape == (len(TARGETS), 384)
+
+
+def test_another_floor_of_tokens_per_pass_files_its_vectors_under_its_own_key(tmp_path,
+                                                                               companions):
+    """A lower floor is company-proof too, but its passes have other shapes, so other bits:
+    its vectors never mix with the default floor's in one store."""
+    low = load_encoder(MINILM, offline=True, device="cpu", pass_tokens=64)
+    assert low.cache_key == "mean+norm|pass_tokens=64"
+    store = EmbeddingStore.for_encoder(tmp_path, low)
+    assert store.path != EmbeddingStore.for_encoder(tmp_path, load_encoder(
+        MINILM, offline=True, device="cpu")).path
+    alone = np.concatenate([low.encode([t]) for t in TARGETS])
+    texts = TARGETS + companions[:30]
+    assert np.array_equal(embed_texts(low, texts, store)[:len(TARGETS)], alone)
+    with pytest.raises(LingtestError, match="runtime.pass_tokens"):
+        load_encoder(MINILM, offline=True, device="cpu", pass_tokens=0)
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +172,31 @@ def test_other_models_get_the_same_batches_whatever_the_row_order(table):
     run_checklist(part, first, batch_size=8)
     run_checklist(part.iloc[::-1], second, batch_size=8)
     assert first.calls == second.calls and max(len(c) for c in first.calls) == 8
+
+
+class PaddingDetector(torch.nn.Module):
+    """Logits that say whether a row was padded: class 0 for a padded row, else class 1."""
+
+    def forward(self, input_ids, attention_mask, **_):
+        padded = (attention_mask == 0).any(1).float()
+        return torch.stack([padded, 1 - padded], dim=1)
+
+
+def test_training_accuracy_runs_the_classifiers_unpadded_passes(encoder):
+    from tasks.training.sentiment import accuracy
+
+    texts = TARGETS * 3  # five token counts: batched together they would be padded
+    gold = np.ones(len(texts), dtype=np.int64)
+    assert accuracy(PaddingDetector(), encoder.tokenizer, texts, gold) == 1.0
+    reloaded = TorchClassifier("test/padding", "test", LABELS2, PaddingDetector(),
+                               encoder.tokenizer, [0, 1], max_length=128)
+    assert (reloaded.predict_proba(texts).argmax(1) == gold).all()
+
+
+def test_the_stage_floor_reaches_the_packaged_classifier():
+    from tasks.core.paths import PACKAGE_ROOT
+    from tasks.models.sentiment import MINILM_SST2_ID, load_sentiment_model
+
+    model = load_sentiment_model(MINILM_SST2_ID, root=PACKAGE_ROOT, pass_tokens=64)
+    assert model.pass_tokens == 64
+    assert load_sentiment_model(MINILM_SST2_ID, root=PACKAGE_ROOT).pass_tokens == 256

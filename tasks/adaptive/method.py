@@ -132,7 +132,8 @@ class Adaptive(Method):
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
         a = self.params.adaptive
         model = load_sentiment_model(unit.model_id, tuple(a.neutral_band),
-                                     self.params.models.offline, self.workspace.root)
+                                     self.params.models.offline, self.workspace.root,
+                                     self.params.runtime.pass_tokens)
         return UnitResult(unit, score_cases(unit.take(suite), model),
                           {"revision": str(model.revision)})
 

@@ -17,12 +17,14 @@ only writer of that file, so a cluster can split the work by shard (``embed_shar
 writer in the same process or on the same machine takes a per-shard file lock as well. Each
 shard file is replaced atomically (``tasks.core.io.atomic_path``).
 
-What is not in the key: the device (CPU and GPU vectors differ by float rounding) and
-``batch_size``. The encoder runs passes of one exact token count without padding
-(``tasks.models.encoders.exact_length_passes``), so a text's vector does not depend on the texts
-embedded with it or before it; measured with MKL on CPU, the vectors are also the same at 1 and
-2 threads and for any ``batch_size`` >= 1 at 1 thread. ``max_length`` and lower-casing come from
-the model's own files, which the revision pins (an override is in the pooling key).
+What is not in the key: the device (CPU and GPU vectors differ by float rounding), the thread
+count and ``batch_size``. The encoder runs passes of one exact token count without padding,
+at least ``pass_tokens`` tokens each (``tasks.models.encoders.exact_length_passes``), so a
+text's vector does not depend on the texts embedded with it or before it; measured with MKL on
+CPU at the default 256 tokens per pass, the vectors are also the same at 1 and 2 threads.
+Another floor changes the last bits, so it is in the pooling key (``Encoder.cache_key``), as is
+a ``max_length`` override; lower-casing and the model's own ``max_length`` come from its files,
+which the revision pins.
 """
 from __future__ import annotations
 
@@ -318,8 +320,9 @@ def embed_texts(encoder: SupportsEncode, texts: Sequence[str], store: EmbeddingS
                 batch_size: int = 32, flush_every: int = 4096) -> np.ndarray:
     """Embeddings of ``texts`` (rows in input order), embedding only what the store lacks.
 
-    Duplicates are embedded once; the missing texts go to the model longest first (the encoder
-    batches them by exact token count, at least ``batch_size * 8`` tokens per pass) and are
+    Duplicates are embedded once; the missing texts go to the model longest first (lingtest's
+    encoder batches them by exact token count, at least ``encoder.pass_tokens`` tokens per pass;
+    ``batch_size`` is the texts per call of an encoder that batches by count) and are
     stored every ``flush_every`` texts, so an interrupted run keeps what it finished. A rerun
     on the same texts makes no model call.
     """

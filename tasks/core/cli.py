@@ -198,6 +198,7 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     adapt_flow(tree, topic, rounds, generator, base_url, model, reviewer, oracle, seed,
                binary_labels=list(params.adaptive.binary_labels or []) or None,
                offline=bool(params.models.offline), root=str(workspace.root),
+               pass_tokens=params.runtime.pass_tokens,
                diversity=diversity, oracle_min_confidence=oracle_min_confidence,
                oracle_topic_filter=oracle_topic_filter)
 

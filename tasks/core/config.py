@@ -69,6 +69,11 @@ class ModelsParams(Section):
 class RuntimeParams(Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = Field(1, ge=1, description="torch intra-op threads")
+    pass_tokens: int = Field(
+        256, ge=1, description="floor of tokens per forward pass of lingtest's encoders and "
+        "classifiers (texts of one exact token count per pass): 256 gives the same bytes at 1 "
+        "and 2 threads; 64 or 128 make small calls up to ~3× faster but change the last bits "
+        "and let 1 and 2 threads differ (benchmarks/README.md)")
     task_runner: Literal["threads", "dask"] = "threads"
     max_workers: int = Field(2, ge=1, description="concurrent Prefect tasks")
     shards: int = Field(1, ge=1, description="tasks each model's cases are split into, so a "
@@ -106,7 +111,10 @@ class ContrastiveParams(Section):
         0.5, gt=0, le=1, description="chance each replaceable word is replaced (scope text)")
     encoders: list[str] | None = Field(None, min_length=1,
                                        description="models under test; null: models.encoders")
-    batch_size: int = Field(32, ge=1)
+    batch_size: int = Field(
+        32, ge=1, description="texts per encode call for an encoder that batches by count "
+        "(sentence-transformers-like, through the Python API); lingtest's own encoders run "
+        "passes of >= runtime.pass_tokens tokens instead")
     distances: list[Literal[DISTANCES]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(DISTANCES), min_length=1)
     thresholds: list[Literal[THRESHOLDS]] = Field(  # type: ignore[valid-type]
@@ -189,7 +197,10 @@ class CapabilitiesParams(Section):
     coverage_repeats: int = Field(3, ge=1, description="random samples averaged per size")
     coverage_max_train: int | None = Field(
         None, ge=1, description="SST-2 training sentences that set the activation bounds")
-    batch_size: int = Field(64, ge=1, description="sentences per model call")
+    batch_size: int = Field(
+        64, ge=1, description="CheckList texts per call for a model outside "
+        "tasks.models.sentiment; lingtest's own (vader, classifiers) take every text in one "
+        "call, the classifiers running exact-length passes of >= runtime.pass_tokens tokens")
     train_sentiment: TrainSentimentParams = Field(default_factory=TrainSentimentParams)
 
     @field_validator("coverage_sizes")

@@ -11,9 +11,11 @@ no padding, and each pass of a given length has the same shape, so a text's vect
 depend on the texts it is embedded with, their order or what was embedded before. Padding moves
 mean-pooled vectors by ~1e-7, and so does the batch's row count: MKL's GEMM rounds differently
 for 1, 2-15 and >=16 rows and, at 2 threads, splits the 1536-wide sum between the threads for
-some row counts only. Passes of at least ``batch_size * TOKENS_PER_TEXT`` tokens (256 by
-default) stay clear of those row counts: measured, the vectors are the same at 1 and 2 threads.
-The price is the fill-up copies, up to one pass per distinct length in a call.
+some row counts only. Passes of at least ``pass_tokens`` tokens (``runtime.pass_tokens``, 256 by
+default) stay clear of those row counts: measured, the vectors are the same at 1 and 2 threads;
+at 64 or 128 they are not (a classifier's also differ from 256's at 1 thread: its head's row
+count changes; benchmarks/README.md), so a non-default floor is part of the store key. The price is the fill-up copies, up to
+one pass per distinct length in a call: small calls are slower the higher the floor.
 """
 from __future__ import annotations
 
@@ -35,19 +37,21 @@ from tasks.models.registry import (
 log = logging.getLogger(__name__)
 POOLING_MODES = ("cls", "pooler", "mean", "max", "mean_sqrt_len", "lasttoken", "weightedmean")
 DEFAULT_MAX_LENGTH = 512  # COSTELLO truncates at 512 tokens
-TOKENS_PER_TEXT = 8  # a pass holds >= batch_size * 8 tokens: 32 -> 256 tokens
+PASS_TOKENS = 256  # default floor of tokens per forward pass (runtime.pass_tokens)
 
 
-def pass_rows(length: int, batch_size: int) -> int:
+def pass_rows(length: int, pass_tokens: int = PASS_TOKENS) -> int:
     """Texts per forward pass for texts of ``length`` tokens: the fewest that hold
-    ``batch_size * TOKENS_PER_TEXT`` tokens; a function of the length alone, so every pass of
-    that length has the same shape."""
-    if batch_size < 1:
-        raise LingtestError(f"batch_size must be >= 1 (got {batch_size})")
-    return -(-batch_size * TOKENS_PER_TEXT // max(length, 1))
+    ``pass_tokens`` tokens; a function of the length alone, so every pass of that length has
+    the same shape."""
+    if pass_tokens < 1:
+        raise LingtestError(f"pass_tokens must be >= 1 (got {pass_tokens}); fix: "
+                            f"runtime.pass_tokens, default {PASS_TOKENS}")
+    return -(-pass_tokens // max(length, 1))
 
 
-def exact_length_passes(tokenizer, texts: Sequence[str], max_length: int, batch_size: int
+def exact_length_passes(tokenizer, texts: Sequence[str], max_length: int,
+                        pass_tokens: int = PASS_TOKENS
                         ) -> Iterator[tuple[list[int], dict[str, torch.Tensor]]]:
     """Model inputs without padding: ``texts`` grouped by their exact token count (the
     tokenizer's own, truncated at ``max_length``), longest first, ``pass_rows`` texts per pass;
@@ -55,7 +59,7 @@ def exact_length_passes(tokenizer, texts: Sequence[str], max_length: int, batch_
     ``texts`` of the real rows, inputs); the real rows come first, copies after them."""
     if isinstance(texts, str):
         raise LingtestError("expected a list of texts, not one string")
-    pass_rows(1, batch_size)  # a bad batch_size is an error even with no texts
+    pass_rows(1, pass_tokens)  # a bad floor is an error even with no texts
     if len(texts) == 0:
         return
     encoded = tokenizer(list(texts), truncation=True, max_length=max_length)
@@ -63,7 +67,7 @@ def exact_length_passes(tokenizer, texts: Sequence[str], max_length: int, batch_
     for position, ids in enumerate(encoded["input_ids"]):
         by_length[len(ids)].append(position)
     for length in sorted(by_length, reverse=True):
-        positions, rows = by_length[length], pass_rows(length, batch_size)
+        positions, rows = by_length[length], pass_rows(length, pass_tokens)
         for start in range(0, len(positions), rows):
             real = positions[start:start + rows]
             filled = real + [real[-1]] * (rows - len(real))
@@ -123,7 +127,7 @@ class Encoder:
 
     def __init__(self, resolution: Resolution, model, tokenizer, device: torch.device,
                  pooling: str, max_length: int, lowercase: bool = False,
-                 max_length_set: bool = False):
+                 max_length_set: bool = False, pass_tokens: int = PASS_TOKENS):
         self.resolution = resolution
         self.model_id = resolution.model_id
         self.model = model
@@ -134,21 +138,26 @@ class Encoder:
         self.max_length = max_length
         self.max_length_set = max_length_set  # asked for, not the model's own
         self.lowercase = lowercase
+        pass_rows(1, pass_tokens)  # refuse a bad floor at load, not at the first call
+        self.pass_tokens = pass_tokens
         commit = getattr(model.config, "_commit_hash", None)
         self.revision = resolution.revision or commit  # hub: the commit actually loaded
         self.dim = int(model.config.hidden_size)
 
     def encode(self, sentences: list[str], batch_size: int = 32) -> np.ndarray:
         """Embeddings (len(sentences), dim) float32, in input order; no gradients. Passes of
-        one exact token count (``exact_length_passes``): a text's vector is the same alone, in
-        any company and in any order."""
+        one exact token count, at least ``pass_tokens`` tokens each (``exact_length_passes``):
+        a text's vector is the same alone, in any company and in any order. ``batch_size`` is
+        the sentence-transformers signature's; it is checked but does not shape the passes."""
+        if batch_size < 1:
+            raise LingtestError(f"batch_size must be >= 1 (got {batch_size})")
         if isinstance(sentences, str):
             raise LingtestError("encode() takes a list of sentences, not one string")
         out = np.empty((len(sentences), self.dim), dtype=np.float32)
         texts = [s.lower() for s in sentences] if self.lowercase else list(sentences)
         with torch.inference_mode():
             for positions, inputs in exact_length_passes(self.tokenizer, texts,
-                                                         self.max_length, batch_size):
+                                                         self.max_length, self.pass_tokens):
                 inputs = {k: v.to(self.device) for k, v in inputs.items()}
                 output = self.model(**inputs)
                 pooled = pool(output.last_hidden_state, inputs["attention_mask"], self._mode,
@@ -175,9 +184,11 @@ class Encoder:
 
     @property
     def cache_key(self) -> str:
-        """What, besides model and revision, decides a text's vector: the pooling, and the
-        truncation length when it was set by the caller rather than taken from the model."""
-        return self.pooling + (f"|max_length={self.max_length}" if self.max_length_set else "")
+        """What, besides model and revision, decides a text's vector: the pooling, the
+        truncation length when it was set by the caller rather than taken from the model, and
+        a floor of tokens per pass other than the default (it changes the last bits)."""
+        return (self.pooling + (f"|max_length={self.max_length}" if self.max_length_set else "")
+                + (f"|pass_tokens={self.pass_tokens}" if self.pass_tokens != PASS_TOKENS else ""))
 
     def normal_forms(self, words: list[str]) -> list[str]:
         """Each word as the model sees it before tokenising: lower-cased when the model
@@ -234,10 +245,12 @@ def _st_settings(folder: Path) -> tuple[int | None, bool]:
 
 
 def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
-                 pooling: str | None = None, max_length: int | None = None) -> Encoder:
+                 pooling: str | None = None, max_length: int | None = None,
+                 pass_tokens: int | None = None) -> Encoder:
     """Resolve and load an encoder; ``pooling`` (e.g. ``pooler``, ``cls``, ``mean+norm``) and
     ``max_length`` (tokens kept; COSTELLO's code: 512) override the model's own settings
-    (recorded either way).
+    (recorded either way); ``pass_tokens`` is the floor of tokens per forward pass (None:
+    ``PASS_TOKENS``).
 
     Raises LingtestError when the id is missing offline (with the fix) or fails to load.
     """
@@ -277,7 +290,8 @@ def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
                             f"{positions} positions; fix: set contrastive.max_length <= "
                             f"{positions} or null (the model's own {own})")
     return Encoder(res, model, tokenizer, dev, chosen, int(max_length or own), lowercase,
-                   max_length_set=max_length is not None)
+                   max_length_set=max_length is not None,
+                   pass_tokens=PASS_TOKENS if pass_tokens is None else pass_tokens)
 
 
 def _hub_st_folder(model_id: str) -> Path | None:

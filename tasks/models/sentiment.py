@@ -206,16 +206,21 @@ def build_classifier(encoder: torch.nn.Module, n_labels: int = 2,
 class TorchClassifier(SentimentModel):
     """A torch classifier whose forward returns logits over ``labels`` (after ``order``).
 
-    Texts go to the model in passes of one exact token count, at least ``batch_size * 8``
+    Texts go to the model in passes of one exact token count, at least ``pass_tokens``
     tokens each (``tasks.models.encoders.exact_length_passes``): no padding, so a text's
     probabilities are the same alone, in any company and in any order."""
 
     def __init__(self, model_id: str, revision: str | None, labels: tuple[str, ...], model,
-                 tokenizer, order: list[int], max_length: int = 128, batch_size: int = 32,
-                 neutral_band: tuple[float, float] = DEFAULT_BAND, hf_logits: bool = False):
+                 tokenizer, order: list[int], max_length: int = 128,
+                 neutral_band: tuple[float, float] = DEFAULT_BAND, hf_logits: bool = False,
+                 pass_tokens: int | None = None):
+        from tasks.models.encoders import PASS_TOKENS, pass_rows
+
         super().__init__(model_id, revision, labels, neutral_band)
         self.model, self.tokenizer = model.eval(), tokenizer
-        self.order, self.max_length, self.batch_size = order, max_length, batch_size
+        self.order, self.max_length = order, max_length
+        self.pass_tokens = PASS_TOKENS if pass_tokens is None else pass_tokens
+        pass_rows(1, self.pass_tokens)  # refuse a bad floor at load
         self.hf_logits = hf_logits  # HF models return an output object with .logits
 
     def predict_proba(self, texts: list[str]) -> np.ndarray:
@@ -227,7 +232,7 @@ class TorchClassifier(SentimentModel):
         out = np.empty((len(texts), len(self.labels)), dtype=np.float64)
         with torch.inference_mode():
             for positions, inputs in exact_length_passes(self.tokenizer, texts,
-                                                         self.max_length, self.batch_size):
+                                                         self.max_length, self.pass_tokens):
                 logits = self.model(**inputs)
                 logits = logits.logits if self.hf_logits else logits
                 probs = torch.softmax(logits.float(), dim=-1)[:len(positions), self.order]
@@ -249,7 +254,8 @@ def save_minilm_classifier(model: torch.nn.Module, tokenizer: object, folder: Pa
 
 
 def load_minilm_classifier(folder: Path, model_id: str = MINILM_SST2_ID,
-                           neutral_band: tuple[float, float] = DEFAULT_BAND) -> TorchClassifier:
+                           neutral_band: tuple[float, float] = DEFAULT_BAND,
+                           pass_tokens: int | None = None) -> TorchClassifier:
     """The classifier saved by ``save_minilm_classifier`` (fine-tuned by lingtest)."""
     from safetensors.torch import load_file
 
@@ -270,7 +276,7 @@ def load_minilm_classifier(folder: Path, model_id: str = MINILM_SST2_ID,
                 f"+{weights_sha16(folder / HEAD_FILE)}")
     return TorchClassifier(model_id, revision, tuple(info["labels"]), model, tokenizer,
                            list(range(len(info["labels"]))), int(info["max_length"]),
-                           neutral_band=neutral_band)
+                           neutral_band=neutral_band, pass_tokens=pass_tokens)
 
 
 def label_order(id2label: dict[int, str], model_id: str) -> tuple[tuple[str, ...], list[int]]:
@@ -291,7 +297,8 @@ def label_order(id2label: dict[int, str], model_id: str) -> tuple[tuple[str, ...
 
 
 def load_hf_classifier(model_id: str, offline: bool = True,
-                       neutral_band: tuple[float, float] = DEFAULT_BAND) -> TorchClassifier:
+                       neutral_band: tuple[float, float] = DEFAULT_BAND,
+                       pass_tokens: int | None = None) -> TorchClassifier:
     """A Hugging Face sequence-classification checkpoint via the registry (offline: packaged,
     cached or local only; a missing one is the registry's error with the fix)."""
     from tasks.models.registry import hub_offline, resolve, transformers_classes
@@ -312,13 +319,16 @@ def load_hf_classifier(model_id: str, offline: bool = True,
     limit = tokenizer.model_max_length if tokenizer.model_max_length < 100_000 else 512
     revision = res.revision or getattr(model.config, "_commit_hash", None)
     return TorchClassifier(res.model_id, revision, labels, model, tokenizer, order,
-                           min(int(limit), 512), neutral_band=neutral_band, hf_logits=True)
+                           min(int(limit), 512), neutral_band=neutral_band, hf_logits=True,
+                           pass_tokens=pass_tokens)
 
 
 def load_sentiment_model(model_id: str, neutral_band: tuple[float, float] = DEFAULT_BAND,
-                         offline: bool = True, root: Path | None = None) -> SentimentModel:
+                         offline: bool = True, root: Path | None = None,
+                         pass_tokens: int | None = None) -> SentimentModel:
     """Load a model under test by id: ``vader``, ``lingtest/minilm-sst2`` (from
-    ``root/data/models/minilm-sst2``), a folder, or a hub classifier id."""
+    ``root/data/models/minilm-sst2``), a folder, or a hub classifier id; a classifier runs
+    passes of at least ``pass_tokens`` tokens (None: 256, ``runtime.pass_tokens``' default)."""
     if model_id == "vader":
         return VaderModel(neutral_band)
     if model_id == MINILM_SST2_ID:
@@ -328,8 +338,8 @@ def load_sentiment_model(model_id: str, neutral_band: tuple[float, float] = DEFA
         if not (folder / MINILM_CONFIG).is_file():
             raise LingtestError(f"model `{MINILM_SST2_ID}` is missing: {folder} holds no "
                                 f"fine-tuned classifier; fix: lingtest run train-sentiment")
-        return load_minilm_classifier(folder, MINILM_SST2_ID, neutral_band)
+        return load_minilm_classifier(folder, MINILM_SST2_ID, neutral_band, pass_tokens)
     folder = Path(model_id).expanduser()
     if (folder / MINILM_CONFIG).is_file():
-        return load_minilm_classifier(folder, str(folder), neutral_band)
-    return load_hf_classifier(model_id, offline, neutral_band)
+        return load_minilm_classifier(folder, str(folder), neutral_band, pass_tokens)
+    return load_hf_classifier(model_id, offline, neutral_band, pass_tokens)

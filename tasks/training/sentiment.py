@@ -54,19 +54,21 @@ def _batches(n: int, batch_size: int, generator) -> list[list[int]]:
     return [order[i:i + batch_size] for i in range(0, n, batch_size)]
 
 
-def accuracy(model, tokenizer, texts: list[str], gold: np.ndarray, batch_size: int = 32
-             ) -> float:
-    """Accuracy, batched as TorchClassifier.predict_proba (32) so a reload matches."""
+def accuracy(model, tokenizer, texts: list[str], gold: np.ndarray,
+             pass_tokens: int | None = None) -> float:
+    """Accuracy from the exact-length passes TorchClassifier.predict_proba runs (same floor,
+    ``runtime.pass_tokens``), so the reloaded classifier predicts exactly what was scored."""
     import torch
 
+    from tasks.models.encoders import PASS_TOKENS, exact_length_passes
+
     model.eval()
-    preds = []
+    preds = np.empty(len(texts), dtype=np.int64)
     with torch.inference_mode():
-        for start in range(0, len(texts), batch_size):
-            inputs = tokenizer(texts[start:start + batch_size], padding=True, truncation=True,
-                               max_length=MAX_LENGTH, return_tensors="pt")
-            preds.append(model(**inputs).argmax(-1).numpy())
-    return float((np.concatenate(preds) == gold).mean())
+        for positions, inputs in exact_length_passes(tokenizer, texts, MAX_LENGTH,
+                                                     pass_tokens or PASS_TOKENS):
+            preds[positions] = model(**inputs)[:len(positions)].argmax(-1).numpy()
+    return float((preds == gold).mean())
 
 
 def label_ids(labels: pd.Series) -> np.ndarray:
@@ -123,10 +125,12 @@ def train_classifier(model, tokenizer, texts: list[str], gold: np.ndarray, seed:
 def train_minilm_sst2(sst: pd.DataFrame, out_dir: Path, seed: int, epochs: int = 2,
                       batch_size: int = 32, lr: float = 5e-5, max_train: int | None = None,
                       threads: int | None = None, max_test: int | None = None,
-                      base_model: str = BASE_MODEL, offline: bool = True) -> dict:
+                      base_model: str = BASE_MODEL, offline: bool = True,
+                      pass_tokens: int | None = None) -> dict:
     """Fine-tune, evaluate and save the classifier; returns the metrics written to
     ``out_dir/metrics.json``. ``max_train``/``max_test`` take a seeded sample (tests, quick
-    runs); ``threads`` caps torch's threads for the call (a fixed count keeps it reproducible).
+    runs); ``threads`` caps torch's threads for the call (a fixed count keeps it reproducible);
+    ``pass_tokens`` is the scoring passes' floor (``runtime.pass_tokens``).
     """
     import torch
 
@@ -158,7 +162,7 @@ def train_minilm_sst2(sst: pd.DataFrame, out_dir: Path, seed: int, epochs: int =
                                                  label_ids(train["label2"]), seed, epochs,
                                                  batch_size, lr)
         test_accuracy = accuracy(model, tokenizer, test["text"].tolist(),
-                                 label_ids(test["label2"]))
+                                 label_ids(test["label2"]), pass_tokens)
     metrics = {
         "model_id": MINILM_SST2_ID, "accuracy": round(test_accuracy, 6), "test_split": "test",
         "test_size": len(test), "train_size": len(texts), "epochs": epochs, "seed": seed,
@@ -183,7 +187,8 @@ TRAINING_LOCK = threading.Lock()
 def continue_training(folder: Path, texts: list[str], labels: pd.Series, seed: int, *,
                       epochs: int, batch_size: int, lr: float, threads: int | None = None,
                       neutral_band: tuple[float, float] = (0.5, 0.5),
-                      model_id: str | None = None) -> TorchClassifier:
+                      model_id: str | None = None,
+                      pass_tokens: int | None = None) -> TorchClassifier:
     """The classifier saved in ``folder`` fine-tuned further on (``texts``, ``labels``)
     (AdaTest's debugging loop), returned ready to predict; its revision hashes the new
     weights, so a re-test names what it tested."""
@@ -191,7 +196,8 @@ def continue_training(folder: Path, texts: list[str], labels: pd.Series, seed: i
 
     gold = label_ids(pd.Series(labels))
     with TRAINING_LOCK, torch_threads(threads):
-        base = load_minilm_classifier(Path(folder), model_id or str(folder), neutral_band)
+        base = load_minilm_classifier(Path(folder), model_id or str(folder), neutral_band,
+                                      pass_tokens)
         seed_everything(seed)
         train_classifier(base.model, base.tokenizer, list(texts), gold, seed, epochs,
                          batch_size, lr, stage="debugging loop")
@@ -235,7 +241,8 @@ def fine_tune(sst_path: Path, out_dir: Path, params: Params) -> dict:
     metrics = train_minilm_sst2(pd.read_parquet(sst_path), Path(out_dir), params.seed,
                                 epochs=t.epochs, batch_size=t.batch_size, lr=t.lr,
                                 max_train=t.max_train, max_test=t.max_test,
-                                threads=params.runtime.threads, offline=params.models.offline)
+                                threads=params.runtime.threads, offline=params.models.offline,
+                                pass_tokens=params.runtime.pass_tokens)
     return json.loads(json.dumps(metrics))
 
 
