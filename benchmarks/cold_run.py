@@ -79,8 +79,9 @@ def main() -> None:
         print(f"| {stage} | {cold:.1f} | {cold / 60:.1f} | {warm:.1f} | {warm / cold:.2f} | "
               f"{earlier} |")
     total_cold, total_warm = sum(r[1] for r in rows), sum(r[2] for r in rows)
+    earlier_total = "" if args.stages else EARLIER_COLD_MIN["total"]
     print(f"| total | {total_cold:.1f} | {total_cold / 60:.1f} | {total_warm:.1f} | "
-          f"{total_warm / total_cold:.2f} | {EARLIER_COLD_MIN['total'] if not args.stages else ''} |")
+          f"{total_warm / total_cold:.2f} | {earlier_total} |")
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)
 

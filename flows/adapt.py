@@ -51,15 +51,15 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
     settings = PromptSettings(prompt_diversity=diversity)
     # one encoder for every round: prompt diversity and the oracle's topic membership
     embed = minilm_embed(offline) if diversity or (oracle and oracle_topic_filter) else None
+    reference_model = (load_sentiment_model(oracle, (0.5, 0.5), offline, Path(root),
+                                            pass_tokens) if oracle else None)
     history = []
     for round_no in range(1, rounds + 1):
         round_seed = seed + 1000 * (round_no - 1)
         if oracle:
             membership = TopicMembership(tree, embed) if oracle_topic_filter else None
-            reference = ModelOracle(load_sentiment_model(oracle, (0.5, 0.5), offline,
-                                                         Path(root), pass_tokens),
-                                    oracle_min_confidence,
-                                    membership)
+            # the tree grows each round, so its topic membership is rebuilt; the model is not
+            reference = ModelOracle(reference_model, oracle_min_confidence, membership)
             result = run_round(tree, topic, suggester, reference, [under_test], round_no,
                                round_seed, settings=settings, prompts=prompts,
                                completions=completions, embed=embed if diversity else None,

@@ -21,7 +21,7 @@ from tasks.capabilities import pipeline as capabilities
 from tasks.capabilities.specs import BUILTIN_SPECS, load_specs
 from tasks.consistency import pipeline as consistency
 from tasks.contrastive import pipeline as contrastive
-from tasks.core import caching
+from tasks.core import cache_locks
 from tasks.core.caching import ContentInputs, code_reach
 from tasks.data import pipeline as data
 from tasks.models import registry
@@ -240,7 +240,7 @@ def test_keys_are_computed_under_a_serialisable_file_lock():
         assert isinstance(policy, ContentInputs), task.name
         assert IsolationLevel(policy.isolation_level) is IsolationLevel.SERIALIZABLE
         assert isinstance(policy.lock_manager, FileSystemLockManager)
-        assert policy.lock_manager.lock_files_directory == caching.lock_folder().resolve()
+        assert policy.lock_manager.lock_files_directory == cache_locks.lock_folder().resolve()
         assert task.persist_result
 
 

@@ -26,8 +26,9 @@ def _project(root: Path, mirror: Path, *overrides: str):
 
 
 def _outputs(workspace: Workspace) -> dict[str, bytes]:
-    """The data stage's tables and report CSVs, by path under the project root."""
-    files = [*workspace.processed.glob("*.parquet"), *workspace.reports.rglob("*.csv")]
+    """The data stage's tables and report CSVs, by path under the project root (the shared
+    session project also holds other stages' reports, written by other tests)."""
+    files = [*workspace.processed.glob("*.parquet"), *(workspace.reports / "data").rglob("*.csv")]
     assert files, "the stage wrote nothing"
     return {str(p.relative_to(workspace.root)): p.read_bytes() for p in sorted(files)}
 

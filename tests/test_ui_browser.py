@@ -19,9 +19,7 @@ import pytest
 from tasks.core.paths import PACKAGE_ROOT, Workspace
 from tasks.core.server import start_server, stop_server
 
-from browser import RENDER_WAIT_S, Browser
-from browser import start_chromium as _start_chromium
-from browser import stop_chromium as _stop_chromium
+from browser import RENDER_WAIT_S, Browser, start_chromium, stop_chromium
 from test_ui_server import free_port
 
 # Two runs that differ in the seed and in a parameter of the data stage (so in the run names).
@@ -82,13 +80,13 @@ def test_artifact_page_shows_both_versions_of_two_runs(tmp_path: Path, mirror: P
                   ["Provenance", "seed: 1", '"timeout_s":11.0'])]
         user_data_dir = tmp_path / "chromium-profile"
         user_data_dir.mkdir()
-        chromium, websocket_url = _start_chromium(user_data_dir)
+        chromium, websocket_url = start_chromium(user_data_dir)
         screenshot = tmp_path / "ui.png"
         key_page, first_version = asyncio.run(asyncio.wait_for(
             _read_pages(websocket_url, pages, screenshot), timeout=3 * RENDER_WAIT_S))
     finally:
         if chromium is not None:
-            _stop_chromium(chromium)
+            stop_chromium(chromium)
         stop_server(server, workspace)
     print(key_page)
     assert '"timeout_s":12.0' not in first_version  # the older version, not the newest again

@@ -15,7 +15,7 @@ keys a task run on:
 - a ``version`` string.
 
 Runs holding the same key are serialised with a file lock beside the run's results
-(``lock_folder``: a shared folder serialises every worker that mounts it), so two workers
+(``tasks.core.cache_locks``: a shared folder serialises every worker that mounts it), so two workers
 never compute one key. ``task`` is Prefect's decorator with this policy and
 ``persist_result=True`` as defaults; ``cache_policy=NO_CACHE`` opts out.
 """
@@ -37,16 +37,15 @@ from typing import Annotated, Any, Callable
 import numpy as np
 from prefect import task as prefect_task
 from prefect.cache_policies import NO_CACHE, CachePolicy
-from prefect.locking.filesystem import FileSystemLockManager
 from prefect.transactions import IsolationLevel
 from pydantic import BaseModel
 
+from tasks.core.cache_locks import ResultStorageLocks
 from tasks.core.imports import PROJECT_PACKAGES, imported_closure, module_file, project_modules
 from tasks.core.io import sha256_file
 from tasks.core.paths import PACKAGE_ROOT
 
-__all__ = ["ContentInputs", "ModelRef", "model_id", "NO_CACHE", "task", "hash_path",
-           "lock_folder", "ResultStorageLocks"]
+__all__ = ["ContentInputs", "ModelRef", "model_id", "NO_CACHE", "task", "hash_path"]
 
 
 # --------------------------------------------------------------------------- files
@@ -303,42 +302,6 @@ def code_digest(reach: CodeReach, root: Path = PACKAGE_ROOT) -> str:
 
 
 # --------------------------------------------------------------------------- the policy
-
-def _local_folder(storage: Any) -> Path | None:
-    """The folder of a Prefect result storage block on a file system, else None (a URL)."""
-    from prefect.filesystems import LocalFileSystem
-
-    if isinstance(storage, LocalFileSystem) and storage.basepath:
-        return Path(storage.basepath.removeprefix("file://"))
-    return None
-
-
-def lock_folder() -> Path:
-    """``cache-locks`` in the running flow's result storage when it is a folder
-    (``runtime.result_storage``, reached by every worker), else in Prefect's local result
-    folder (``.prefect/storage``: ``tasks.core.runtime``), which holds on one machine only."""
-    from prefect.context import FlowRunContext, TaskRunContext
-    from prefect.settings import get_current_settings
-
-    for context in (TaskRunContext.get(), FlowRunContext.get()):
-        store = getattr(context, "result_store", None)
-        folder = _local_folder(getattr(store, "result_storage", None))
-        if folder is not None:
-            return folder / "cache-locks"
-    return Path(get_current_settings().results.local_storage_path) / "cache-locks"
-
-
-class ResultStorageLocks(FileSystemLockManager):
-    """Prefect's file locks, in the folder ``lock_folder`` gives when a lock is taken: tasks
-    travel pickled to Dask workers, where a folder fixed at import would be the submitter's."""
-
-    def __init__(self) -> None:
-        self._locks = {}
-
-    @property
-    def lock_files_directory(self) -> Path:
-        return lock_folder().expanduser().resolve()
-
 
 @dataclass
 class ContentInputs(CachePolicy):

@@ -288,6 +288,8 @@ def _write_converted(model, tokenizer, folder: Path, res: Resolution) -> None:
     """Save the de-quantised weights (the GGUF quantizer refuses ``save_pretrained``: it is
     detached first; the tensors are already float32) into a temporary sibling, then rename, so
     a reader never sees half a copy. A failure only costs the next process a GGUF load."""
+    if any(t.is_meta for t in model.state_dict().values()):
+        return  # a weight never materialised: nothing trustworthy to copy
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:

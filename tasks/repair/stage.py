@@ -22,12 +22,13 @@ from tasks.contrastive.distances import pair_distances
 from tasks.contrastive.method import ContrastiveMethod
 from tasks.core import io
 from tasks.core.caching import NO_CACHE, task
-from tasks.core.config import REPAIR_ALL, Params
+from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.method import Unit
 from tasks.core.paths import Workspace
 from tasks.core.publish import slug
 from tasks.core.schema import compare_results
+from tasks.core.sections import REPAIR_ALL
 from tasks.repair import triples as tr
 
 

