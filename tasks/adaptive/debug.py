@@ -280,7 +280,8 @@ class DebuggingLoop(Method):
         if condition == BEFORE:
             with TRAINING_LOCK:  # building the head draws from torch's global generator
                 model = load_sentiment_model(d.model, tuple(d.neutral_band), offline,
-                                             self.workspace.root, self.params.runtime.pass_tokens)
+                                             self.workspace.root, self.params.runtime.pass_tokens,
+                                             **self.params.runtime.encoder_path())
             trained_on = 0
         else:
             data = self.training_set(condition, seed)
@@ -289,7 +290,8 @@ class DebuggingLoop(Method):
                                       threads=self.params.runtime.threads,
                                       neutral_band=tuple(d.neutral_band),
                                       model_id=unit.model_id,
-                                      pass_tokens=self.params.runtime.pass_tokens)
+                                      pass_tokens=self.params.runtime.pass_tokens,
+                                      **self.params.runtime.encoder_path())
             trained_on = len(data)
         if tuple(model.labels) != LABELS2:
             raise LingtestError(f"adaptive.debug.model: `{d.model}` predicts {model.labels}; "

@@ -133,7 +133,8 @@ class Adaptive(Method):
         a = self.params.adaptive
         model = load_sentiment_model(unit.model_id, tuple(a.neutral_band),
                                      self.params.models.offline, self.workspace.root,
-                                     self.params.runtime.pass_tokens)
+                                     self.params.runtime.pass_tokens,
+                                     **self.params.runtime.encoder_path())
         return UnitResult(unit, score_cases(unit.take(suite), model),
                           {"revision": str(model.revision)})
 

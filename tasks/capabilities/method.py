@@ -88,7 +88,8 @@ class CapabilitiesMethod(Method):
         """A fresh instance of one model under test (a unit's own)."""
         c = self.params.capabilities
         return load_sentiment_model(model_id, tuple(c.neutral_band), self.params.models.offline,
-                                    self.workspace.root, self.params.runtime.pass_tokens)
+                                    self.workspace.root, self.params.runtime.pass_tokens,
+                                    **self.params.runtime.encoder_path())
 
     def check_inputs(self) -> None:
         absent = [str(f) for f in self.files.values() if not f.is_file()]

@@ -130,7 +130,8 @@ class ContrastiveMethod(Method):
         info, embedded = cp.embed(unit.model_id, texts,
                                   str(self.workspace.data / "cache" / "embeddings"),
                                   params.models.offline, params.runtime.device, c, params.seed,
-                                  extra, params.runtime.pass_tokens)
+                                  extra, params.runtime.pass_tokens,
+                                  **params.runtime.encoder_path())
         thetas, nn_rows = self._thresholds(info, embedded)
         banks = {}
         for kind, split in data.items():

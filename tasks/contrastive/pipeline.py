@@ -121,11 +121,13 @@ class Embedded:
 @task(name="embed", task_run_name="embed-{model_id}", cache_policy=NO_CACHE)
 def embed(model_id: str, texts: list[str], store_root: str, offline: bool, device: str,
           params: ContrastiveParams, seed: int,
-          dictionaries: dict[str, list[str]], pass_tokens: int | None = None
+          dictionaries: dict[str, list[str]], pass_tokens: int | None = None,
+          precision: str | None = None, backend: str | None = None
           ) -> tuple[dict, Embedded]:
     """Embed ``texts`` and the dictionaries (the model's vocabulary, plus ``dictionaries``:
     name → words), each distinct text once, each dictionary deduplicated by the model's
-    normal form (``thresholds.distinct_forms``). ``pass_tokens``: ``runtime.pass_tokens``.
+    normal form (``thresholds.distinct_forms``). ``pass_tokens``: ``runtime.pass_tokens``;
+    ``precision`` / ``backend``: ``runtime.encoder_precision`` / ``encoder_backend``.
 
     The on-disk store is the cache: a rerun embeds nothing. Returns the model's facts
     (id, revision, pooling, each dictionary's words) and the embeddings.
@@ -140,7 +142,8 @@ def embed(model_id: str, texts: list[str], store_root: str, offline: bool, devic
             raise LingtestError(f"contrastive.pooling: {exc}; or null for each model's "
                                 "own pooling") from None
     encoder = load_encoder(model_id, offline=offline, device=device, pooling=params.pooling,
-                           max_length=params.max_length, pass_tokens=pass_tokens)
+                           max_length=params.max_length, pass_tokens=pass_tokens,
+                           precision=precision, backend=backend)
     words = {"vocab": thresholds.vocabulary_dictionary(encoder, params.dictionary_max_words,
                                                        seed), **dictionaries}
     words = {name: thresholds.distinct_forms(ws, encoder.normal_forms(ws))

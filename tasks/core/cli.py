@@ -199,6 +199,8 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
                binary_labels=list(params.adaptive.binary_labels or []) or None,
                offline=bool(params.models.offline), root=str(workspace.root),
                pass_tokens=params.runtime.pass_tokens,
+               encoder_precision=params.runtime.encoder_precision,
+               encoder_backend=params.runtime.encoder_backend,
                diversity=diversity, oracle_min_confidence=oracle_min_confidence,
                oracle_topic_filter=oracle_topic_filter)
 

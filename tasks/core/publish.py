@@ -76,9 +76,27 @@ def provenance(params: Params, workspace: Workspace, section: str,
     models = list(models)
     if models:
         out["models"] = "; ".join(models)
+    if section in ENCODER_SECTIONS:
+        out.update(encoder_path_note(params))
     out.update(extra)
     out["code"] = git_commit(workspace.root)
     return out
+
+
+# Stages whose models run on runtime.encoder_precision / encoder_backend.
+ENCODER_SECTIONS = ("contrastive", "capabilities", "adaptive", "adaptive.debug", "repair")
+
+
+def encoder_path_note(params: Params) -> dict:
+    """A non-default encoder path, for provenance (nothing for fp32 torch, so the default
+    reports stay as they were): its results differ from fp32's in the last bits."""
+    r = getattr(params, "runtime", None)
+    path = (getattr(r, "encoder_precision", "fp32"), getattr(r, "encoder_backend", "torch"))
+    if path == ("fp32", "torch"):
+        return {}
+    return {"encoder path": f"runtime.encoder_precision={path[0]}, "
+                            f"runtime.encoder_backend={path[1]} (lingtest's encoders and "
+                            f"classifiers; fp32 torch gives other last bits)"}
 
 
 def metrics_path(workspace: Workspace, report: Report) -> Path:

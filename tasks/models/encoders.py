@@ -16,6 +16,10 @@ default) stay clear of those row counts: measured, the vectors are the same at 1
 at 64 or 128 they are not (a classifier's also differ from 256's at 1 thread: its head's row
 count changes; benchmarks/README.md), so a non-default floor is part of the store key. The price is the fill-up copies, up to
 one pass per distinct length in a call: small calls are slower the higher the floor.
+
+The same passes run on one of three paths (``tasks.models.encoder_paths``): fp32 torch (the
+default), bf16 autocast or ONNX Runtime. Each rounds differently, so byte-identity holds within
+a path and a non-default path is part of the store key too.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import numpy as np
 import torch
 
 from tasks.core.errors import LingtestError
+from tasks.models import encoder_paths as paths
 from tasks.models.registry import (
     PLAIN_HF_POOLING, Resolution, hub_offline, pooling_from_files, resolve, transformer_dir,
     transformers_classes,
@@ -127,7 +132,8 @@ class Encoder:
 
     def __init__(self, resolution: Resolution, model, tokenizer, device: torch.device,
                  pooling: str, max_length: int, lowercase: bool = False,
-                 max_length_set: bool = False, pass_tokens: int = PASS_TOKENS):
+                 max_length_set: bool = False, pass_tokens: int = PASS_TOKENS,
+                 precision: str | None = None, backend: str | None = None):
         self.resolution = resolution
         self.model_id = resolution.model_id
         self.model = model
@@ -143,6 +149,12 @@ class Encoder:
         commit = getattr(model.config, "_commit_hash", None)
         self.revision = resolution.revision or commit  # hub: the commit actually loaded
         self.dim = int(model.config.hidden_size)
+        self.precision, self.backend = paths.check_path(precision, backend)
+        if self.precision == "bf16":
+            paths.require_bf16(device)
+        if self.backend == "onnx":
+            paths.onnx_providers(device)  # onnxruntime missing, or no CUDA provider: fail now
+        self._onnx = paths.LazyOnnx()
 
     def encode(self, sentences: list[str], batch_size: int = 32) -> np.ndarray:
         """Embeddings (len(sentences), dim) float32, in input order; no gradients. Passes of
@@ -158,10 +170,22 @@ class Encoder:
         with torch.inference_mode():
             for positions, inputs in exact_length_passes(self.tokenizer, texts,
                                                          self.max_length, self.pass_tokens):
+                if self.backend == "onnx":
+                    runner = self._onnx.runner(
+                        self.model_id, self.revision, self.model, self.tokenizer, "embedding",
+                        self.device, f"encoder|{self.pooling}",
+                        lambda names: PooledEncoder(self.model, names, self._mode,
+                                                    self._normalize))
+                    out[positions] = runner(inputs)[:len(positions)]
+                    continue
                 inputs = {k: v.to(self.device) for k, v in inputs.items()}
-                output = self.model(**inputs)
-                pooled = pool(output.last_hidden_state, inputs["attention_mask"], self._mode,
-                              getattr(output, "pooler_output", None))
+                with paths.autocast(self.device, self.precision):
+                    output = self.model(**inputs)
+                hidden, pooler = output.last_hidden_state, getattr(output, "pooler_output", None)
+                if self.precision != "fp32":  # pool in fp32, as the default path does
+                    hidden = hidden.float()
+                    pooler = None if pooler is None else pooler.float()
+                pooled = pool(hidden, inputs["attention_mask"], self._mode, pooler)
                 if self._normalize:
                     pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
                 out[positions] = pooled[:len(positions)].float().cpu().numpy()
@@ -186,9 +210,11 @@ class Encoder:
     def cache_key(self) -> str:
         """What, besides model and revision, decides a text's vector: the pooling, the
         truncation length when it was set by the caller rather than taken from the model, and
-        a floor of tokens per pass other than the default (it changes the last bits)."""
+        a floor of tokens per pass other than the default and a non-default path (bf16, ONNX):
+        both change the last bits."""
         return (self.pooling + (f"|max_length={self.max_length}" if self.max_length_set else "")
-                + (f"|pass_tokens={self.pass_tokens}" if self.pass_tokens != PASS_TOKENS else ""))
+                + (f"|pass_tokens={self.pass_tokens}" if self.pass_tokens != PASS_TOKENS else "")
+                + paths.path_suffix(self.precision, self.backend))
 
     def normal_forms(self, words: list[str]) -> list[str]:
         """Each word as the model sees it before tokenising: lower-cased when the model
@@ -204,11 +230,32 @@ class Encoder:
         return {"model_id": self.model_id, "revision": self.revision,
                 "source": self.resolution.source, "pooling": self.pooling,
                 "max_length": self.max_length, "dim": self.dim, "dtype": str(self.model.dtype),
-                "device": str(self.device)}
+                "device": str(self.device), **paths.path_fields(self.precision, self.backend)}
+
+    def cache_token(self) -> dict[str, object]:
+        """What a cached task's result depends on in this encoder (``tasks.core.caching``):
+        ``parameters()`` and the store key, never the loaded weights' bytes."""
+        return {**self.parameters(), "cache_key": self.cache_key}
 
     def __repr__(self) -> str:
         return (f"Encoder({self.model_id!r}, revision={self.revision!r}, pooling={self.pooling!r},"
                 f" dim={self.dim}, device={self.device})")
+
+
+class PooledEncoder(torch.nn.Module):
+    """Model, pooling and any L2 normalisation as one module: what the ONNX path exports.
+    Inputs are positional, in the tokenizer's order (``names``); passes are unpadded."""
+
+    def __init__(self, model, names: list[str], mode: str, normalize: bool):
+        super().__init__()
+        self.model, self.names, self.mode, self.normalize = model, names, mode, normalize
+
+    def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+        inputs = dict(zip(self.names, tensors))
+        output = self.model(**inputs)
+        pooled = pool(output.last_hidden_state, inputs["attention_mask"], self.mode,
+                      getattr(output, "pooler_output", None))
+        return torch.nn.functional.normalize(pooled, p=2, dim=1) if self.normalize else pooled
 
 
 def whole_words(tokenizer, ascii_only: bool = True) -> list[str]:
@@ -246,16 +293,19 @@ def _st_settings(folder: Path) -> tuple[int | None, bool]:
 
 def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
                  pooling: str | None = None, max_length: int | None = None,
-                 pass_tokens: int | None = None) -> Encoder:
+                 pass_tokens: int | None = None, precision: str | None = None,
+                 backend: str | None = None) -> Encoder:
     """Resolve and load an encoder; ``pooling`` (e.g. ``pooler``, ``cls``, ``mean+norm``) and
     ``max_length`` (tokens kept; COSTELLO's code: 512) override the model's own settings
     (recorded either way); ``pass_tokens`` is the floor of tokens per forward pass (None:
-    ``PASS_TOKENS``).
+    ``PASS_TOKENS``); ``precision`` / ``backend`` pick the path (``runtime.encoder_precision``,
+    ``runtime.encoder_backend``; None: fp32 torch).
 
     Raises LingtestError when the id is missing offline (with the fix) or fails to load.
     """
     AutoModel, AutoTokenizer = transformers_classes("AutoModel", "AutoTokenizer")
 
+    paths.check_path(precision, backend)  # a bad value fails before any loading
     res = resolve(model_id, "encoder", offline=offline).require()
     dev = pick_device(device)
     # hub: fetch the small sentence-transformers files first, so an ST model keeps its pooling
@@ -291,7 +341,8 @@ def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
                             f"{positions} or null (the model's own {own})")
     return Encoder(res, model, tokenizer, dev, chosen, int(max_length or own), lowercase,
                    max_length_set=max_length is not None,
-                   pass_tokens=PASS_TOKENS if pass_tokens is None else pass_tokens)
+                   pass_tokens=PASS_TOKENS if pass_tokens is None else pass_tokens,
+                   precision=precision, backend=backend)
 
 
 def _hub_st_folder(model_id: str) -> Path | None:

@@ -208,12 +208,16 @@ class TorchClassifier(SentimentModel):
 
     Texts go to the model in passes of one exact token count, at least ``pass_tokens``
     tokens each (``tasks.models.encoders.exact_length_passes``): no padding, so a text's
-    probabilities are the same alone, in any company and in any order."""
+    probabilities are the same alone, in any company and in any order. ``precision`` /
+    ``backend``: bf16 autocast or ONNX Runtime instead of fp32 torch
+    (``tasks.models.encoder_paths``; the same holds within each path)."""
 
     def __init__(self, model_id: str, revision: str | None, labels: tuple[str, ...], model,
                  tokenizer, order: list[int], max_length: int = 128,
                  neutral_band: tuple[float, float] = DEFAULT_BAND, hf_logits: bool = False,
-                 pass_tokens: int | None = None):
+                 pass_tokens: int | None = None, precision: str | None = None,
+                 backend: str | None = None):
+        from tasks.models import encoder_paths as paths
         from tasks.models.encoders import PASS_TOKENS, pass_rows
 
         super().__init__(model_id, revision, labels, neutral_band)
@@ -222,6 +226,44 @@ class TorchClassifier(SentimentModel):
         self.pass_tokens = PASS_TOKENS if pass_tokens is None else pass_tokens
         pass_rows(1, self.pass_tokens)  # refuse a bad floor at load
         self.hf_logits = hf_logits  # HF models return an output object with .logits
+        self.precision, self.backend = paths.check_path(precision, backend)
+        if self.precision == "bf16":
+            paths.require_bf16(self.device)
+        if self.backend == "onnx":
+            paths.onnx_providers(self.device)  # onnxruntime missing: fail at load
+        self._onnx = paths.LazyOnnx()
+
+    @property
+    def device(self) -> torch.device:
+        import torch
+
+        weight = next(self.model.parameters(), None)
+        return torch.device("cpu") if weight is None else weight.device
+
+    def parameters(self) -> dict[str, object]:
+        """The base record plus a non-default path (``precision`` / ``backend``)."""
+        from tasks.models.encoder_paths import path_fields
+
+        return {**super().parameters(), **path_fields(self.precision, self.backend)}
+
+    def _logits(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """One pass's logits on this classifier's path."""
+        import torch
+
+        from tasks.models import encoder_paths as paths
+
+        if (self.precision, self.backend) == ("fp32", "torch"):
+            logits = self.model(**inputs)
+            return logits.logits if self.hf_logits else logits
+        if self.backend == "onnx":  # fine-tuned in place: a new revision, a new graph
+            runner = self._onnx.runner(
+                self.model_id, self.revision, self.model, self.tokenizer, "logits", self.device,
+                f"classifier|{type(self.model).__name__}|hf={self.hf_logits}",
+                lambda names: paths.LogitsGraph(self.model, names, self.hf_logits))
+            return torch.from_numpy(runner(inputs))
+        with paths.autocast(self.device, self.precision):
+            logits = self.model(**inputs)
+        return logits.logits if self.hf_logits else logits
 
     def predict_proba(self, texts: list[str]) -> np.ndarray:
         import torch
@@ -233,8 +275,7 @@ class TorchClassifier(SentimentModel):
         with torch.inference_mode():
             for positions, inputs in exact_length_passes(self.tokenizer, texts,
                                                          self.max_length, self.pass_tokens):
-                logits = self.model(**inputs)
-                logits = logits.logits if self.hf_logits else logits
+                logits = self._logits(inputs)
                 probs = torch.softmax(logits.float(), dim=-1)[:len(positions), self.order]
                 out[positions] = probs.double().numpy()
         return out
@@ -255,7 +296,8 @@ def save_minilm_classifier(model: torch.nn.Module, tokenizer: object, folder: Pa
 
 def load_minilm_classifier(folder: Path, model_id: str = MINILM_SST2_ID,
                            neutral_band: tuple[float, float] = DEFAULT_BAND,
-                           pass_tokens: int | None = None) -> TorchClassifier:
+                           pass_tokens: int | None = None, precision: str | None = None,
+                           backend: str | None = None) -> TorchClassifier:
     """The classifier saved by ``save_minilm_classifier`` (fine-tuned by lingtest)."""
     from safetensors.torch import load_file
 
@@ -276,7 +318,8 @@ def load_minilm_classifier(folder: Path, model_id: str = MINILM_SST2_ID,
                 f"+{weights_sha16(folder / HEAD_FILE)}")
     return TorchClassifier(model_id, revision, tuple(info["labels"]), model, tokenizer,
                            list(range(len(info["labels"]))), int(info["max_length"]),
-                           neutral_band=neutral_band, pass_tokens=pass_tokens)
+                           neutral_band=neutral_band, pass_tokens=pass_tokens,
+                           precision=precision, backend=backend)
 
 
 def label_order(id2label: dict[int, str], model_id: str) -> tuple[tuple[str, ...], list[int]]:
@@ -298,7 +341,8 @@ def label_order(id2label: dict[int, str], model_id: str) -> tuple[tuple[str, ...
 
 def load_hf_classifier(model_id: str, offline: bool = True,
                        neutral_band: tuple[float, float] = DEFAULT_BAND,
-                       pass_tokens: int | None = None) -> TorchClassifier:
+                       pass_tokens: int | None = None, precision: str | None = None,
+                       backend: str | None = None) -> TorchClassifier:
     """A Hugging Face sequence-classification checkpoint via the registry (offline: packaged,
     cached or local only; a missing one is the registry's error with the fix)."""
     from tasks.models.registry import hub_offline, resolve, transformers_classes
@@ -320,15 +364,21 @@ def load_hf_classifier(model_id: str, offline: bool = True,
     revision = res.revision or getattr(model.config, "_commit_hash", None)
     return TorchClassifier(res.model_id, revision, labels, model, tokenizer, order,
                            min(int(limit), 512), neutral_band=neutral_band, hf_logits=True,
-                           pass_tokens=pass_tokens)
+                           pass_tokens=pass_tokens, precision=precision, backend=backend)
 
 
 def load_sentiment_model(model_id: str, neutral_band: tuple[float, float] = DEFAULT_BAND,
                          offline: bool = True, root: Path | None = None,
-                         pass_tokens: int | None = None) -> SentimentModel:
+                         pass_tokens: int | None = None, precision: str | None = None,
+                         backend: str | None = None) -> SentimentModel:
     """Load a model under test by id: ``vader``, ``lingtest/minilm-sst2`` (from
     ``root/data/models/minilm-sst2``), a folder, or a hub classifier id; a classifier runs
-    passes of at least ``pass_tokens`` tokens (None: 256, ``runtime.pass_tokens``' default)."""
+    passes of at least ``pass_tokens`` tokens (None: 256, ``runtime.pass_tokens``' default)
+    on the path ``precision`` / ``backend`` picks (None: fp32 torch; VADER has one path)."""
+    from tasks.models.encoder_paths import check_path
+
+    check_path(precision, backend)
+    path = {"precision": precision, "backend": backend}
     if model_id == "vader":
         return VaderModel(neutral_band)
     if model_id == MINILM_SST2_ID:
@@ -338,8 +388,8 @@ def load_sentiment_model(model_id: str, neutral_band: tuple[float, float] = DEFA
         if not (folder / MINILM_CONFIG).is_file():
             raise LingtestError(f"model `{MINILM_SST2_ID}` is missing: {folder} holds no "
                                 f"fine-tuned classifier; fix: lingtest run train-sentiment")
-        return load_minilm_classifier(folder, MINILM_SST2_ID, neutral_band, pass_tokens)
+        return load_minilm_classifier(folder, MINILM_SST2_ID, neutral_band, pass_tokens, **path)
     folder = Path(model_id).expanduser()
     if (folder / MINILM_CONFIG).is_file():
-        return load_minilm_classifier(folder, str(folder), neutral_band, pass_tokens)
-    return load_hf_classifier(model_id, offline, neutral_band, pass_tokens)
+        return load_minilm_classifier(folder, str(folder), neutral_band, pass_tokens, **path)
+    return load_hf_classifier(model_id, offline, neutral_band, pass_tokens, **path)

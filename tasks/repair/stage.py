@@ -109,7 +109,8 @@ def load_tested_encoder(params: Params, model_id: str):
     c = params.contrastive
     return load_encoder(model_id, offline=params.models.offline, device=params.runtime.device,
                         pooling=c.pooling, max_length=c.max_length,
-                        pass_tokens=params.runtime.pass_tokens)
+                        pass_tokens=params.runtime.pass_tokens,
+                        **params.runtime.encoder_path())
 
 
 def margins(embed, frame: pd.DataFrame, distance: str) -> np.ndarray:

@@ -187,17 +187,19 @@ TRAINING_LOCK = threading.Lock()
 def continue_training(folder: Path, texts: list[str], labels: pd.Series, seed: int, *,
                       epochs: int, batch_size: int, lr: float, threads: int | None = None,
                       neutral_band: tuple[float, float] = (0.5, 0.5),
-                      model_id: str | None = None,
-                      pass_tokens: int | None = None) -> TorchClassifier:
+                      model_id: str | None = None, pass_tokens: int | None = None,
+                      precision: str | None = None,
+                      backend: str | None = None) -> TorchClassifier:
     """The classifier saved in ``folder`` fine-tuned further on (``texts``, ``labels``)
     (AdaTest's debugging loop), returned ready to predict; its revision hashes the new
-    weights, so a re-test names what it tested."""
+    weights, so a re-test names what it tested. Training is fp32 torch whatever the path;
+    ``precision`` / ``backend`` are the path it predicts on (ONNX: a graph per revision)."""
     from tasks.core.runtime import seed_everything
 
     gold = label_ids(pd.Series(labels))
     with TRAINING_LOCK, torch_threads(threads):
         base = load_minilm_classifier(Path(folder), model_id or str(folder), neutral_band,
-                                      pass_tokens)
+                                      pass_tokens, precision, backend)
         seed_everything(seed)
         train_classifier(base.model, base.tokenizer, list(texts), gold, seed, epochs,
                          batch_size, lr, stage="debugging loop")
