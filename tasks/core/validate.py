@@ -186,3 +186,24 @@ def validate_inputs(stage: str, params: Params, workspace: Workspace) -> None:
         raise LingtestError(f"unknown stage `{stage}`; stages: {', '.join(STAGES)}")
     _check_stage_files(stage, params, workspace)
     _check_stage_models(stage, params, workspace)
+    _check_encoder_path(stage, params)
+
+
+ENCODER_STAGES = ("contrastive", "capabilities", "adaptive", "adaptive-debug", "repair")
+
+
+def _check_encoder_path(stage: str, params: Params) -> None:
+    """A non-default encoder path the stage would use can run here: onnxruntime installed
+    (and CUDA's provider on a GPU), bf16 kernels on the device (imports torch: only then)."""
+    r = params.runtime
+    if stage not in ENCODER_STAGES or (r.encoder_precision, r.encoder_backend) == ("fp32",
+                                                                                   "torch"):
+        return
+    from tasks.models import encoder_paths
+    from tasks.models.encoders import pick_device
+
+    device = pick_device(r.device)
+    if r.encoder_backend == "onnx":
+        encoder_paths.onnx_providers(device)
+    if r.encoder_precision == "bf16":
+        encoder_paths.require_bf16(device)
