@@ -241,6 +241,7 @@ class LazyOnnx:
 
     def __init__(self):
         self._made: tuple[str, OnnxRunner] | None = None
+        self._anonymous: str | None = None  # weights_token of weights without a revision
 
     def runner(self, model_id: str, revision: str | None, model: torch.nn.Module,
                tokenizer, output: str, device: torch.device, flavour: str,
@@ -248,7 +249,9 @@ class LazyOnnx:
         """``graph(names)`` builds the module to export, traced on one fixed example (so the
         cached graph never depends on which texts came first; batch and sequence stay
         dynamic)."""
-        revision = revision or weights_token(model)
+        if revision is None:  # hashed once: such weights are not fine-tuned in place
+            self._anonymous = self._anonymous or weights_token(model)
+            revision = self._anonymous
         if self._made is None or self._made[0] != revision:
             example = tokenizer([TRACE_TEXT] * 2, truncation=True, return_tensors="pt")
             names = list(example)
