@@ -1,0 +1,198 @@
+"""The optional encoder paths (runtime.encoder_precision bf16, runtime.encoder_backend onnx) on
+the real packaged MiniLM and the fine-tuned MiniLM-SST2 classifier: close to fp32 torch, kept
+apart from it in every store and cache key, and one clear error for each bad set-up."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tasks.capabilities import pipeline as capabilities
+from tasks.contrastive import pipeline as contrastive
+from tasks.contrastive.embedding import EmbeddingStore, embed_texts
+from tasks.core.caching import ContentInputs
+from tasks.core.config import load_params
+from tasks.core.errors import LingtestError
+from tasks.core.paths import PACKAGE_ROOT
+from tasks.models import encoder_paths as paths
+from tasks.models.encoders import load_encoder
+from tasks.models.sentiment import MINILM_SST2_ID, load_sentiment_model
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+PATHS = {"fp32": ("fp32", "torch"), "bf16": ("bf16", "torch"), "onnx": ("fp32", "onnx")}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def encoders() -> dict:
+    return {name: load_encoder(MINILM, offline=True, device="cpu", precision=p, backend=b)
+            for name, (p, b) in PATHS.items()}
+
+
+def sst_test_sentences(mirror: Path) -> list[str]:
+    """The SST test split's sentences, read straight off the mirror's trees (the leaves of each
+    line): the SST table's reader builds every phrase and is too slow for this file."""
+    lines = (mirror / "sst" / "trees" / "test.txt").read_text(encoding="utf-8").splitlines()
+    return [" ".join(re.findall(r"\(\d ([^()\s]+)\)", line)) for line in lines if line]
+
+
+@pytest.fixture(scope="module")
+def sentences(mirror) -> list[str]:
+    """30 real SST sentences of assorted lengths."""
+    return sst_test_sentences(mirror)[::70][:30]
+
+
+@pytest.fixture(scope="module")
+def vectors(encoders, sentences) -> dict:
+    return {name: enc.encode(sentences) for name, enc in encoders.items()}
+
+
+def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    return float((a * b).sum(1).min())
+
+
+def test_bf16_vectors_are_close_to_fp32_but_not_the_same(vectors):
+    assert vectors["bf16"].dtype == np.float32
+    assert min_cosine(vectors["bf16"], vectors["fp32"]) >= 0.999
+    assert not np.array_equal(vectors["bf16"], vectors["fp32"])
+
+
+def test_onnx_vectors_match_fp32_and_are_company_proof(encoders, vectors, sentences):
+    assert min_cosine(vectors["onnx"], vectors["fp32"]) >= 0.99999
+    onnx = encoders["onnx"]
+    alone = np.concatenate([onnx.encode([t]) for t in sentences[:5]])
+    assert np.array_equal(alone, vectors["onnx"][:5])  # the exact-length scheme holds
+    assert np.array_equal(onnx.encode(sentences[::-1])[::-1], vectors["onnx"])
+
+
+def test_the_store_keeps_the_paths_apart(tmp_path, encoders, vectors, sentences):
+    stores = {name: EmbeddingStore.for_encoder(tmp_path, enc) for name, enc in encoders.items()}
+    assert stores["bf16"].pooling == "mean+norm|precision=bf16"
+    assert stores["onnx"].pooling == "mean+norm|backend=onnx"
+    assert len({s.path for s in stores.values()}) == 3
+    for name, enc in encoders.items():  # same texts, one entry per path
+        assert np.array_equal(embed_texts(enc, sentences, stores[name]), vectors[name])
+    for name, store in stores.items():
+        assert len(EmbeddingStore.for_encoder(tmp_path, encoders[name])) == len(sentences)
+    with pytest.raises(LingtestError, match="does not match the store"):
+        embed_texts(encoders["bf16"], sentences, stores["fp32"])  # no cross-read
+
+
+def test_a_path_change_is_a_task_cache_miss(encoders, vectors):
+    def key(task, **inputs):
+        return ContentInputs().compute_key(type("Ctx", (), {"task": task})(), inputs, {})
+
+    nn = {name: key(contrastive.nearest_neighbour_distances, vectors=v, metric="l2",
+                    label="vocab", block_size=64) for name, v in vectors.items()}
+    assert len(set(nn.values())) == 3
+    tokens = {name: key(capabilities.run_suite, model=enc, suite=pd.DataFrame())
+              for name, enc in encoders.items()}
+    assert len(set(tokens.values())) == 3
+    assert "precision" not in encoders["fp32"].parameters()  # the default keys stay as they were
+
+
+def test_a_damaged_onnx_file_is_exported_again(tmp_path, monkeypatch, sentences, vectors):
+    monkeypatch.setenv("LINGTEST_CACHE", str(tmp_path))
+    first = load_encoder(MINILM, offline=True, device="cpu", backend="onnx")
+    before = first.encode(sentences[:4])
+    files = list((tmp_path / "onnx").glob("*.onnx"))
+    assert len(files) == 1 and files[0].with_name(files[0].name + ".sha256").is_file()
+    assert np.array_equal(before, vectors["onnx"][:4])  # the cached graph is the same graph
+    files[0].write_bytes(files[0].read_bytes()[: files[0].stat().st_size // 2])
+    again = load_encoder(MINILM, offline=True, device="cpu", backend="onnx")
+    assert np.array_equal(again.encode(sentences[:4]), before)
+    assert paths._intact(files[0])
+
+
+def test_missing_onnxruntime_is_one_clear_error(monkeypatch, tmp_path):
+    from tasks.core.validate import _check_encoder_path
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime → ImportError
+    with pytest.raises(LingtestError, match=r"pip install 'lingtest\[onnx\]'"):
+        load_encoder(MINILM, offline=True, device="cpu", backend="onnx")
+    (tmp_path / "params.yaml").write_bytes((PACKAGE_ROOT / "params.yaml").read_bytes())
+    params = load_params(tmp_path, ["runtime.encoder_backend=onnx"])
+    _check_encoder_path("data", params)  # a stage without encoders does not care
+    with pytest.raises(LingtestError, match=r"runtime\.encoder_backend onnx.*lingtest\[onnx\]"):
+        _check_encoder_path("contrastive", params)  # lingtest run fails before any output
+
+
+def test_bf16_without_device_support_names_the_parameter(monkeypatch):
+    monkeypatch.setattr(paths, "bf16_supported", lambda device: False)
+    with pytest.raises(LingtestError, match=r"runtime\.encoder_precision.*fix: set "
+                                            r"runtime\.encoder_precision: fp32"):
+        load_encoder(MINILM, offline=True, device="cpu", precision="bf16")
+
+
+def test_gpu_selection_on_cpu(monkeypatch):
+    cuda = torch.device("cuda")
+    assert paths.onnx_providers(torch.device("cpu")) == ["CPUExecutionProvider"]
+    ort = paths.onnxruntime()
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    with pytest.raises(LingtestError, match="onnxruntime-gpu"):
+        paths.onnx_providers(cuda)
+    monkeypatch.setattr(ort, "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert paths.onnx_providers(cuda)[0] == "CUDAExecutionProvider"
+    with pytest.warns(UserWarning):  # no GPU here: torch says it disables cuda autocast
+        assert paths.autocast(cuda, "bf16").device == "cuda"
+
+
+def test_config_refuses_unknown_values_naming_the_key(tmp_path):
+    (tmp_path / "params.yaml").write_bytes((PACKAGE_ROOT / "params.yaml").read_bytes())
+    params = load_params(tmp_path)
+    assert params.runtime.encoder_path() == {"precision": "fp32", "backend": "torch"}
+    for override, name in (("runtime.encoder_precision=fp16", "runtime.encoder_precision"),
+                           ("runtime.encoder_backend=tensorrt", "runtime.encoder_backend")):
+        with pytest.raises(LingtestError, match=name.replace(".", r"\.")):
+            load_params(tmp_path, [override])
+    with pytest.raises(LingtestError, match="encoder_precision bf16 with encoder_backend onnx"):
+        load_params(tmp_path, ["runtime.encoder_precision=bf16",
+                               "runtime.encoder_backend=onnx"])
+
+
+def test_the_stage_path_reaches_the_loaders_and_the_provenance(tmp_path):
+    from tasks.capabilities.method import CapabilitiesMethod
+    from tasks.core.paths import Workspace
+    from tasks.core.publish import encoder_path_note
+    from tasks.repair.stage import load_tested_encoder
+
+    (tmp_path / "params.yaml").write_bytes((PACKAGE_ROOT / "params.yaml").read_bytes())
+    params = load_params(tmp_path, ["runtime.encoder_precision=bf16"])
+    assert encoder_path_note(load_params(tmp_path)) == {}
+    assert "bf16" in encoder_path_note(params)["encoder path"]
+    assert load_tested_encoder(params, MINILM).cache_key.endswith("|precision=bf16")
+    model = CapabilitiesMethod(params, Workspace(PACKAGE_ROOT)).load_model(MINILM_SST2_ID)
+    assert model.parameters()["precision"] == "bf16"
+
+
+def test_sentiment_classifier_paths_stay_close(mirror, capsys):
+    """MiniLM-SST2 on 200 real SST test sentences: probabilities within 0.02 of fp32, and the
+    labels that flip are counted (printed; at most 2 of 200)."""
+    texts = sst_test_sentences(mirror)[5::11][:200]
+    models = {name: load_sentiment_model(MINILM_SST2_ID, root=PACKAGE_ROOT, precision=p,
+                                         backend=b) for name, (p, b) in PATHS.items()}
+    probs = {name: m.predict_proba(texts) for name, m in models.items()}
+    labels = {name: m._labels(probs[name]) for name, m in models.items()}
+    for name in ("bf16", "onnx"):
+        gap = float(np.abs(probs[name] - probs["fp32"]).max())
+        flips = sum(a != b for a, b in zip(labels[name], labels["fp32"]))
+        with capsys.disabled():
+            print(f"\n{name}: max |ΔP| {gap:.2e}, labels flipped {flips}/{len(texts)}")
+        assert gap < (0.02 if name == "bf16" else 1e-4) and flips <= 2
+        assert not np.array_equal(probs[name], probs["fp32"])
+    assert models["onnx"].parameters()["backend"] == "onnx"
