@@ -15,3 +15,8 @@ STAGES: dict[str, str] = {
     "adaptive-debug": "flows.adaptive_debug:adaptive_debug_flow",
     "repair": "flows.repair:repair_flow",
 }
+
+# Stages whose expensive tasks are CPU-bound Python and torch sharing libraries that are not
+# thread-safe (spaCy), so a second core pays only as a second process: ``runtime.task_runner:
+# auto`` runs these on a local Dask cluster (benchmarks/dask_workers.py measures each side).
+PROCESS_STAGES: tuple[str, ...] = ("capabilities",)

@@ -21,7 +21,7 @@ from tasks.contrastive import pipeline as cp
 from tasks.contrastive.classifiers import spec_table
 from tasks.contrastive.suite import table1
 from tasks.core import io
-from tasks.core.method import Method, Unit, UnitResult, by_model
+from tasks.core.method import Method, Unit, UnitResult, by_model, fan_out, runner_uses_processes
 from tasks.core.publish import Report, provenance, slug
 from tasks.core.schema import Contract
 
@@ -108,29 +108,52 @@ class ContrastiveMethod(Method):
 
     # ------------------------------------------------------------------ one model
 
+    @property
+    def store_root(self) -> str:
+        return str(self.workspace.data / "cache" / "embeddings")
+
+    def _embedding_inputs(self, suite: pd.DataFrame) -> tuple[dict, list[str], dict]:
+        """The downstream classifiers' data, every text a model embeds (triples and that
+        data) and the extra θ dictionaries (dataset words, a user dictionary)."""
+        c = self.params.contrastive
+        tables = {name: pd.read_parquet(self.workspace.processed / f"{name}.parquet")
+                  for name in DOWNSTREAM_TABLES}
+        data = cp.classifier_data(tables, c, self.params.seed, tuple(cp.needed_kinds(suite)))
+        extra = {"dataset": thresholds.dictionary_from_dataset(suite["seed"].drop_duplicates())}
+        user = self.user_dictionary()
+        if user is not None:
+            extra["user"] = user
+        return data, cp.needed_texts(suite, data, [], c.paraphrase_features), extra
+
+    def prepare(self, suite: pd.DataFrame) -> None:
+        """On Dask, every model's missing embeddings first, one task per store shard, so
+        the worker processes share the embedding (most of a cold unit's time); the units
+        then find them stored. Under threads each unit embeds its model itself."""
+        if not runner_uses_processes():
+            return
+        params, (_, texts, extra) = self.params, self._embedding_inputs(suite)
+        calls = [call for model_id in self.model_ids()
+                 for call in cp.shard_calls(model_id, texts, self.store_root,
+                                            params.models.offline, params.runtime.device,
+                                            params.contrastive, params.seed, extra,
+                                            params.runtime.pass_tokens)]
+        fan_out(cp.embed_store_shard, calls)
+
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
         """Prepare ``unit.model_id`` on the whole suite (embeddings, θ, classifier banks),
         then validate the unit's triples. Extras: ``info`` (the model's facts), the
         ``thresholds`` and classifier ``accuracy`` rows, the ``banks``."""
         params, c = self.params, self.params.contrastive
         mode = c.paraphrase_features
-        tables = {name: pd.read_parquet(self.workspace.processed / f"{name}.parquet")
-                  for name in DOWNSTREAM_TABLES}
-        data = cp.classifier_data(tables, c, params.seed, tuple(cp.needed_kinds(suite)))
+        data, texts, extra = self._embedding_inputs(suite)
         overlap = cp.training_overlap(suite, data)
         if overlap:
             _logger().warning(
                 "suite seeds that are training sentences of the downstream classifiers (their "
                 "ground truth is judged on seen data), per relation: %s", overlap)
-        extra = {"dataset": thresholds.dictionary_from_dataset(suite["seed"].drop_duplicates())}
-        user = self.user_dictionary()
-        if user is not None:
-            extra["user"] = user
-        texts = cp.needed_texts(suite, data, [], mode)
-        info, embedded = cp.embed(unit.model_id, texts,
-                                  str(self.workspace.data / "cache" / "embeddings"),
-                                  params.models.offline, params.runtime.device, c, params.seed,
-                                  extra, params.runtime.pass_tokens)
+        info, embedded = cp.embed(unit.model_id, texts, self.store_root, params.models.offline,
+                                  params.runtime.device, c, params.seed, extra,
+                                  params.runtime.pass_tokens)
         thetas, nn_rows = self._thresholds(info, embedded)
         banks = {}
         for kind, split in data.items():
