@@ -20,6 +20,19 @@ SMALL = ["contrastive.max_seeds=3", "contrastive.dictionary_max_words=300",
          "contrastive.classifier_max_test=80"]
 
 
+def latest_states(task_run_name: str, n: int) -> list[str]:
+    """State names of the ``n`` latest task runs called ``task_run_name``, oldest first."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
+    from prefect.client.schemas.sorting import TaskRunSort
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=[task_run_name])),
+            sort=TaskRunSort.EXPECTED_START_TIME_DESC, limit=n)
+    return [run.state.name for run in reversed(runs)]
+
+
 @pytest.fixture(scope="module")
 def contrastive_run(data_project):
     workspace, overrides = data_project
@@ -109,6 +122,9 @@ def test_on_two_dask_workers_the_embedding_is_spread_and_the_tables_are_the_same
     summary = run_stage("contrastive", load_params(root, overrides), dask)
 
     assert summary["embedded_now"] == {MINILM: 0}  # the shard tasks embedded everything
+    # the searches and banks ran before the unit, side by side; the unit found them cached
+    for name in ("nn-l1-vocab", "classifiers-sentiment"):
+        assert latest_states(name, 2) == ["Completed", "Cached"], name
     store = next((dask.data / "cache" / "embeddings").glob("*/*"))
     assert len(list(store.glob("shard-*.npz"))) == 16
     threads_out, dask_out = workspace.interim / "contrastive", dask.interim / "contrastive"

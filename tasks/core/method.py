@@ -135,15 +135,20 @@ def runner_uses_processes() -> bool:
     return type(runner).__name__ == "DaskTaskRunner"
 
 
-def fan_out(task, calls: list[tuple]) -> list:
-    """``task(*args)`` for each argument tuple, results in call order. Under a Dask runner
+def fan_out_calls(calls: list[tuple]) -> list:
+    """``task(*args)`` for each ``(task, args)``, results in call order. Under a Dask runner
     every call is submitted, so the calls spread over the worker processes; under threads
     they run one after another in this thread, because the libraries such tasks share within
     a process (spaCy's pipelines, a language model behind its lock) are not thread-safe."""
     if runner_uses_processes():
-        futures = [task.submit(*args) for args in calls]
+        futures = [task.submit(*args) for task, args in calls]
         return [future.result() for future in futures]
-    return [task(*args) for args in calls]
+    return [task(*args) for task, args in calls]
+
+
+def fan_out(task, calls: list[tuple]) -> list:
+    """``fan_out_calls`` of one task: ``task(*args)`` for each argument tuple."""
+    return fan_out_calls([(task, args) for args in calls])
 
 
 def retest(method: Method, suite: pd.DataFrame, model_id: str) -> pd.DataFrame:
