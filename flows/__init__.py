@@ -16,7 +16,10 @@ STAGES: dict[str, str] = {
     "repair": "flows.repair:repair_flow",
 }
 
-# Stages whose expensive tasks are CPU-bound Python and torch sharing libraries that are not
-# thread-safe (spaCy), so a second core pays only as a second process: ``runtime.task_runner:
-# auto`` runs these on a local Dask cluster (benchmarks/dask_workers.py measures each side).
-PROCESS_STAGES: tuple[str, ...] = ("capabilities",)
+# Stages whose costly steps pay as worker processes, not threads: ``runtime.task_runner: auto``
+# runs these on a local Dask cluster. S²LCT's expansion shares spaCy and a language model (not
+# thread-safe); COSTELLO's embedding shards, nearest-neighbour searches and classifier banks
+# hold the GIL or one torch generator; the debugging loop's fine-tunings share torch's global
+# generator (a lock serialises them in one process). Each gives the thread runner's tables
+# byte for byte (tests/test_*: on two Dask workers); benchmarks/dask_workers.py times them.
+PROCESS_STAGES: tuple[str, ...] = ("contrastive", "capabilities", "adaptive-debug")

@@ -165,9 +165,11 @@ def test_auto_runs_the_process_stages_on_dask_and_the_rest_on_threads(tmp_path, 
     from flows.stage import resolved_runner
 
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=auto")
-    assert PROCESS_STAGES == ("capabilities",)
-    assert resolved_runner(params, "capabilities").runtime.task_runner == "dask"
-    assert resolved_runner(params, "data").runtime.task_runner == "threads"
+    assert PROCESS_STAGES == ("contrastive", "capabilities", "adaptive-debug")
+    for stage in PROCESS_STAGES:
+        assert resolved_runner(params, stage).runtime.task_runner == "dask"
+    for stage in ("data", "train-sentiment", "consistency", "adaptive", "repair"):
+        assert resolved_runner(params, stage).runtime.task_runner == "threads"
     assert params.runtime.task_runner == "auto"  # the caller's parameters are not changed
     explicit, _ = _project(tmp_path / "x", mirror, "runtime.task_runner=threads")
     assert resolved_runner(explicit, "capabilities").runtime.task_runner == "threads"
