@@ -118,6 +118,32 @@ class Embedded:
         return self.matrix[[self.row[t] for t in texts]]
 
 
+def _encoder(model_id: str, offline: bool, device: str, params: ContrastiveParams,
+             pass_tokens: int | None):
+    """``model_id``'s encoder with the stage's pooling and max_length overrides."""
+    from tasks.models.encoders import load_encoder, parse_pooling
+
+    if params.pooling is not None:
+        try:
+            parse_pooling(params.pooling)
+        except LingtestError as exc:
+            raise LingtestError(f"contrastive.pooling: {exc}; or null for each model's "
+                                "own pooling") from None
+    return load_encoder(model_id, offline=offline, device=device, pooling=params.pooling,
+                        max_length=params.max_length, pass_tokens=pass_tokens)
+
+
+def _to_embed(encoder, texts: list[str], params: ContrastiveParams, seed: int,
+              dictionaries: dict[str, list[str]]) -> tuple[dict[str, list[str]], list[str]]:
+    """The dictionaries (the model's vocabulary plus ``dictionaries``, each deduplicated by
+    the model's normal form) and every distinct text to embed, texts first."""
+    words = {"vocab": thresholds.vocabulary_dictionary(encoder, params.dictionary_max_words,
+                                                       seed), **dictionaries}
+    words = {name: thresholds.distinct_forms(ws, encoder.normal_forms(ws))
+             for name, ws in words.items()}
+    return words, list(dict.fromkeys([*texts, *(w for ws in words.values() for w in ws)]))
+
+
 @task(name="embed", task_run_name="embed-{model_id}", cache_policy=NO_CACHE)
 def embed(model_id: str, texts: list[str], store_root: str, offline: bool, device: str,
           params: ContrastiveParams, seed: int,
@@ -130,22 +156,8 @@ def embed(model_id: str, texts: list[str], store_root: str, offline: bool, devic
     The on-disk store is the cache: a rerun embeds nothing. Returns the model's facts
     (id, revision, pooling, each dictionary's words) and the embeddings.
     """
-    from tasks.models.encoders import load_encoder
-
-    if params.pooling is not None:
-        from tasks.models.encoders import parse_pooling
-        try:
-            parse_pooling(params.pooling)
-        except LingtestError as exc:
-            raise LingtestError(f"contrastive.pooling: {exc}; or null for each model's "
-                                "own pooling") from None
-    encoder = load_encoder(model_id, offline=offline, device=device, pooling=params.pooling,
-                           max_length=params.max_length, pass_tokens=pass_tokens)
-    words = {"vocab": thresholds.vocabulary_dictionary(encoder, params.dictionary_max_words,
-                                                       seed), **dictionaries}
-    words = {name: thresholds.distinct_forms(ws, encoder.normal_forms(ws))
-             for name, ws in words.items()}
-    everything = list(dict.fromkeys([*texts, *(w for ws in words.values() for w in ws)]))
+    encoder = _encoder(model_id, offline, device, params, pass_tokens)
+    words, everything = _to_embed(encoder, texts, params, seed, dictionaries)
     store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
     missing = len(store.missing(everything))
     matrix = embedding.embed_texts(encoder, everything, store, params.batch_size)
@@ -155,6 +167,37 @@ def embed(model_id: str, texts: list[str], store_root: str, offline: bool, devic
             "dim": int(matrix.shape[1]), "dictionaries": words, "embedded_now": missing,
             "parameters": encoder.parameters()}
     return info, Embedded(everything, matrix)
+
+
+def shard_calls(model_id: str, texts: list[str], store_root: str, offline: bool, device: str,
+                params: ContrastiveParams, seed: int, dictionaries: dict[str, list[str]],
+                pass_tokens: int | None = None) -> list[tuple]:
+    """The arguments of one ``embed_store_shard`` call per store shard holding a text of
+    ``model_id`` not yet stored (what ``embed`` would embed, split by the store's shards)."""
+    encoder = _encoder(model_id, offline, device, params, pass_tokens)
+    _, everything = _to_embed(encoder, texts, params, seed, dictionaries)
+    store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
+    by_shard = embedding.split_by_shard(store.missing(everything), store.n_shards)
+    return [(model_id, part, store_root, offline, device, params, shard, pass_tokens)
+            for shard, part in sorted(by_shard.items()) if part]
+
+
+_SHARD_ENCODERS: dict[tuple, object] = {}
+
+
+@task(name="embed-shard", task_run_name="embed-{model_id}-shard-{shard}", cache_policy=NO_CACHE)
+def embed_store_shard(model_id: str, texts: list[str], store_root: str, offline: bool,
+                      device: str, params: ContrastiveParams, shard: int,
+                      pass_tokens: int | None = None) -> int:
+    """Embed one store shard's missing ``texts`` (its worker writes only that shard's file);
+    the count embedded. The vectors are the bytes ``embed`` would store (exact-length passes)."""
+    key = (model_id, offline, device, params.pooling, params.max_length, pass_tokens)
+    if key not in _SHARD_ENCODERS:  # a worker runs many shards: one load per process
+        _SHARD_ENCODERS.clear()
+        _SHARD_ENCODERS[key] = _encoder(model_id, offline, device, params, pass_tokens)
+    encoder = _SHARD_ENCODERS[key]
+    store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
+    return embedding.embed_shard(encoder, texts, store, shard, params.batch_size)
 
 
 @task(name="nearest-neighbours", task_run_name="nn-{metric}-{label}", exclude=("label",))

@@ -65,7 +65,10 @@ class RuntimeParams(Section):
         "classifiers (texts of one exact token count per pass): 256 gives the same bytes at 1 "
         "and 2 threads; 64 or 128 make small calls up to ~3× faster but change the last bits "
         "and let 1 and 2 threads differ (benchmarks/README.md)")
-    task_runner: Literal["threads", "dask"] = "threads"
+    task_runner: Literal["threads", "dask", "auto"] = Field(
+        "threads", description="threads; dask (a local cluster of max_workers processes, or "
+        "dask_address); auto: dask for the stages whose work pays in processes "
+        "(flows.PROCESS_STAGES: contrastive, capabilities, adaptive-debug), threads for the rest")
     max_workers: int = Field(2, ge=1, description="concurrent Prefect tasks")
     shards: int = Field(1, ge=1, description="tasks each model's cases are split into, so a "
                         "task runner can spread one model's work (results do not change)")
