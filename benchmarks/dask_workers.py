@@ -6,7 +6,7 @@ Prefect server started first (so no side pays its start); sides alternate over `
 and the table gives each side's best round. The default stage is ``data`` (a cached
 task per table, ~25 s); ``--stage adaptive`` re-scores the hotel tree (VADER, 2 shards);
 ``--stage contrastive`` runs COSTELLO on MiniLM (30 seeds per relation, 5,000 vocabulary
-words; the embedding is one task per store shard on Dask); ``--stage capabilities`` builds and runs an S²LCT suite of 10 seeds per capability on VADER
+words; on Dask the embedding, searches and banks spread before the unit); ``--stage capabilities`` builds and runs an S²LCT suite of 10 seeds per capability on VADER
 (expansion is one task per capability: ``tasks.core.method.fan_out``), in projects whose
 ``data/`` comes from one untimed data-stage run.
 Then the worker start-up: a local cluster of 2 workers and one trivial task per worker, with

@@ -128,7 +128,7 @@ class ContrastiveMethod(Method):
 
     def prepare(self, suite: pd.DataFrame) -> None:
         """On Dask, the units' costly steps spread over the worker processes first: every
-        model's missing embeddings, one task per store shard; then its nearest-neighbour
+        model's missing embeddings, one task per worker (a run of store shards each); then its nearest-neighbour
         searches and classifier banks side by side (cached tasks: the units find their
         results cached and the embeddings stored). Under threads each unit does it all."""
         if not runner_uses_processes():
@@ -136,9 +136,10 @@ class ContrastiveMethod(Method):
         params, (data, texts, extra) = self.params, self._embedding_inputs(suite)
         run = (params.models.offline, params.runtime.device, params.contrastive, params.seed,
                extra, params.runtime.pass_tokens)
-        fan_out(cp.embed_store_shard, [
+        fan_out(cp.embed_store_shards, [
             call for model_id in self.model_ids()
-            for call in cp.shard_calls(model_id, texts, self.store_root, *run)])
+            for call in cp.shard_calls(model_id, texts, self.store_root, *run,
+                                       groups=params.runtime.max_workers)])
         steps = []
         for model_id in self.model_ids():
             info, embedded = cp.embed(model_id, texts, self.store_root, *run)

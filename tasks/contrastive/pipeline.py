@@ -171,33 +171,50 @@ def embed(model_id: str, texts: list[str], store_root: str, offline: bool, devic
 
 def shard_calls(model_id: str, texts: list[str], store_root: str, offline: bool, device: str,
                 params: ContrastiveParams, seed: int, dictionaries: dict[str, list[str]],
-                pass_tokens: int | None = None) -> list[tuple]:
-    """The arguments of one ``embed_store_shard`` call per store shard holding a text of
-    ``model_id`` not yet stored (what ``embed`` would embed, split by the store's shards)."""
+                pass_tokens: int | None = None, groups: int = 2) -> list[tuple]:
+    """The arguments of ``embed_store_shards`` calls that embed what ``embed`` would for
+    ``model_id``: the store's shards holding a missing text, cut into ``groups`` runs of
+    shards (one per worker: every call pays its own fill-up copies and model load)."""
     encoder = _encoder(model_id, offline, device, params, pass_tokens)
     _, everything = _to_embed(encoder, texts, params, seed, dictionaries)
     store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
     by_shard = embedding.split_by_shard(store.missing(everything), store.n_shards)
-    return [(model_id, part, store_root, offline, device, params, shard, pass_tokens)
-            for shard, part in sorted(by_shard.items()) if part]
+    shards = [shard for shard, part in sorted(by_shard.items()) if part]
+    runs = [shards[i::max(1, groups)] for i in range(max(1, groups))]
+    return [(model_id, [t for shard in run for t in by_shard[shard]], store_root, offline,
+             device, params, run, pass_tokens) for run in runs if run]
 
 
 _SHARD_ENCODERS: dict[tuple, object] = {}
 
 
-@task(name="embed-shard", task_run_name="embed-{model_id}-shard-{shard}", cache_policy=NO_CACHE)
-def embed_store_shard(model_id: str, texts: list[str], store_root: str, offline: bool,
-                      device: str, params: ContrastiveParams, shard: int,
-                      pass_tokens: int | None = None) -> int:
-    """Embed one store shard's missing ``texts`` (its worker writes only that shard's file);
-    the count embedded. The vectors are the bytes ``embed`` would store (exact-length passes)."""
+def shard_encoder(model_id: str, offline: bool, device: str, params: ContrastiveParams,
+                  pass_tokens: int | None):
+    """The process's encoder for shard tasks, loaded once. A plain function on purpose: a
+    task's own function reaches a Dask worker pickled by value, with a private copy of the
+    globals it names, so a cache it held would be empty in every call."""
     key = (model_id, offline, device, params.pooling, params.max_length, pass_tokens)
-    if key not in _SHARD_ENCODERS:  # a worker runs many shards: one load per process
+    if key not in _SHARD_ENCODERS:
         _SHARD_ENCODERS.clear()
         _SHARD_ENCODERS[key] = _encoder(model_id, offline, device, params, pass_tokens)
-    encoder = _SHARD_ENCODERS[key]
+    return _SHARD_ENCODERS[key]
+
+
+@task(name="embed-shards", task_run_name="embed-{model_id}-shards-{shards[0]}",
+      cache_policy=NO_CACHE)
+def embed_store_shards(model_id: str, texts: list[str], store_root: str, offline: bool,
+                       device: str, params: ContrastiveParams, shards: list[int],
+                       pass_tokens: int | None = None) -> int:
+    """Embed the missing ``texts`` of some store shards (no other call writes those shard
+    files); the count embedded. The vectors are the bytes ``embed`` would store."""
+    encoder = shard_encoder(model_id, offline, device, params, pass_tokens)
     store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
-    return embedding.embed_shard(encoder, texts, store, shard, params.batch_size)
+    mine = {text for text in texts if embedding.shard_of(embedding.text_hash(text),
+                                                          store.n_shards) in shards}
+    if len(mine) != len(set(texts)):
+        raise LingtestError(f"embed_store_shards: {len(set(texts)) - len(mine)} texts outside "
+                            f"shards {shards}")
+    return embedding.embed_missing(encoder, texts, store, params.batch_size)
 
 
 @task(name="nearest-neighbours", task_run_name="nn-{metric}-{label}", exclude=("label",))
