@@ -208,23 +208,16 @@ def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
         data_project, base_classifier, debugging_run, tmp_path) -> None:
     """The fine-tunings (one unit per condition × seed) on two worker processes, each with
     its own torch generator, give the thread run's revisions, results and tables."""
-    import shutil
-
     pytest.importorskip("prefect_dask")
     from flows.stage import run_stage
     from tasks.core.config import load_params
-    from tasks.core.paths import Workspace
+    from projects import dask_overrides, sibling_project
 
     threads, overrides = data_project
-    root = tmp_path / "dask"
-    root.mkdir()
-    shutil.copy(threads.root / "params.yaml", root / "params.yaml")
-    for folder in ("raw", "processed"):
-        shutil.copytree(threads.data / folder, root / "data" / folder)
-    dask = Workspace(root)
-    run_stage("adaptive-debug", load_params(root, overrides + small_debugging(base_classifier) + [
-        "runtime.task_runner=dask", "runtime.max_workers=2",
-        f"runtime.result_storage={tmp_path / 'results'}"]), dask)
+    dask = sibling_project(threads, tmp_path / "dask")
+    run_stage("adaptive-debug", load_params(dask.root, [
+        *overrides, *small_debugging(base_classifier), *dask_overrides(tmp_path / "results")]),
+        dask)
     expected, found = (pd.read_parquet(w.interim / "adaptive-debug" / "results.parquet")
                        for w in (threads, dask))
     assert expected["revision"].nunique() == 5

@@ -156,22 +156,15 @@ def test_on_two_dask_workers_the_expansion_is_spread_and_the_suite_is_the_same(
         capabilities_run, tmp_path) -> None:
     """On Dask each capability's expansion is its own task on a worker process; the suite
     (seeds and expansions, byte for byte) and VADER's verdicts are the thread run's."""
-    import shutil
-
     pytest.importorskip("prefect_dask")
-    from tasks.core.paths import Workspace
+    from projects import sibling_project
 
     workspace, params, _, _ = capabilities_run
-    root = tmp_path / "dask"
-    root.mkdir()
-    shutil.copy(workspace.root / "params.yaml", root / "params.yaml")
-    for folder in ("raw", "processed"):
-        shutil.copytree(workspace.data / folder, root / "data" / folder)
-    dask = Workspace(root)
+    dask = sibling_project(workspace, tmp_path / "dask")
     overrides = [f"data.mirror={params.data.mirror}", "data.online=false", *SMALL,
                  "capabilities.models=[vader]", "runtime.task_runner=auto",
                  f"runtime.result_storage={tmp_path / 'results'}"]
-    run_stage("capabilities", load_params(root, overrides), dask)
+    run_stage("capabilities", load_params(dask.root, overrides), dask)
 
     threads_out, dask_out = workspace.interim / "capabilities", dask.interim / "capabilities"
     assert (dask_out / "suite.jsonl").read_bytes() == (threads_out / "suite.jsonl").read_bytes()

@@ -104,22 +104,14 @@ def test_on_two_dask_workers_the_embedding_is_spread_and_the_tables_are_the_same
     """On Dask the stage embeds shard by shard across the workers before its unit (the unit
     then embeds nothing in a fresh store), and writes the thread run's results and report
     CSVs byte for byte."""
-    import shutil
-
     pytest.importorskip("prefect_dask")
-    from tasks.core.paths import Workspace
+    from projects import dask_overrides, sibling_project
 
     workspace, params, first = contrastive_run
-    root = tmp_path / "dask"
-    root.mkdir()
-    shutil.copy(workspace.root / "params.yaml", root / "params.yaml")
-    for folder in ("raw", "processed"):
-        shutil.copytree(workspace.data / folder, root / "data" / folder)
-    dask = Workspace(root)
+    dask = sibling_project(workspace, tmp_path / "dask")
     overrides = [f"data.mirror={params.data.mirror}", "data.online=false", *SMALL,
-                 "runtime.task_runner=dask", "runtime.max_workers=2",
-                 f"runtime.result_storage={tmp_path / 'results'}"]
-    summary = run_stage("contrastive", load_params(root, overrides), dask)
+                 *dask_overrides(tmp_path / "results")]
+    summary = run_stage("contrastive", load_params(dask.root, overrides), dask)
 
     assert summary["embedded_now"] == {MINILM: 0}  # the shard tasks embedded everything
     # the searches and banks ran before the unit, side by side; the unit found them cached
