@@ -128,9 +128,10 @@ class ContrastiveMethod(Method):
 
     def prepare(self, suite: pd.DataFrame) -> None:
         """On Dask, the units' costly steps spread over the worker processes first: every
-        model's missing embeddings, one task per worker (a run of store shards each); then its nearest-neighbour
-        searches and classifier banks side by side (cached tasks: the units find their
-        results cached and the embeddings stored). Under threads each unit does it all."""
+        model's missing embeddings, one task per worker (some store shards each); then its
+        nearest-neighbour searches and classifier banks side by side (cached tasks: the units
+        find their results cached and the embeddings stored). Under threads each unit does
+        it all."""
         if not runner_uses_processes():
             return
         params, (data, texts, extra) = self.params, self._embedding_inputs(suite)

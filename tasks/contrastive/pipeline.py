@@ -173,8 +173,8 @@ def shard_calls(model_id: str, texts: list[str], store_root: str, offline: bool,
                 params: ContrastiveParams, seed: int, dictionaries: dict[str, list[str]],
                 pass_tokens: int | None = None, groups: int = 2) -> list[tuple]:
     """The arguments of ``embed_store_shards`` calls that embed what ``embed`` would for
-    ``model_id``: the store's shards holding a missing text, cut into ``groups`` runs of
-    shards (one per worker: every call pays its own fill-up copies and model load)."""
+    ``model_id``: the store's shards holding a missing text, dealt into ``groups`` sets
+    (one per worker: every call pays its own fill-up copies and model load)."""
     encoder = _encoder(model_id, offline, device, params, pass_tokens)
     _, everything = _to_embed(encoder, texts, params, seed, dictionaries)
     store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
