@@ -4,7 +4,11 @@ Each side runs the stage cold in a fresh temporary project: its own ``runtime.re
 folder, so no cache record of another side is seen; every side reports to one temporary
 Prefect server started first (so no side pays its start); sides alternate over ``--rounds``
 and the table gives each side's best round. The default stage is ``data`` (a cached
-task per table, ~25 s); ``--stage adaptive`` re-scores the hotel tree (VADER, 2 shards).
+task per table, ~25 s); ``--stage adaptive`` re-scores the hotel tree (VADER, 2 shards);
+``--stage contrastive`` runs COSTELLO on MiniLM (30 seeds per relation, 5,000 vocabulary
+words; on Dask the embedding, searches and banks spread before the unit); ``--stage capabilities`` builds and runs an S²LCT suite of 10 seeds per capability on VADER
+(expansion is one task per capability: ``tasks.core.method.fan_out``), in projects whose
+``data/`` comes from one untimed data-stage run.
 Then the worker start-up: a local cluster of 2 workers and one trivial task per worker, with
 the Prefect API shared with the workers (``tasks.core.runtime.api_for_workers``) and without
 one (each worker then starts a temporary server of its own).
@@ -39,11 +43,37 @@ SIDES = {"threads (baseline, 2 threads)": ["runtime.task_runner=threads", "runti
 def stage_overrides(stage: str, mirror: Path) -> list[str]:
     if stage == "data":
         return [f"data.mirror={mirror}", "data.online=false"]
+    if stage == "contrastive":  # MiniLM, 30 seeds per relation, a 5,000-word vocabulary
+        return [f"data.mirror={mirror}", "contrastive.max_seeds=30",
+                "contrastive.dictionary_max_words=5000", "contrastive.classifier_epochs=5",
+                "contrastive.classifier_max_train=2000", "contrastive.classifier_max_test=500"]
+    if stage == "capabilities":  # VADER (no training stage needed), 10 seeds per capability
+        return [f"data.mirror={mirror}", "capabilities.models=[vader]",
+                "capabilities.seeds_per_lc=10", "capabilities.checklist_max_examples=50",
+                "capabilities.bootstrap=200"]
     return [f"adaptive.trees=[{mirror / 'adatest' / 'imdb_hotel_conversion.csv'}]",
             "adaptive.models=[vader]", "runtime.shards=2"]
 
 
-def run_side(stage: str, overrides: list[str], work: Path) -> tuple[float, dict[str, bytes]]:
+def prepared_data(stage: str, mirror: Path, work: Path) -> Path | None:
+    """A ``data/`` folder the stage reads (the data stage run once, not timed), or None."""
+    if stage in ("data", "adaptive"):
+        return None
+    from flows.stage import run_stage
+    from tasks.core.config import load_params
+    from tasks.core.paths import PACKAGE_ROOT, Workspace
+
+    root = work / "data-template"
+    root.mkdir()
+    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    run_stage("data", load_params(root, [*stage_overrides("data", mirror),
+                                         f"runtime.result_storage={root / 'results'}"]),
+              Workspace(root))
+    return root / "data"
+
+
+def run_side(stage: str, overrides: list[str], work: Path,
+             data: Path | None = None) -> tuple[float, dict[str, bytes]]:
     """Seconds of one cold run, and its output files (tables and report CSVs) by path."""
     from flows.stage import run_stage
     from tasks.core.config import load_params
@@ -51,11 +81,14 @@ def run_side(stage: str, overrides: list[str], work: Path) -> tuple[float, dict[
 
     root = Path(tempfile.mkdtemp(prefix="project-", dir=work))
     shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    if data is not None:
+        shutil.copytree(data, root / "data")
     params = load_params(root, [*overrides, f"runtime.result_storage={root / 'results'}"])
     start = time.monotonic()
     run_stage(stage, params, Workspace(root))
     seconds = time.monotonic() - start
-    files = [*(root / "data" / "processed").glob("*.parquet"), *(root / "reports").rglob("*.csv")]
+    files = [*(root / "data" / "processed").glob("*.parquet"), *(root / "reports").rglob("*.csv"),
+             *(root / "data" / "interim" / stage).glob("*.parquet")]
     return seconds, {str(p.relative_to(root)): p.read_bytes() for p in sorted(files)}
 
 
@@ -96,7 +129,7 @@ def worker_start_up(shared_api: bool) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--stage", choices=["data", "adaptive"], default="data")
+    parser.add_argument("--stage", choices=["data", "adaptive", "capabilities", "contrastive"], default="data")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-start-up", action="store_true", help="skip the worker start-up")
     args = parser.parse_args()
@@ -117,10 +150,11 @@ def main() -> None:
     best: dict[str, float] = {}
     outputs: dict[str, dict[str, bytes]] = {}
     with api_for_workers(RuntimeParams(task_runner="dask")):
+        data = prepared_data(args.stage, mirror, work)
         for round_ in range(args.rounds):
             for side, overrides in SIDES.items():
                 seconds, outputs[side] = run_side(
-                    args.stage, [*stage_overrides(args.stage, mirror), *overrides], work)
+                    args.stage, [*stage_overrides(args.stage, mirror), *overrides], work, data)
                 best[side] = min(seconds, best.get(side, seconds))
                 print(f"  round {round_ + 1}, {side}: {seconds:.1f} s", flush=True)
     rows = list(best.items())

@@ -15,3 +15,11 @@ STAGES: dict[str, str] = {
     "adaptive-debug": "flows.adaptive_debug:adaptive_debug_flow",
     "repair": "flows.repair:repair_flow",
 }
+
+# Stages whose costly steps pay as worker processes, not threads: ``runtime.task_runner: auto``
+# runs these on a local Dask cluster. S²LCT's expansion shares spaCy and a language model (not
+# thread-safe); COSTELLO's embedding shards, nearest-neighbour searches and classifier banks
+# hold the GIL or one torch generator; the debugging loop's fine-tunings share torch's global
+# generator (a lock serialises them in one process). Each gives the thread runner's tables
+# byte for byte (tests/test_*: on two Dask workers); benchmarks/dask_workers.py times them.
+PROCESS_STAGES: tuple[str, ...] = ("contrastive", "capabilities", "adaptive-debug")

@@ -30,6 +30,7 @@ def compose(method: Method) -> dict:
     write_cases(method.suite_path, suite, method.contract)
     with method.running(suite):
         with resources:  # on Dask with runtime.device cuda: a GPU per unit
+            method.prepare(suite)
             futures = [run_unit.submit(method, suite, unit) for unit in method.units(suite)]
         runs = [future.result() for future in futures]
         results = method.collect(suite, runs)

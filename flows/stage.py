@@ -10,7 +10,7 @@ from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT, Workspace
 from tasks.core.runtime import api_for_workers, git_commit, seed_everything, set_threads
 
-from flows import STAGES
+from flows import PROCESS_STAGES, STAGES
 
 
 def stage_params(stage: str) -> tuple[str, ...]:
@@ -33,6 +33,16 @@ def load_flow(stage: str):
         raise LingtestError(f"unknown stage `{stage}`; stages: {', '.join(STAGES)}")
     module, name = STAGES[stage].split(":")
     return getattr(importlib.import_module(module), name)
+
+
+def resolved_runner(params: Params, stage: str) -> Params:
+    """``params`` with ``runtime.task_runner: auto`` made concrete for ``stage``: dask for
+    ``PROCESS_STAGES``, threads for the rest (the run's provenance shows which)."""
+    if params.runtime.task_runner != "auto":
+        return params
+    runner = "dask" if stage in PROCESS_STAGES else "threads"
+    return params.model_copy(update={"runtime": params.runtime.model_copy(
+        update={"task_runner": runner})})
 
 
 def task_runner(params: Params):
@@ -134,6 +144,7 @@ def run_stage(stage: str, params: Params, workspace: Workspace) -> Any:
     set_threads(params.runtime.threads)
     commit = git_commit(workspace.root)
     params_hash = stage_params_hash(params, stage)
+    params = resolved_runner(params, stage)
     runner = task_runner(params)
     with api_for_workers(params.runtime):
         storage = result_storage(params, workspace)

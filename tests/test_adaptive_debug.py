@@ -141,19 +141,33 @@ def test_continued_training_is_reproducible_and_changes_the_weights(base_classif
                           epochs=1, batch_size=2, lr=1e-4)
 
 
-@pytest.mark.slow
-def test_debugging_stage_end_to_end(data_project, base_classifier) -> None:
+def small_debugging(base_classifier) -> list[str]:
+    return [f"adaptive.debug.model={base_classifier}", "adaptive.debug.seeds=2",
+            "adaptive.debug.checklist_examples=6", "adaptive.debug.checklist_n=3",
+            "adaptive.debug.epochs=1", "adaptive.debug.batch_size=16",
+            "adaptive.debug.eval_max=12", "adaptive.debug.bootstrap=200",
+            "adaptive.debug.topics=[/Rooms]"]
+
+
+@pytest.fixture(scope="module")
+def debugging_run(data_project, base_classifier):
+    """The stage on the small configuration, thread runner, in the session's project."""
     from flows.stage import run_stage
     from tasks.core.config import load_params
 
     workspace, overrides = data_project
-    small = [f"adaptive.debug.model={base_classifier}", "adaptive.debug.seeds=2",
-             "adaptive.debug.checklist_examples=6", "adaptive.debug.checklist_n=3",
-             "adaptive.debug.epochs=1", "adaptive.debug.batch_size=16",
-             "adaptive.debug.eval_max=12", "adaptive.debug.bootstrap=200",
-             "adaptive.debug.topics=[/Rooms]"]
-    summary = run_stage("adaptive-debug", load_params(workspace.root, overrides + small),
-                        workspace)
+    small = small_debugging(base_classifier)
+    return run_stage("adaptive-debug", load_params(workspace.root, overrides + small),
+                     workspace)
+
+
+@pytest.mark.slow
+def test_debugging_stage_end_to_end(data_project, base_classifier, debugging_run) -> None:
+    from tasks.core.config import load_params
+
+    workspace, overrides = data_project
+    small = small_debugging(base_classifier)
+    summary = debugging_run
     out, reports = workspace.interim / "adaptive-debug", workspace.reports / "adaptive-debug"
     suite = pd.read_parquet(out / "suite.parquet")
     results = pd.read_parquet(out / "results.parquet")
@@ -187,3 +201,27 @@ def test_debugging_stage_end_to_end(data_project, base_classifier) -> None:
     assert (reports / "adatest-debug-figure7.png").stat().st_size > 10_000
     provenance = json.loads((reports / "provenance.json").read_text())
     assert "training_seeds" in json.dumps(provenance)
+
+
+@pytest.mark.slow
+def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
+        data_project, base_classifier, debugging_run, tmp_path) -> None:
+    """The fine-tunings (one unit per condition × seed) on two worker processes, each with
+    its own torch generator, give the thread run's revisions, results and tables."""
+    pytest.importorskip("prefect_dask")
+    from flows.stage import run_stage
+    from tasks.core.config import load_params
+    from projects import dask_overrides, sibling_project
+
+    threads, overrides = data_project
+    dask = sibling_project(threads, tmp_path / "dask")
+    run_stage("adaptive-debug", load_params(dask.root, [
+        *overrides, *small_debugging(base_classifier), *dask_overrides(tmp_path / "results")]),
+        dask)
+    expected, found = (pd.read_parquet(w.interim / "adaptive-debug" / "results.parquet")
+                       for w in (threads, dask))
+    assert expected["revision"].nunique() == 5
+    pd.testing.assert_frame_equal(expected, found, check_exact=True)
+    for name in ("adatest-debug-table1.csv", "adatest-debug-training.csv"):
+        assert ((dask.reports / "adaptive-debug" / name).read_bytes()
+                == (threads.reports / "adaptive-debug" / name).read_bytes()), name

@@ -253,3 +253,21 @@ def test_induce_grammar_writes_nothing(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ptb_trees.parquet"]
     result["pcfg"].save(tmp_path / "pcfg.json")
     assert result["grammar"]["trees"] == len(TREES)
+
+
+def test_type_hints_of_a_task_function_pickled_by_value_resolve_in_its_module():
+    """A task's function reaches a Dask worker pickled by value (its module attribute is the
+    Task), with only the globals its body uses: ``numpy`` in an annotation must still resolve,
+    or the worker cannot compute the cache key and the result is not persisted."""
+    import typing
+
+    import cloudpickle
+    import numpy as np
+
+    from tasks.contrastive.pipeline import nearest_neighbour_distances
+    from tasks.core.caching import type_hints
+
+    copy = cloudpickle.loads(cloudpickle.dumps(nearest_neighbour_distances.fn))
+    with pytest.raises(NameError, match="np"):
+        typing.get_type_hints(copy)  # what the worker did before
+    assert type_hints(copy)["vectors"] is np.ndarray

@@ -149,3 +149,28 @@ def test_retest_of_the_fine_tuned_model_changes_nothing(capabilities_run) -> Non
     again = retest(CapabilitiesMethod(params, workspace), suite, model_id)
     diff = compare_results(results[results["model_id"] == model_id], again)
     assert change_counts(diff)["unchanged"] == len(suite) == len(diff)
+
+
+@pytest.mark.slow
+def test_on_two_dask_workers_the_expansion_is_spread_and_the_suite_is_the_same(
+        capabilities_run, tmp_path) -> None:
+    """On Dask each capability's expansion is its own task on a worker process; the suite
+    (seeds and expansions, byte for byte) and VADER's verdicts are the thread run's."""
+    pytest.importorskip("prefect_dask")
+    from projects import sibling_project
+
+    workspace, params, _, _ = capabilities_run
+    dask = sibling_project(workspace, tmp_path / "dask")
+    overrides = [f"data.mirror={params.data.mirror}", "data.online=false", *SMALL,
+                 "capabilities.models=[vader]", "runtime.task_runner=auto",
+                 f"runtime.result_storage={tmp_path / 'results'}"]
+    run_stage("capabilities", load_params(dask.root, overrides), dask)
+
+    threads_out, dask_out = workspace.interim / "capabilities", dask.interim / "capabilities"
+    assert (dask_out / "suite.jsonl").read_bytes() == (threads_out / "suite.jsonl").read_bytes()
+    pd.testing.assert_frame_equal(pd.read_parquet(threads_out / "suite.parquet"),
+                                  pd.read_parquet(dask_out / "suite.parquet"), check_exact=True)
+    vader = [pd.read_parquet(out / "results.parquet").query("model_id == 'vader'")
+             .reset_index(drop=True) for out in (threads_out, dask_out)]
+    assert len(vader[0]) > 0
+    pd.testing.assert_frame_equal(*vader, check_exact=True)

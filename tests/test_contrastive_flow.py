@@ -20,6 +20,19 @@ SMALL = ["contrastive.max_seeds=3", "contrastive.dictionary_max_words=300",
          "contrastive.classifier_max_test=80"]
 
 
+def latest_states(task_run_name: str, n: int) -> list[str]:
+    """State names of the ``n`` latest task runs called ``task_run_name``, oldest first."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
+    from prefect.client.schemas.sorting import TaskRunSort
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=[task_run_name])),
+            sort=TaskRunSort.EXPECTED_START_TIME_DESC, limit=n)
+    return [run.state.name for run in reversed(runs)]
+
+
 @pytest.fixture(scope="module")
 def contrastive_run(data_project):
     workspace, overrides = data_project
@@ -86,6 +99,36 @@ def test_retest_of_the_same_model_changes_nothing_under_shards(contrastive_run) 
     pd.testing.assert_frame_equal(*ordered)
 
 
+def test_on_two_dask_workers_the_embedding_is_spread_and_the_tables_are_the_same(
+        contrastive_run, tmp_path) -> None:
+    """On Dask the stage embeds shard by shard across the workers before its unit (the unit
+    then embeds nothing in a fresh store), and writes the thread run's results and report
+    CSVs byte for byte."""
+    pytest.importorskip("prefect_dask")
+    from projects import dask_overrides, sibling_project
+
+    workspace, params, first = contrastive_run
+    dask = sibling_project(workspace, tmp_path / "dask")
+    overrides = [f"data.mirror={params.data.mirror}", "data.online=false", *SMALL,
+                 *dask_overrides(tmp_path / "results")]
+    summary = run_stage("contrastive", load_params(dask.root, overrides), dask)
+
+    assert summary["embedded_now"] == {MINILM: 0}  # the shard tasks embedded everything
+    # the searches and banks ran before the unit, side by side; the unit found them cached
+    for name in ("nn-l1-vocab", "classifiers-sentiment"):
+        assert latest_states(name, 2) == ["Completed", "Cached"], name
+    store = next((dask.data / "cache" / "embeddings").glob("*/*"))
+    assert len(list(store.glob("shard-*.npz"))) == 16
+    threads_out, dask_out = workspace.interim / "contrastive", dask.interim / "contrastive"
+    pd.testing.assert_frame_equal(pd.read_parquet(threads_out / "results.parquet"),
+                                  pd.read_parquet(dask_out / "results.parquet"), check_exact=True)
+    csvs = sorted(p.name for p in (workspace.reports / "contrastive").glob("*.csv"))
+    assert csvs and csvs == sorted(p.name for p in (dask.reports / "contrastive").glob("*.csv"))
+    for name in csvs:
+        assert ((dask.reports / "contrastive" / name).read_bytes()
+                == (workspace.reports / "contrastive" / name).read_bytes()), name
+
+
 def test_external_costello_suite_runs_instead_of_generation(contrastive_run, tmp_path) -> None:
     workspace, params, _ = contrastive_run
     generated = pd.read_parquet(workspace.interim / "contrastive" / "suite.parquet")
@@ -104,3 +147,4 @@ def test_external_costello_suite_runs_instead_of_generation(contrastive_run, tmp
     # only the sentiment classifiers are trained for a suite without sentence pairs
     accuracy = pd.read_csv(workspace.reports / "contrastive" / "costello-classifiers.csv")
     assert set(accuracy["task"]) == {"sentiment"}
+

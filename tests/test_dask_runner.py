@@ -118,3 +118,58 @@ def test_a_local_dask_run_without_a_server_hands_the_workers_a_temporary_one(
         with api_for_workers(params.runtime) as url:
             assert get_current_settings().api.url == url  # what the workers' context carries
             assert httpx.get(f"{url}/health", timeout=10).status_code == 200
+
+
+def _pid_of_call(index: int, delay: float) -> tuple[int, int]:
+    """A call that sleeps (so two calls overlap) and says which process ran it."""
+    import os
+    import time
+
+    time.sleep(delay)
+    return index, os.getpid()
+
+
+def test_fan_out_spreads_calls_over_dask_processes_and_runs_them_in_turn_on_threads(
+        prefect_harness):
+    """Capability expansion's fan-out: on Dask each call is a task in a worker process (two
+    processes seen, results in call order though later calls finish first); under threads the
+    calls run one after another in the flow's own process."""
+    import os
+
+    from prefect import flow, task
+    from prefect.cache_policies import NO_CACHE
+    from prefect.task_runners import ThreadPoolTaskRunner
+    from prefect_dask import DaskTaskRunner
+
+    from tasks.core.method import fan_out, runner_uses_processes
+
+    call = task(_pid_of_call, cache_policy=NO_CACHE)
+    calls = [(index, 1.5 - 0.3 * index) for index in range(4)]
+
+    def spread() -> tuple[bool, list]:
+        return runner_uses_processes(), fan_out(call, calls)
+
+    cluster = {"n_workers": 2, "threads_per_worker": 1}
+    on_dask = flow(spread, task_runner=DaskTaskRunner(cluster_kwargs=cluster))()
+    on_threads = flow(spread, task_runner=ThreadPoolTaskRunner(max_workers=2))()
+
+    assert on_dask[0] is True and on_threads[0] is False
+    assert [index for index, _ in on_dask[1]] == [0, 1, 2, 3]
+    dask_pids = {pid for _, pid in on_dask[1]}
+    assert len(dask_pids) == 2 and os.getpid() not in dask_pids
+    assert on_threads[1] == [(index, os.getpid()) for index in range(4)]
+
+
+def test_auto_runs_the_process_stages_on_dask_and_the_rest_on_threads(tmp_path, mirror):
+    from flows import PROCESS_STAGES
+    from flows.stage import resolved_runner
+
+    params, _ = _project(tmp_path, mirror, "runtime.task_runner=auto")
+    assert PROCESS_STAGES == ("contrastive", "capabilities", "adaptive-debug")
+    for stage in PROCESS_STAGES:
+        assert resolved_runner(params, stage).runtime.task_runner == "dask"
+    for stage in ("data", "train-sentiment", "consistency", "adaptive", "repair"):
+        assert resolved_runner(params, stage).runtime.task_runner == "threads"
+    assert params.runtime.task_runner == "auto"  # the caller's parameters are not changed
+    explicit, _ = _project(tmp_path / "x", mirror, "runtime.task_runner=threads")
+    assert resolved_runner(explicit, "capabilities").runtime.task_runner == "threads"

@@ -23,7 +23,7 @@ from tasks.capabilities.specs import BUILTIN_SPECS, CapabilitySpec, load_specs
 from tasks.data.sst import sst2_split
 from tasks.core import io
 from tasks.core.errors import LingtestError
-from tasks.core.method import Method, Unit, UnitResult, by_model
+from tasks.core.method import Method, Unit, UnitResult, by_model, fan_out
 from tasks.core.publish import Report, provenance, slug
 from tasks.core.schema import Contract
 from tasks.models.sentiment import SentimentModel, load_sentiment_model
@@ -133,15 +133,14 @@ class CapabilitiesMethod(Method):
                     "top_productions": c.top_productions,
                     "min_logprob_per_word": c.min_logprob_per_word,
                     "min_right_context_logprob": c.min_right_context_logprob}
-        expanded, fill_stats = [], []
-        for spec in specs:
-            cases = seeds[seeds["capability"] == spec.id].reset_index(drop=True)
-            frame, stats = cp.expand_capability(
-                spec, cases, grammar_path, polarity_path, polarity, files["ptb_trees"],
-                tagged, settings, params.seed, c.fill_model, c.parser, params.models.spacy,
-                params.models.offline)
-            expanded.append(frame)
-            fill_stats.append(stats)
+        # one task per capability: on Dask the capabilities spread over the worker processes
+        expansions = fan_out(cp.expand_capability, [
+            (spec, seeds[seeds["capability"] == spec.id].reset_index(drop=True), grammar_path,
+             polarity_path, polarity, files["ptb_trees"], tagged, settings, params.seed,
+             c.fill_model, c.parser, params.models.spacy, params.models.offline)
+            for spec in specs])
+        expanded = [frame for frame, _ in expansions]
+        fill_stats = [stats for _, stats in expansions]
         suite = pd.concat([seeds.assign(parent_case_id=""), *expanded], ignore_index=True)
         suite = suite.drop_duplicates("case_id").reset_index(drop=True)
         expansion.write_suite_jsonl(suite, self.interim / "suite.jsonl")

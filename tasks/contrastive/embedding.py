@@ -331,6 +331,15 @@ def embed_texts(encoder: SupportsEncode, texts: Sequence[str], store: EmbeddingS
     return store.get(list(texts))
 
 
+def embed_missing(encoder: SupportsEncode, texts: Sequence[str], store: EmbeddingStore,
+                  batch_size: int = 32, flush_every: int = 4096) -> int:
+    """Embed and store the ``texts`` the store lacks (as ``embed_texts``, without reading the
+    vectors back); how many were embedded."""
+    _check_encoder(encoder, store)
+    return _embed_missing(encoder, store.missing(list(dict.fromkeys(texts))), store,
+                          batch_size, flush_every)
+
+
 def embed_shard(encoder: SupportsEncode, texts: Sequence[str], store: EmbeddingStore,
                 shard: int, batch_size: int = 32, flush_every: int = 4096) -> int:
     """Embed the missing texts of one shard (texts of other shards are ignored).

@@ -21,7 +21,8 @@ from tasks.contrastive import pipeline as cp
 from tasks.contrastive.classifiers import spec_table
 from tasks.contrastive.suite import table1
 from tasks.core import io
-from tasks.core.method import Method, Unit, UnitResult, by_model
+from tasks.core.method import (Method, Unit, UnitResult, by_model, fan_out, fan_out_calls,
+                               runner_uses_processes)
 from tasks.core.publish import Report, provenance, slug
 from tasks.core.schema import Contract
 
@@ -108,38 +109,67 @@ class ContrastiveMethod(Method):
 
     # ------------------------------------------------------------------ one model
 
+    @property
+    def store_root(self) -> str:
+        return str(self.workspace.data / "cache" / "embeddings")
+
+    def _embedding_inputs(self, suite: pd.DataFrame) -> tuple[dict, list[str], dict]:
+        """The downstream classifiers' data, every text a model embeds (triples and that
+        data) and the extra θ dictionaries (dataset words, a user dictionary)."""
+        c = self.params.contrastive
+        tables = {name: pd.read_parquet(self.workspace.processed / f"{name}.parquet")
+                  for name in DOWNSTREAM_TABLES}
+        data = cp.classifier_data(tables, c, self.params.seed, tuple(cp.needed_kinds(suite)))
+        extra = {"dataset": thresholds.dictionary_from_dataset(suite["seed"].drop_duplicates())}
+        user = self.user_dictionary()
+        if user is not None:
+            extra["user"] = user
+        return data, cp.needed_texts(suite, data, [], c.paraphrase_features), extra
+
+    def prepare(self, suite: pd.DataFrame) -> None:
+        """On Dask, the units' costly steps spread over the worker processes first: every
+        model's missing embeddings, one task per worker (some store shards each); then its
+        nearest-neighbour searches and classifier banks side by side (cached tasks: the units
+        find their results cached and the embeddings stored). Under threads each unit does
+        it all."""
+        if not runner_uses_processes():
+            return
+        params, (data, texts, extra) = self.params, self._embedding_inputs(suite)
+        run = (params.models.offline, params.runtime.device, params.contrastive, params.seed,
+               extra, params.runtime.pass_tokens, params.runtime.encoder_precision,
+               params.runtime.encoder_backend)
+        fan_out(cp.embed_store_shards, [
+            call for model_id in self.model_ids()
+            for call in cp.shard_calls(model_id, texts, self.store_root, *run,
+                                       groups=params.runtime.max_workers)])
+        steps = []
+        for model_id in self.model_ids():
+            info, embedded = cp.embed(model_id, texts, self.store_root, *run)
+            steps += [(cp.nearest_neighbour_distances, args)
+                      for args in self._nearest_neighbour_calls(info, embedded)]
+            steps += [(cp.train_classifiers, args)
+                      for args in self._classifier_calls(data, embedded)]
+        fan_out_calls(steps)
+
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
         """Prepare ``unit.model_id`` on the whole suite (embeddings, θ, classifier banks),
         then validate the unit's triples. Extras: ``info`` (the model's facts), the
         ``thresholds`` and classifier ``accuracy`` rows, the ``banks``."""
         params, c = self.params, self.params.contrastive
         mode = c.paraphrase_features
-        tables = {name: pd.read_parquet(self.workspace.processed / f"{name}.parquet")
-                  for name in DOWNSTREAM_TABLES}
-        data = cp.classifier_data(tables, c, params.seed, tuple(cp.needed_kinds(suite)))
+        data, texts, extra = self._embedding_inputs(suite)
         overlap = cp.training_overlap(suite, data)
         if overlap:
             _logger().warning(
                 "suite seeds that are training sentences of the downstream classifiers (their "
                 "ground truth is judged on seen data), per relation: %s", overlap)
-        extra = {"dataset": thresholds.dictionary_from_dataset(suite["seed"].drop_duplicates())}
-        user = self.user_dictionary()
-        if user is not None:
-            extra["user"] = user
-        texts = cp.needed_texts(suite, data, [], mode)
-        info, embedded = cp.embed(unit.model_id, texts,
-                                  str(self.workspace.data / "cache" / "embeddings"),
-                                  params.models.offline, params.runtime.device, c, params.seed,
-                                  extra, params.runtime.pass_tokens,
+        info, embedded = cp.embed(unit.model_id, texts, self.store_root, params.models.offline,
+                                  params.runtime.device, c, params.seed, extra,
+                                  params.runtime.pass_tokens,
                                   **params.runtime.encoder_path())
         thetas, nn_rows = self._thresholds(info, embedded)
-        banks = {}
-        for kind, split in data.items():
-            X_train = cp.features(kind, split["train"], embedded, mode)
-            X_test = cp.features(kind, split["test"], embedded, mode)
-            banks[kind] = cp.train_classifiers(
-                kind, X_train, split["train_y"], X_test, split["test_y"], c.n_classifiers,
-                c.classifier_epochs, params.seed)
+        banks = {args[0]: cp.train_classifiers(*args)
+                 for args in self._classifier_calls(data, embedded)}
         cases = unit.take(suite)
         truth = cp.triple_truth(cases, embedded, banks, c.alpha, mode)
         results = contract_rows(cp.validate(cases, embedded, info, c, thetas, truth))
@@ -149,21 +179,33 @@ class ContrastiveMethod(Method):
         return UnitResult(unit, results, {"info": info, "thresholds": pd.DataFrame(nn_rows),
                                           "accuracy": accuracy, "banks": banks})
 
+    def _nearest_neighbour_calls(self, info: dict, embedded) -> list[tuple]:
+        """``nearest_neighbour_distances``'s arguments per (distance, dictionary)."""
+        c = self.params.contrastive
+        return [(embedded(words), metric, name, c.block_size) for metric in c.distances
+                for name, words in info["dictionaries"].items()
+                if name != "dataset" or metric == "l2"]  # the paper: dataset words for L2 only
+
+    def _classifier_calls(self, data: dict, embedded) -> list[tuple]:
+        """``train_classifiers``'s arguments per downstream task the suite needs."""
+        c, mode = self.params.contrastive, self.params.contrastive.paraphrase_features
+        return [(kind, cp.features(kind, split["train"], embedded, mode), split["train_y"],
+                 cp.features(kind, split["test"], embedded, mode), split["test_y"],
+                 c.n_classifiers, c.classifier_epochs, self.params.seed)
+                for kind, split in data.items()]
+
     def _thresholds(self, info: dict, embedded) -> tuple[dict, list[dict]]:
         """θ per (distance, dictionary) and kind, and the thresholds table's rows."""
         c = self.params.contrastive
         thetas, rows = {}, []
-        for metric in c.distances:
-            for name, words in info["dictionaries"].items():
-                if name == "dataset" and metric != "l2":
-                    continue  # the paper reports the dataset dictionary for L2 only
-                nn = cp.nearest_neighbour_distances(embedded(words), metric, name, c.block_size)
-                nn = thresholds.rule_distances(nn, metric, c.threshold_rule)
-                kinds = [k for k in c.thresholds if name == "vocab" or k != "zero"]
-                thetas[(metric, name)] = thresholds.thresholds(nn, kinds, c.threshold_rule)
-                rows.append({"model_id": info["model_id"], "distance": metric,
-                             "dictionary": name, "words": len(words),
-                             **thresholds.nearest_neighbour_summary(nn, thetas[(metric, name)])})
+        for vectors, metric, name, block_size in self._nearest_neighbour_calls(info, embedded):
+            nn = cp.nearest_neighbour_distances(vectors, metric, name, block_size)
+            nn = thresholds.rule_distances(nn, metric, c.threshold_rule)
+            kinds = [k for k in c.thresholds if name == "vocab" or k != "zero"]
+            thetas[(metric, name)] = thresholds.thresholds(nn, kinds, c.threshold_rule)
+            rows.append({"model_id": info["model_id"], "distance": metric, "dictionary": name,
+                         "words": len(vectors),
+                         **thresholds.nearest_neighbour_summary(nn, thetas[(metric, name)])})
         return thetas, rows
 
     # ------------------------------------------------------------------ report

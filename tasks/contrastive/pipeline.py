@@ -118,6 +118,34 @@ class Embedded:
         return self.matrix[[self.row[t] for t in texts]]
 
 
+def _encoder(model_id: str, offline: bool, device: str, params: ContrastiveParams,
+             pass_tokens: int | None, precision: str | None = None, backend: str | None = None):
+    """``model_id``'s encoder with the stage's pooling and max_length overrides, on the path
+    ``precision`` / ``backend`` pick (``runtime.encoder_precision`` / ``encoder_backend``)."""
+    from tasks.models.encoders import load_encoder, parse_pooling
+
+    if params.pooling is not None:
+        try:
+            parse_pooling(params.pooling)
+        except LingtestError as exc:
+            raise LingtestError(f"contrastive.pooling: {exc}; or null for each model's "
+                                "own pooling") from None
+    return load_encoder(model_id, offline=offline, device=device, pooling=params.pooling,
+                        max_length=params.max_length, pass_tokens=pass_tokens,
+                        precision=precision, backend=backend)
+
+
+def _to_embed(encoder, texts: list[str], params: ContrastiveParams, seed: int,
+              dictionaries: dict[str, list[str]]) -> tuple[dict[str, list[str]], list[str]]:
+    """The dictionaries (the model's vocabulary plus ``dictionaries``, each deduplicated by
+    the model's normal form) and every distinct text to embed, texts first."""
+    words = {"vocab": thresholds.vocabulary_dictionary(encoder, params.dictionary_max_words,
+                                                       seed), **dictionaries}
+    words = {name: thresholds.distinct_forms(ws, encoder.normal_forms(ws))
+             for name, ws in words.items()}
+    return words, list(dict.fromkeys([*texts, *(w for ws in words.values() for w in ws)]))
+
+
 @task(name="embed", task_run_name="embed-{model_id}", cache_policy=NO_CACHE)
 def embed(model_id: str, texts: list[str], store_root: str, offline: bool, device: str,
           params: ContrastiveParams, seed: int,
@@ -132,23 +160,8 @@ def embed(model_id: str, texts: list[str], store_root: str, offline: bool, devic
     The on-disk store is the cache: a rerun embeds nothing. Returns the model's facts
     (id, revision, pooling, each dictionary's words) and the embeddings.
     """
-    from tasks.models.encoders import load_encoder
-
-    if params.pooling is not None:
-        from tasks.models.encoders import parse_pooling
-        try:
-            parse_pooling(params.pooling)
-        except LingtestError as exc:
-            raise LingtestError(f"contrastive.pooling: {exc}; or null for each model's "
-                                "own pooling") from None
-    encoder = load_encoder(model_id, offline=offline, device=device, pooling=params.pooling,
-                           max_length=params.max_length, pass_tokens=pass_tokens,
-                           precision=precision, backend=backend)
-    words = {"vocab": thresholds.vocabulary_dictionary(encoder, params.dictionary_max_words,
-                                                       seed), **dictionaries}
-    words = {name: thresholds.distinct_forms(ws, encoder.normal_forms(ws))
-             for name, ws in words.items()}
-    everything = list(dict.fromkeys([*texts, *(w for ws in words.values() for w in ws)]))
+    encoder = _encoder(model_id, offline, device, params, pass_tokens, precision, backend)
+    words, everything = _to_embed(encoder, texts, params, seed, dictionaries)
     store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
     missing = len(store.missing(everything))
     matrix = embedding.embed_texts(encoder, everything, store, params.batch_size)
@@ -158,6 +171,59 @@ def embed(model_id: str, texts: list[str], store_root: str, offline: bool, devic
             "dim": int(matrix.shape[1]), "dictionaries": words, "embedded_now": missing,
             "parameters": encoder.parameters()}
     return info, Embedded(everything, matrix)
+
+
+def shard_calls(model_id: str, texts: list[str], store_root: str, offline: bool, device: str,
+                params: ContrastiveParams, seed: int, dictionaries: dict[str, list[str]],
+                pass_tokens: int | None = None, precision: str | None = None,
+                backend: str | None = None, groups: int = 2) -> list[tuple]:
+    """The arguments of ``embed_store_shards`` calls that embed what ``embed`` would for
+    ``model_id``: the store's shards holding a missing text, dealt into ``groups`` sets
+    (one per worker: every call pays its own fill-up copies and model load)."""
+    encoder = _encoder(model_id, offline, device, params, pass_tokens, precision, backend)
+    _, everything = _to_embed(encoder, texts, params, seed, dictionaries)
+    store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
+    by_shard = embedding.split_by_shard(store.missing(everything), store.n_shards)
+    shards = [shard for shard, part in sorted(by_shard.items()) if part]
+    runs = [shards[i::max(1, groups)] for i in range(max(1, groups))]
+    return [(model_id, [t for shard in run for t in by_shard[shard]], store_root, offline,
+             device, params, run, pass_tokens, precision, backend) for run in runs if run]
+
+
+_SHARD_ENCODERS: dict[tuple, object] = {}
+
+
+def shard_encoder(model_id: str, offline: bool, device: str, params: ContrastiveParams,
+                  pass_tokens: int | None, precision: str | None = None,
+                  backend: str | None = None):
+    """The process's encoder for shard tasks, loaded once. A plain function on purpose: a
+    task's own function reaches a Dask worker pickled by value, with a private copy of the
+    globals it names, so a cache it held would be empty in every call."""
+    key = (model_id, offline, device, params.pooling, params.max_length, pass_tokens,
+           precision, backend)
+    if key not in _SHARD_ENCODERS:
+        _SHARD_ENCODERS.clear()
+        _SHARD_ENCODERS[key] = _encoder(model_id, offline, device, params, pass_tokens,
+                                        precision, backend)
+    return _SHARD_ENCODERS[key]
+
+
+@task(name="embed-shards", task_run_name="embed-{model_id}-shards-{shards[0]}",
+      cache_policy=NO_CACHE)
+def embed_store_shards(model_id: str, texts: list[str], store_root: str, offline: bool,
+                       device: str, params: ContrastiveParams, shards: list[int],
+                       pass_tokens: int | None = None, precision: str | None = None,
+                       backend: str | None = None) -> int:
+    """Embed the missing ``texts`` of some store shards (no other call writes those shard
+    files); the count embedded. The vectors are the bytes ``embed`` would store."""
+    encoder = shard_encoder(model_id, offline, device, params, pass_tokens, precision, backend)
+    store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
+    mine = {text for text in texts if embedding.shard_of(embedding.text_hash(text),
+                                                          store.n_shards) in shards}
+    if len(mine) != len(set(texts)):
+        raise LingtestError(f"embed_store_shards: {len(set(texts)) - len(mine)} texts outside "
+                            f"shards {shards}")
+    return embedding.embed_missing(encoder, texts, store, params.batch_size)
 
 
 @task(name="nearest-neighbours", task_run_name="nn-{metric}-{label}", exclude=("label",))

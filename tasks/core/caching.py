@@ -26,6 +26,7 @@ import hashlib
 import inspect
 import json
 import os
+import importlib
 import sys
 import types
 import typing
@@ -41,7 +42,8 @@ from prefect.transactions import IsolationLevel
 from pydantic import BaseModel
 
 from tasks.core.cache_locks import ResultStorageLocks
-from tasks.core.imports import PROJECT_PACKAGES, imported_closure, module_file, project_modules
+from tasks.core.imports import (PROJECT_PACKAGES, imported_closure, module_file, parse_source,
+                                project_modules)
 from tasks.core.io import sha256_file
 from tasks.core.paths import PACKAGE_ROOT
 
@@ -201,7 +203,7 @@ def _top_level(path: str, mtime_ns: int, size: int) -> dict[str, str]:
     """Source of each top-level function, class and assigned name of a module file."""
     text = Path(path).read_text(encoding="utf-8")
     found: dict[str, str] = {}
-    for node in ast.parse(text).body:
+    for node in parse_source(text).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names = [node.name]
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -275,7 +277,7 @@ def code_reach(fn: Callable, root: Path = PACKAGE_ROOT,
 
 def _assigned_names(source: str) -> set[str]:
     try:
-        return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+        return {n.id for n in ast.walk(parse_source(source)) if isinstance(n, ast.Name)}
     except SyntaxError:
         return set()
 
@@ -285,7 +287,7 @@ def _imported_from(path: Path | None, name: str, root: Path,
     """The project module a value (a dict, a constant) named ``name`` was imported from."""
     if path is None:
         return set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse_source(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             if any((alias.asname or alias.name) == name for alias in node.names):
                 return project_modules(node.module, root, packages)
@@ -299,6 +301,17 @@ def code_digest(reach: CodeReach, root: Path = PACKAGE_ROOT) -> str:
     for module in reach.modules:
         digest.update(f"{module}\x1f{file_digest(module_file(module, root))}\x1e".encode())
     return digest.hexdigest()
+
+
+def type_hints(fn: Callable) -> dict[str, Any]:
+    """``fn``'s resolved annotations, in its module's namespace: a task's function reaches a
+    Dask worker pickled by value (its module attribute is the Task, not the function), with
+    only the globals its body uses, so ``numpy`` in an annotation would be undefined there."""
+    try:
+        namespace = vars(importlib.import_module(fn.__module__))
+    except ImportError:
+        namespace = None
+    return typing.get_type_hints(fn, globalns=namespace, include_extras=True)
 
 
 # --------------------------------------------------------------------------- the policy
@@ -324,7 +337,7 @@ class ContentInputs(CachePolicy):
                     flow_parameters: dict[str, Any], **kwargs: Any) -> str | None:
         task = task_ctx.task
         fn = task.fn
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = type_hints(fn)
         unknown = sorted(set(self.exclude) - set(inputs) - set(hints))
         if unknown:
             raise TypeError(f"task `{task.name}`: exclude names no parameter: {unknown}")

@@ -8,6 +8,7 @@ part of a stage. Parsed files are memoised by (path, mtime, size).
 from __future__ import annotations
 
 import ast
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -15,6 +16,17 @@ from tasks.core.paths import PACKAGE_ROOT
 
 PROJECT_PACKAGES = ("tasks", "flows")
 TOP_LEVEL_ONLY = ("tasks.core.cli",)  # modules whose lazy imports are not followed
+
+
+_AST_LOCK = threading.Lock()
+
+
+def parse_source(text: str) -> ast.Module:
+    """``ast.parse`` one thread at a time: CPython 3.11 can raise a spurious "AST constructor
+    recursion depth mismatch" SystemError when threads parse at once (python/cpython#106905);
+    two tasks computing cache keys together then lost their keys and went unpersisted."""
+    with _AST_LOCK:
+        return ast.parse(text)
 
 
 def module_file(module: str, root: Path = PACKAGE_ROOT) -> Path | None:
@@ -28,7 +40,7 @@ def module_file(module: str, root: Path = PACKAGE_ROOT) -> Path | None:
 
 @lru_cache(maxsize=1024)
 def _imported_names(path: str, mtime_ns: int, size: int, top_level_only: bool) -> frozenset[str]:
-    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    tree = parse_source(Path(path).read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in tree.body if top_level_only else ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -94,6 +94,10 @@ class Method(ABC):
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
         """Run one unit: contract rows for ``unit.take(suite)`` and/or per-model extras."""
 
+    def prepare(self, suite: pd.DataFrame) -> None:
+        """Work every unit needs, spread over the task runner before the units (a method
+        whose units share a costly step submits it here, e.g. through ``fan_out``)."""
+
     def running(self, suite: pd.DataFrame) -> ContextManager:
         """Brackets the units (a method that records runs marks failures here)."""
         return contextlib.nullcontext()
@@ -121,6 +125,30 @@ def by_model(runs: list[UnitResult]) -> dict[str, list[UnitResult]]:
     for run in runs:
         out.setdefault(run.unit.model_id, []).append(run)
     return out
+
+
+def runner_uses_processes() -> bool:
+    """Whether the running flow's task runner runs tasks in worker processes (Dask)."""
+    from prefect.context import FlowRunContext
+
+    runner = getattr(FlowRunContext.get(), "task_runner", None)
+    return type(runner).__name__ == "DaskTaskRunner"
+
+
+def fan_out_calls(calls: list[tuple]) -> list:
+    """``task(*args)`` for each ``(task, args)``, results in call order. Under a Dask runner
+    every call is submitted, so the calls spread over the worker processes; under threads
+    they run one after another in this thread, because the libraries such tasks share within
+    a process (spaCy's pipelines, a language model behind its lock) are not thread-safe."""
+    if runner_uses_processes():
+        futures = [task.submit(*args) for task, args in calls]
+        return [future.result() for future in futures]
+    return [task(*args) for task, args in calls]
+
+
+def fan_out(task, calls: list[tuple]) -> list:
+    """``fan_out_calls`` of one task: ``task(*args)`` for each argument tuple."""
+    return fan_out_calls([(task, args) for args in calls])
 
 
 def retest(method: Method, suite: pd.DataFrame, model_id: str) -> pd.DataFrame:

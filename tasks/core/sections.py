@@ -73,7 +73,10 @@ class RuntimeParams(Section):
         "torch", description="what runs their forward passes: torch, or ONNX Runtime (~1.8x "
         "faster on CPU, cosine 1.0 to fp32 but other last bits; needs pip install "
         "'lingtest[onnx]'; the graph is exported once into $LINGTEST_CACHE/onnx)")
-    task_runner: Literal["threads", "dask"] = "threads"
+    task_runner: Literal["threads", "dask", "auto"] = Field(
+        "threads", description="threads; dask (a local cluster of max_workers processes, or "
+        "dask_address); auto: dask for the stages whose work pays in processes "
+        "(flows.PROCESS_STAGES: contrastive, capabilities, adaptive-debug), threads for the rest")
     max_workers: int = Field(2, ge=1, description="concurrent Prefect tasks")
     shards: int = Field(1, ge=1, description="tasks each model's cases are split into, so a "
                         "task runner can spread one model's work (results do not change)")
