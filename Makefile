@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 # The CPU build on this machine's disk; elsewhere e.g. TORCH="torch --index-url https://download.pytorch.org/whl/cpu"
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# pytest processes for `make test`: a test file's tests stay in one process (their module
+# fixtures are built once); 2 on 2 cores took the suite from 1064 s to 860 s.
+TEST_WORKERS ?= 2
 
 .PHONY: install run test ui clean-cache
 
@@ -23,7 +26,7 @@ run: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 ui: install
 	$(BIN)/lingtest ui

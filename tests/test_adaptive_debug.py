@@ -207,7 +207,9 @@ def test_debugging_stage_end_to_end(data_project, base_classifier, debugging_run
 def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
         data_project, base_classifier, debugging_run, tmp_path) -> None:
     """The fine-tunings (one unit per condition × seed) on two worker processes, each with
-    its own torch generator, give the thread run's revisions, results and tables."""
+    its own torch generator, give the thread run's revisions and result rows. One training
+    seed here (three units; the thread run has two seeds): each unit seeds itself, so the
+    first seed's models are the thread run's, byte for byte."""
     pytest.importorskip("prefect_dask")
     from flows.stage import run_stage
     from tasks.core.config import load_params
@@ -215,13 +217,15 @@ def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
 
     threads, overrides = data_project
     dask = sibling_project(threads, tmp_path / "dask")
+    one_seed = [*small_debugging(base_classifier), "adaptive.debug.seeds=1"]
     run_stage("adaptive-debug", load_params(dask.root, [
-        *overrides, *small_debugging(base_classifier), *dask_overrides(tmp_path / "results")]),
-        dask)
+        *overrides, *one_seed, *dask_overrides(tmp_path / "results")]), dask)
     expected, found = (pd.read_parquet(w.interim / "adaptive-debug" / "results.parquet")
                        for w in (threads, dask))
-    assert expected["revision"].nunique() == 5
-    pd.testing.assert_frame_equal(expected, found, check_exact=True)
-    for name in ("adatest-debug-table1.csv", "adatest-debug-training.csv"):
-        assert ((dask.reports / "adaptive-debug" / name).read_bytes()
-                == (threads.reports / "adaptive-debug" / name).read_bytes()), name
+    assert found["revision"].nunique() == 3
+    expected = expected[expected["model_id"].isin(set(found["model_id"]))]
+    assert len(expected) == len(found)
+    pd.testing.assert_frame_equal(expected.reset_index(drop=True), found, check_exact=True)
+    name = "adatest-debug-training.csv"  # the first seed's training sets, row for row
+    assert ((dask.reports / "adaptive-debug" / name).read_bytes()
+            == (threads.reports / "adaptive-debug" / name).read_bytes()), name

@@ -117,6 +117,9 @@ def test_on_two_dask_workers_the_embedding_is_spread_and_the_tables_are_the_same
     # the searches and banks ran before the unit, side by side; the unit found them cached
     for name in ("nn-l1-vocab", "classifiers-sentiment"):
         assert latest_states(name, 2) == ["Completed", "Cached"], name
+    results = tmp_path / "results"  # runtime.result_storage: task results and cache locks
+    assert len([p for p in results.iterdir() if p.is_file()]) >= 5
+    assert (results / "cache-locks").is_dir()
     store = next((dask.data / "cache" / "embeddings").glob("*/*"))
     assert len(list(store.glob("shard-*.npz"))) == 16
     threads_out, dask_out = workspace.interim / "contrastive", dask.interim / "contrastive"
