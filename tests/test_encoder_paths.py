@@ -218,3 +218,17 @@ def test_sentiment_classifier_paths_stay_close(mirror, classifier_root, capsys):
         assert all(min(abs(probs["fp32"][i, 1] - e) for e in edges) <= gap for i in flipped)
         assert not np.array_equal(probs[name], probs["fp32"])
     assert models["onnx"].parameters()["backend"] == "onnx"
+
+
+def test_emulated_bf16_is_allowed_with_a_warning(monkeypatch, caplog):
+    """A CPU with bf16 kernels but no bf16 instructions (this machine: AVX512BW only, ×0.34)."""
+    monkeypatch.setattr(paths, "bf16_supported", lambda device: True)
+    monkeypatch.setattr(paths, "native_bf16_cpu", lambda: False)
+    with caplog.at_level("WARNING", logger=paths.__name__):
+        paths.require_bf16(torch.device("cpu"))
+    assert "no bf16 instructions" in caplog.text and "fp32 is the faster choice" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(paths, "native_bf16_cpu", lambda: True)
+    with caplog.at_level("WARNING", logger=paths.__name__):
+        paths.require_bf16(torch.device("cpu"))
+    assert caplog.text == ""

@@ -98,7 +98,22 @@ def bf16_supported(device: torch.device) -> bool:
         return False
 
 
+def native_bf16_cpu() -> bool:
+    """The CPU has bf16 dot-product instructions (AVX512-BF16 or AMX-BF16, from
+    /proc/cpuinfo). With AVX512BW alone oneDNN runs bf16 but converts on every op: measured
+    here ×0.34 the speed of fp32 (benchmarks/bench_encoder_paths.py)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8").split()
+    except OSError:
+        return True  # not Linux: nothing to go on, no warning
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def require_bf16(device: torch.device) -> None:
+    if device.type == "cpu" and bf16_supported(device) and not native_bf16_cpu():
+        log.warning("runtime.encoder_precision bf16: this CPU has no bf16 instructions "
+                    "(AVX512-BF16, AMX); bf16 runs emulated, slower than fp32 (measured ×0.34 "
+                    "on an AVX512BW CPU), with other last bits: fp32 is the faster choice here")
     if not bf16_supported(device):
         raise LingtestError(f"runtime.encoder_precision bf16: this {device.type} device has no "
                             f"bf16 support (CPU: needs AVX512BW, AVX512-BF16 or AMX; GPU: "
