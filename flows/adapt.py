@@ -47,16 +47,16 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
     logger = get_run_logger()
     path = Path(tree_path)
     tree = read_tree(path)
-    path = {"precision": encoder_precision, "backend": encoder_backend}
+    encoder_path = {"precision": encoder_precision, "backend": encoder_backend}
     under_test = load_sentiment_model(model, (0.5, 0.5), offline, Path(root), pass_tokens,
-                                      **path)
+                                      **encoder_path)
     suggester = make_generator(generator, offline=offline, base_url=base_url)
     labels = tuple(binary_labels) if binary_labels else None
     settings = PromptSettings(prompt_diversity=diversity)
     # one encoder for every round: prompt diversity and the oracle's topic membership
     embed = minilm_embed(offline) if diversity or (oracle and oracle_topic_filter) else None
     reference_model = (load_sentiment_model(oracle, (0.5, 0.5), offline, Path(root),
-                                            pass_tokens, **path) if oracle else None)
+                                            pass_tokens, **encoder_path) if oracle else None)
     history = []
     for round_no in range(1, rounds + 1):
         round_seed = seed + 1000 * (round_no - 1)
