@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -101,7 +102,9 @@ def test_the_store_keeps_the_paths_apart(tmp_path, encoders, vectors, sentences)
 
 def test_a_path_change_is_a_task_cache_miss(encoders, vectors):
     def key(task, **inputs):
-        return ContentInputs().compute_key(type("Ctx", (), {"task": task})(), inputs, {})
+        # a namespace, not a class attribute: a Prefect task reached through a class is bound
+        # as a method (Task.__get__ marks its function), which broke every later call of it
+        return ContentInputs().compute_key(SimpleNamespace(task=task), inputs, {})
 
     nn = {name: key(contrastive.nearest_neighbour_distances, vectors=v, metric="l2",
                     label="vocab", block_size=64) for name, v in vectors.items()}
