@@ -120,8 +120,7 @@ class Embedded:
 
 def _encoder(model_id: str, offline: bool, device: str, params: ContrastiveParams,
              pass_tokens: int | None, precision: str | None = None, backend: str | None = None):
-    """``model_id``'s encoder with the stage's pooling and max_length overrides, on the path
-    ``precision`` / ``backend`` pick (``runtime.encoder_precision`` / ``encoder_backend``)."""
+    """``model_id``'s encoder: the stage's pooling and max_length, ``runtime.encoder_*``'s path."""
     from tasks.models.encoders import load_encoder, parse_pooling
 
     if params.pooling is not None:

@@ -67,16 +67,12 @@ class RuntimeParams(Section):
         "and let 1 and 2 threads differ (benchmarks/README.md)")
     encoder_precision: Literal["fp32", "bf16"] = Field(
         "fp32", description="arithmetic of lingtest's encoders and classifiers: fp32, or bf16 "
-        "autocast (pays only on CPUs with bf16 instructions, AVX512-BF16 or AMX, and on GPUs; "
-        "on this AVX512BW-only machine ×0.34 the speed of fp32, cosine >= 0.99988 to fp32; "
-        "other last bits, so other store entries, and 1 and 2 threads differ; "
-        "benchmarks/README.md)")
+        "autocast (pays only with AVX512-BF16/AMX or a GPU: ×0.34 of fp32 on this AVX512BW "
+        "CPU; cosine >= 0.99988, other last bits and store entries; benchmarks/README.md)")
     encoder_backend: Literal["torch", "onnx"] = Field(
-        "torch", description="what runs their forward passes: torch, or ONNX Runtime (measured "
-        "here ×0.95 for the MiniLM encoder and ×1.23 for the MiniLM classifier at 1 thread; "
-        "cosine 1.0 to fp32 but other last bits; the same N_V and verdicts on the committed "
-        "suites; needs pip install 'lingtest[onnx]'; the graph is exported once into "
-        "$LINGTEST_CACHE/onnx)")
+        "torch", description="their forward passes: torch, or ONNX Runtime (here ×0.95 encoder, "
+        "×1.23 classifier; same N_V and verdicts, other last bits; pip install "
+        "'lingtest[onnx]'; graphs exported once into $LINGTEST_CACHE/onnx)")
     task_runner: Literal["threads", "dask", "auto"] = Field(
         "threads", description="threads; dask (a local cluster of max_workers processes, or "
         "dask_address); auto: dask for the stages whose work pays in processes "
