@@ -9,7 +9,8 @@ times per stage, the totals and the warm/cold ratio; the figures the issue quote
 before the speed work (cold ``make run`` 58 min on 2 cores) are printed beside them as the
 earlier measurement, not re-measured here.
 
-Run: ``.venv/bin/python benchmarks/cold_run.py [--stages data contrastive] [--keep]``;
+Run: ``.venv/bin/python benchmarks/cold_run.py [--stages data contrastive] [--set KEY=VALUE]
+[--keep]``;
 needs the mirror (``LINGTEST_MIRROR``). A full cold run takes about an hour on 2 cores.
 """
 from __future__ import annotations
@@ -45,9 +46,10 @@ def make_project(folder: Path) -> dict:
     return env
 
 
-def run_stage(stage: str, folder: Path, env: dict, log) -> float:
+def run_stage(stage: str, folder: Path, env: dict, log, overrides: list[str]) -> float:
     began = time.perf_counter()
-    done = subprocess.run(["lingtest", "run", stage], cwd=folder, env=env, stdout=log,
+    sets = [arg for item in overrides for arg in ("--set", item)]
+    done = subprocess.run(["lingtest", "run", stage, *sets], cwd=folder, env=env, stdout=log,
                           stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - began
     if done.returncode:
@@ -59,6 +61,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", nargs="+", default=None, help="default: every stage")
     parser.add_argument("--keep", action="store_true", help="keep the temporary project")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="a parameter override for every stage, e.g. "
+                        "runtime.task_runner=auto (repeatable)")
     args = parser.parse_args()
     stages = args.stages or stage_names()
     folder = Path(tempfile.mkdtemp(prefix="lingtest-cold-"))
@@ -66,11 +71,12 @@ def main() -> None:
     rows = []
     with open(folder / "run.log", "w") as log:
         for stage in stages:
-            cold = run_stage(stage, folder, env, log)
-            warm = run_stage(stage, folder, env, log)
+            cold = run_stage(stage, folder, env, log, args.overrides)
+            warm = run_stage(stage, folder, env, log, args.overrides)
             rows.append((stage, cold, warm))
             print(f"{stage}: cold {cold:.1f} s, warm {warm:.1f} s", flush=True)
-    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load "
+    print(f"\noverrides: {' '.join(args.overrides) or 'none'} (params.yaml otherwise)")
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load "
           f"average {os.getloadavg()[0]:.1f} at the end; project {folder}")
     print("| stage | cold s | cold min | warm s | warm / cold | earlier cold min |")
     print("|---|---:|---:|---:|---:|---:|")

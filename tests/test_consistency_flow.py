@@ -120,6 +120,41 @@ def test_suite_and_results_follow_the_contract(consistency_run) -> None:
 
 
 @pytest.mark.slow
+def test_on_two_dask_workers_batches_are_spread_and_the_answers_are_the_same(
+        consistency_run, tmp_path) -> None:
+    """On Dask the model is registered once, its pending prompts go out as runs of whole
+    batches, one task each (the unit then sends nothing), and every answer, table and report
+    CSV equals the thread run's at the same batch size (response ids aside: the workers save
+    in their own order). Batches of 2 give the 6 prompts three runs."""
+    pytest.importorskip("prefect_dask")
+    from projects import dask_overrides, sibling_project
+    from test_contrastive_flow import latest_states
+
+    workspace, params, _, _, path = consistency_run
+    small = [f"data.mirror={params.data.mirror}", "data.online=false", *SMALL,
+             f"consistency.questions={path}", "consistency.batch_size=2",
+             "consistency.concurrency=2"]
+    threads, dask = (sibling_project(workspace, tmp_path / name) for name in ("threads", "dask"))
+    first = run_stage("consistency", load_params(threads.root, small), threads)
+    summary = run_stage("consistency", load_params(
+        dask.root, [*small, *dask_overrides(tmp_path / "results")]), dask)
+
+    assert summary["sent"] == first["sent"] == 6
+    # the thread run's one answer task, then the Dask run's three; one registration
+    assert latest_states(f"answer-{MODEL}", 100)[-4:] == ["Completed"] * 4
+    assert len(latest_states(f"answer-{MODEL}", 100)) == 1 + 1 + 3  # + the module's first run
+    assert latest_states(f"register-{MODEL}", 100) == ["Completed"]
+    ours, theirs = (pd.read_parquet(w.interim / "consistency" / "results.parquet")
+                    .drop(columns="response_id") for w in (threads, dask))
+    pd.testing.assert_frame_equal(ours, theirs, check_exact=True)
+    csvs = sorted(p.name for p in (threads.reports / "consistency").glob("*.csv"))
+    assert "results.csv" in csvs
+    for name in csvs:
+        assert ((dask.reports / "consistency" / name).read_bytes()
+                == (threads.reports / "consistency" / name).read_bytes()), name
+
+
+@pytest.mark.slow
 def test_retest_of_the_same_model_changes_nothing(consistency_run) -> None:
     workspace, params, *_ = consistency_run
     method = ConsistencyMethod(params, workspace)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from llm_servers import DIGEST, FakeLLMServer
 
-from tasks.consistency.pipeline import identity
+from tasks.consistency.answering import identity
 from tasks.models.llm import LLMSettings, load_llm
 
 FAST = {"timeout_s": 2.0, "retries": 1, "backoff_s": 0.0, "concurrency": 2}

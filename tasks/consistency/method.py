@@ -19,7 +19,7 @@ from typing import Iterator
 
 import pandas as pd
 
-from tasks.consistency import contract, guide_import, report
+from tasks.consistency import answering, contract, guide_import, report
 from tasks.consistency import pipeline as cp
 from tasks.consistency.ipm import IPM
 from tasks.consistency.metrics import CONSISTENCY_DEFINITIONS, definitions
@@ -28,7 +28,8 @@ from tasks.consistency.store import redact
 from tasks.core import io
 from tasks.core.config import Params
 from tasks.core.errors import check_calls
-from tasks.core.method import Method, Unit, UnitResult, by_model
+from tasks.core.method import (Method, Unit, UnitResult, by_model, fan_out,
+                               runner_uses_processes)
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance, slug
 from tasks.core.runtime import git_commit
@@ -55,13 +56,16 @@ class ConsistencyMethod(Method):
     prompts → per LLM: pending prompts answered in batches → oracle → per-model and
     per-question summaries, Table 4, bar charts, results.csv and DVC metrics.
 
-    One unit per LLM, whatever ``runtime.shards`` says (``units``): splitting one model's
-    prompts over tasks would load the model once per shard (about 18 s and its memory each),
-    register the same model record from concurrent tasks (a race on the store's model
-    table), and change which prompts share a batch — padding in a batch changes a local
-    model's float32 logits, hence its greedy answers, so the results would not stay
-    identical. ``run_unit`` answers every pending prompt of its model, so under ``retest``
-    a later shard finds nothing pending and ``collect`` reads each model once.
+    One unit per LLM, whatever ``runtime.shards`` says (``units``). Under a process runner
+    (Dask) ``prepare`` spreads each model's pending prompts first: one ``register-model``
+    task records the model (so no two tasks race on the store's model table), then one
+    ``answer-pending`` task per run of whole batches (``answering.pending_parts``: each
+    prompt shares the batch one pass would give it — padding in a batch changes a local
+    model's float32 logits, hence its greedy answers — so the answers stay identical), and
+    the unit finds nothing pending. Under threads the unit answers in one pass: the workers
+    would only queue behind the model's lock. ``run_unit`` answers every pending prompt of
+    its model, so under ``retest`` a later shard finds nothing pending and ``collect`` reads
+    each model once.
     """
 
     stage = "consistency"
@@ -71,6 +75,7 @@ class ConsistencyMethod(Method):
         super().__init__(params, workspace)
         self.run_id: int | None = None  # the store's open run record, while ``running``
         self.last_run_id: int | None = None  # the latest one (the summary names it)
+        self.answered: dict[str, dict] = {}  # per model, what ``prepare``'s tasks sent
 
     @property
     def suite_path(self) -> Path:
@@ -159,29 +164,64 @@ class ConsistencyMethod(Method):
             self.run_id = None  # answers sent later belong to another run record
         cp.finish_run(url, run_id, "completed")
 
-    def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
-        """Send one LLM the run's prompts it has not answered yet. The model is not loaded
-        when the database already answers every prompt; outside ``running`` (``retest``)
-        a run record is opened for the prompts that are sent. Extras: ``spec``,
-        ``model_key``, ``sent``, ``errors``, ``total``, ``system_fingerprints``."""
-        logger = _logger()
-        spec, url = unit.model_id, self._url()
-        queries = str(self.suite_path)
+    def _answering(self, spec: str) -> tuple[str, dict, dict, str]:
+        """The database URL, LLM settings, prompt settings and identity of ``spec``."""
         settings = cp.llm_settings(self.params)
         prompts = cp.prompt_settings(self.params.consistency)
-        ident = cp.identity(spec, settings, prompts)
-        state = cp.check_model(url, spec, ident, queries)
+        return self._url(), settings, prompts, answering.identity(spec, settings, prompts)
+
+    def prepare(self, suite: pd.DataFrame) -> None:
+        """Under a process runner: every model's pending prompts, in runs of whole batches
+        spread over the workers (the class docstring says why only there)."""
+        if not runner_uses_processes():
+            return
+        queries, calls = str(self.suite_path), []
+        self.answered = {}
+        for spec in self.model_ids():
+            url, settings, prompts, ident = self._answering(spec)
+            state = answering.check_model(url, spec, ident, queries)
+            if state["pending"] == 0:
+                continue
+            key = state["model_key"]
+            if key is None:
+                (key,) = fan_out(answering.register_model, [(url, spec, ident, settings, prompts)])
+            parts = answering.pending_parts(url, key, queries, answering.answer_chunk(settings),
+                                            2 * self.params.runtime.max_workers)
+            calls += [(spec, (url, spec, ident, settings, prompts, queries, self.run_id, part))
+                      for part in parts]
+        done = fan_out(answering.answer_pending, [args for _, args in calls])
+        for (spec, _), part in zip(calls, done):
+            into = self.answered.setdefault(spec, {**part, "sent": 0, "errors": 0,
+                                                   "system_fingerprints": []})
+            into["sent"] += part["sent"]
+            into["errors"] += part["errors"]
+            into["system_fingerprints"] = sorted({*into["system_fingerprints"],
+                                                  *part["system_fingerprints"]})
+
+    def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
+        """Send one LLM the run's prompts it has not answered yet (``prepare``'s tasks sent
+        them under a process runner). The model is not loaded when the database already
+        answers every prompt; outside ``running`` (``retest``) a run record is opened for
+        the prompts that are sent. Extras: ``spec``, ``model_key``, ``sent``, ``errors``,
+        ``total``, ``system_fingerprints``."""
+        logger = _logger()
+        spec, queries = unit.model_id, str(self.suite_path)
+        url, settings, prompts, ident = self._answering(spec)
+        state = answering.check_model(url, spec, ident, queries)
         if state["model_key"] is not None and state["pending"] == 0:
-            logger.info("%s (model key %d): all %d prompts already answered; not loading it",
-                        spec, state["model_key"], state["total"])
-            done = {"model_key": state["model_key"], "sent": 0, "errors": 0,
-                    "total": state["total"], "system_fingerprints": []}
+            done = self.answered.pop(spec, None)  # what prepare's tasks sent
+            if done is None:
+                logger.info("%s (model key %d): all %d prompts already answered; not loading "
+                            "it", spec, state["model_key"], state["total"])
+                done = {"model_key": state["model_key"], "sent": 0, "errors": 0,
+                        "total": state["total"], "system_fingerprints": []}
             return UnitResult(unit, None, {"spec": spec, **done})
         if self.run_id is None:
             with self.running(suite):
                 return self.run_unit(suite, unit)
         logger.info("%s: %d of %d prompts pending", spec, state["pending"], state["total"])
-        done = cp.answer_pending(url, spec, ident, settings, prompts, queries, self.run_id)
+        done = answering.answer_pending(url, spec, ident, settings, prompts, queries,
+                                        self.run_id)
         return UnitResult(unit, None, {"spec": spec, **done})
 
     def collect(self, suite: pd.DataFrame, runs: list[UnitResult]) -> pd.DataFrame:

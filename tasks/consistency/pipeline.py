@@ -1,7 +1,7 @@
 """Prefect tasks of the ``consistency`` stage (KomMKonLLM): questions, IPMs, covering arrays,
-derived prompts, the result store, LLM calls and the oracle. The plain functions live beside
-this module (``ipm``, ``covering``, ``store``, ``oracle``, ``metrics``); these tasks wrap them
-with caching, logging and file outputs.
+derived prompts, the result store and the oracle (the LLM calls: ``answering``). The plain
+functions live beside this module (``ipm``, ``covering``, ``store``, ``oracle``, ``metrics``);
+these tasks wrap them with caching, logging and file outputs.
 
 Files (``data/interim/consistency``):
 
@@ -18,10 +18,8 @@ Files (``data/interim/consistency``):
   (``contract.contract_results``); ``reports/consistency/results.csv`` is its
   ``report.RESULT_EXPORT`` columns.
 
-Resume: queries, responses and verdicts live in the database (``store.py``). A model is
-keyed by its spec plus an *identity* computed without loading it (spec, settings, prompt
-settings, resolved local revision); when the database already holds a key with that identity
-and nothing is pending for this run's prompts, the model is never loaded.
+Resume: queries, responses and verdicts live in the database (``store.py``); which prompts
+a model still owes, and when it need not be loaded at all: ``answering.py``.
 """
 from __future__ import annotations
 
@@ -221,107 +219,6 @@ def record_queries(url: str, questions_path: str, queries_path: str, run_params:
 def finish_run(url: str, run_id: int, status: str) -> None:
     with open_store(url) as store:
         store.finish_run(run_id, status)
-
-
-# Settings that change a backend's answers; timeouts, retries and concurrency do not, so
-# changing them must not re-send anything.
-ANSWER_SETTINGS = {"hf": ("max_new_tokens", "system", "batch_size", "device"),
-                   "http": ("max_new_tokens", "temperature", "seed", "system")}
-
-
-def identity(spec: str, settings: dict, prompts: dict) -> str:
-    """What fixes a model's answers, known without loading it: spec, the settings that
-    change answers, prompt settings and, for a local model, the resolved revision (package
-    version / file hash); for an HTTP model, the server (base URL) and, where the API gives
-    one, the model's digest, so answers from another server are never reused."""
-    from tasks.models.llm import LLMSettings, _split_spec, load_llm
-
-    prefix, name = _split_spec(spec.strip())
-    kind = "hf" if prefix == "hf" else "http"
-    revision = endpoint = None
-    if kind == "hf":
-        from tasks.models.registry import resolve
-
-        res = resolve(name, "causal_lm", offline=settings["offline"])
-        revision = [res.source, res.revision, res.gguf_file]
-    else:
-        backend = load_llm(spec, LLMSettings(**settings))  # HTTP: no connection until asked
-        try:
-            endpoint = backend.endpoint()
-        finally:
-            backend.close()
-    text = json.dumps({"spec": spec, "prompt": prompts, "revision": revision,
-                       "settings": {k: settings[k] for k in ANSWER_SETTINGS[kind]},
-                       **({"endpoint": endpoint} if endpoint is not None else {})},
-                      sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def known_model_key(store, spec: str, ident: str) -> int | None:
-    """The newest model key of ``spec`` recorded under ``ident``, else None."""
-    with store.engine.connect() as conn:
-        rows = conn.execute(select(Model.id, Model.params).where(Model.model_id == spec)).all()
-    keys = [key for key, params in rows if (params or {}).get("identity") == ident]
-    return max(keys) if keys else None
-
-
-def _pending(store, model_key: int, queries: pd.DataFrame) -> pd.DataFrame:
-    """The run's distinct prompts that ``model_key`` has not answered (older queries of the
-    same questions, from other settings, are not this run's business)."""
-    pending = store.pending(model_key, queries["store_id"].unique().tolist())
-    wanted = queries[["store_id", "prompt"]].drop_duplicates()
-    return pending.merge(wanted, left_on=["question_id", "prompt"],
-                         right_on=["store_id", "prompt"]).drop(columns="store_id")
-
-
-@task(name="check-model", cache_policy=NO_CACHE, task_run_name="check-{spec}")
-def check_model(url: str, spec: str, ident: str, queries_path: str) -> dict:
-    """Known key and pending count for ``spec`` without loading it."""
-    queries = pd.read_parquet(queries_path)
-    total = queries[["store_id", "prompt"]].drop_duplicates().shape[0]
-    with open_store(url) as store:
-        key = known_model_key(store, spec, ident)
-        pending = total if key is None else len(_pending(store, key, queries))
-    return {"model_key": key, "pending": pending, "total": total}
-
-
-@task(name="answer-pending", cache_policy=NO_CACHE, task_run_name="answer-{spec}")
-def answer_pending(url: str, spec: str, ident: str, settings: dict, prompts: dict,
-                   queries_path: str, run_id: int) -> dict:
-    """Load the backend, register its parameters, send what is pending in batches and save
-    each batch before the next (an interrupted run resumes where it stopped)."""
-    from tasks.models.llm import LLMSettings, load_llm
-
-    logger = get_run_logger()
-    queries = pd.read_parquet(queries_path)
-    backend = load_llm(spec, LLMSettings(**settings))
-    params = {**backend.parameters(), **prompts, "identity": ident}
-    sent = errors = 0
-    with open_store(url) as store:
-        key = store.upsert_model(spec, params)
-        pending = _pending(store, key, queries)
-        total = queries[["store_id", "prompt"]].drop_duplicates().shape[0]
-        logger.info("%s (model key %d): %d of %d prompts pending, %d already answered",
-                    spec, key, len(pending), total, total - len(pending))
-        chunk = max(settings["batch_size"], settings["concurrency"])
-        for start in range(0, len(pending), chunk):
-            batch = pending.iloc[start:start + chunk]
-            answers = backend.answer(batch["prompt"].tolist())
-            store.save_responses(run_id, key, [
-                {"query_id": int(q), "text": a.text, "error": a.error,
-                 "latency_s": a.latency_s, "attempts": a.attempts}
-                for q, a in zip(batch["query_id"], answers)])
-            sent += len(batch)
-            errors += sum(a.error is not None for a in answers)
-            logger.info("%s: %d / %d sent (%d failed)", spec, sent, len(pending), errors)
-    close = getattr(backend, "close", None)
-    if callable(close):
-        close()
-    fingerprints = sorted(getattr(backend, "fingerprints", ()))
-    if fingerprints:
-        logger.info("%s: system_fingerprint(s) %s", spec, ", ".join(fingerprints))
-    return {"model_key": key, "sent": sent, "errors": errors, "total": total,
-            "system_fingerprints": fingerprints}
 
 
 @task(name="judge", cache_policy=NO_CACHE)

@@ -11,6 +11,7 @@ from pathlib import Path
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
+from tasks.core.publish import ENCODER_SECTIONS
 
 
 def _path(value: str, workspace: Workspace) -> Path:
@@ -189,21 +190,14 @@ def validate_inputs(stage: str, params: Params, workspace: Workspace) -> None:
     _check_encoder_path(stage, params)
 
 
-ENCODER_STAGES = ("contrastive", "capabilities", "adaptive", "adaptive-debug", "repair")
-
-
 def _check_encoder_path(stage: str, params: Params) -> None:
     """A non-default encoder path the stage would use can run here: onnxruntime installed
     (and CUDA's provider on a GPU), bf16 kernels on the device (imports torch: only then)."""
     r = params.runtime
-    if stage not in ENCODER_STAGES or (r.encoder_precision, r.encoder_backend) == ("fp32",
-                                                                                   "torch"):
+    if (stage.replace("-", ".") not in ENCODER_SECTIONS
+            or (r.encoder_precision, r.encoder_backend) == ("fp32", "torch")):
         return
     from tasks.models import encoder_paths
     from tasks.models.encoders import pick_device
 
-    device = pick_device(r.device)
-    if r.encoder_backend == "onnx":
-        encoder_paths.onnx_providers(device)
-    if r.encoder_precision == "bf16":
-        encoder_paths.require_bf16(device)
+    encoder_paths.require_path(r.encoder_precision, r.encoder_backend, pick_device(r.device))

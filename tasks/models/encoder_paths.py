@@ -61,6 +61,18 @@ def check_path(precision: str | None, backend: str | None) -> tuple[str, str]:
     return precision, backend
 
 
+def require_path(precision: str | None, backend: str | None,
+                 device: torch.device) -> tuple[str, str]:
+    """``check_path``, then what the path needs on ``device``: bf16 kernels, or onnxruntime
+    (and CUDA's provider on a GPU). One error before any model loads or stage runs."""
+    precision, backend = check_path(precision, backend)
+    if precision == "bf16":
+        require_bf16(device)
+    if backend == "onnx":
+        onnx_providers(device)
+    return precision, backend
+
+
 def path_fields(precision: str, backend: str) -> dict[str, str]:
     """The non-default parts of a path, for ``parameters()`` (empty for fp32 torch, so the
     default path's records and cache keys stay as they were)."""

@@ -149,11 +149,7 @@ class Encoder:
         commit = getattr(model.config, "_commit_hash", None)
         self.revision = resolution.revision or commit  # hub: the commit actually loaded
         self.dim = int(model.config.hidden_size)
-        self.precision, self.backend = paths.check_path(precision, backend)
-        if self.precision == "bf16":
-            paths.require_bf16(device)
-        if self.backend == "onnx":
-            paths.onnx_providers(device)  # onnxruntime missing, or no CUDA provider: fail now
+        self.precision, self.backend = paths.require_path(precision, backend, device)
         self._onnx = paths.LazyOnnx()
 
     def encode(self, sentences: list[str], batch_size: int = 32) -> np.ndarray:

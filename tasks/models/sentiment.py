@@ -226,11 +226,7 @@ class TorchClassifier(SentimentModel):
         self.pass_tokens = PASS_TOKENS if pass_tokens is None else pass_tokens
         pass_rows(1, self.pass_tokens)  # refuse a bad floor at load
         self.hf_logits = hf_logits  # HF models return an output object with .logits
-        self.precision, self.backend = paths.check_path(precision, backend)
-        if self.precision == "bf16":
-            paths.require_bf16(self.device)
-        if self.backend == "onnx":
-            paths.onnx_providers(self.device)  # onnxruntime missing: fail at load
+        self.precision, self.backend = paths.require_path(precision, backend, self.device)
         self._onnx = paths.LazyOnnx()
 
     @property

@@ -1,0 +1,167 @@
+"""Answering (KomMKonLLM): each LLM's pending prompts, sent in batches and saved batch by
+batch, so an interrupted run resumes where it stopped.
+
+A model is keyed by its spec plus an *identity* computed without loading it (``identity``);
+when the database already holds that identity and nothing is pending, the model is never
+loaded. Under a process runner the pending prompts are split into runs of whole batches
+(``pending_parts``), one ``answer-pending`` task each, after one ``register-model`` task
+recorded the model's key: every run's prompts share the batches one pass would give them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+from prefect.cache_policies import NO_CACHE
+from prefect.logging import get_run_logger
+from sqlalchemy import select
+
+from tasks.consistency.store import open_store
+from tasks.consistency.store_schema import Model
+from tasks.core.caching import task
+
+
+# Settings that change a backend's answers; timeouts, retries and concurrency do not, so
+# changing them must not re-send anything.
+ANSWER_SETTINGS = {"hf": ("max_new_tokens", "system", "batch_size", "device"),
+                   "http": ("max_new_tokens", "temperature", "seed", "system")}
+
+
+def identity(spec: str, settings: dict, prompts: dict) -> str:
+    """What fixes a model's answers, known without loading it: spec, the settings that
+    change answers, prompt settings and, for a local model, the resolved revision (package
+    version / file hash); for an HTTP model, the server (base URL) and, where the API gives
+    one, the model's digest, so answers from another server are never reused."""
+    from tasks.models.llm import LLMSettings, _split_spec, load_llm
+
+    prefix, name = _split_spec(spec.strip())
+    kind = "hf" if prefix == "hf" else "http"
+    revision = endpoint = None
+    if kind == "hf":
+        from tasks.models.registry import resolve
+
+        res = resolve(name, "causal_lm", offline=settings["offline"])
+        revision = [res.source, res.revision, res.gguf_file]
+    else:
+        backend = load_llm(spec, LLMSettings(**settings))  # HTTP: no connection until asked
+        try:
+            endpoint = backend.endpoint()
+        finally:
+            backend.close()
+    text = json.dumps({"spec": spec, "prompt": prompts, "revision": revision,
+                       "settings": {k: settings[k] for k in ANSWER_SETTINGS[kind]},
+                       **({"endpoint": endpoint} if endpoint is not None else {})},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def known_model_key(store, spec: str, ident: str) -> int | None:
+    """The newest model key of ``spec`` recorded under ``ident``, else None."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(Model.id, Model.params).where(Model.model_id == spec)).all()
+    keys = [key for key, params in rows if (params or {}).get("identity") == ident]
+    return max(keys) if keys else None
+
+
+def _pending(store, model_key: int, queries: pd.DataFrame) -> pd.DataFrame:
+    """The run's distinct prompts that ``model_key`` has not answered (older queries of the
+    same questions, from other settings, are not this run's business)."""
+    pending = store.pending(model_key, queries["store_id"].unique().tolist())
+    wanted = queries[["store_id", "prompt"]].drop_duplicates()
+    return pending.merge(wanted, left_on=["question_id", "prompt"],
+                         right_on=["store_id", "prompt"]).drop(columns="store_id")
+
+
+@task(name="check-model", cache_policy=NO_CACHE, task_run_name="check-{spec}")
+def check_model(url: str, spec: str, ident: str, queries_path: str) -> dict:
+    """Known key and pending count for ``spec`` without loading it."""
+    queries = pd.read_parquet(queries_path)
+    total = queries[["store_id", "prompt"]].drop_duplicates().shape[0]
+    with open_store(url) as store:
+        key = known_model_key(store, spec, ident)
+        pending = total if key is None else len(_pending(store, key, queries))
+    return {"model_key": key, "pending": pending, "total": total}
+
+
+def _load_and_register(store, spec: str, ident: str, settings: dict, prompts: dict):
+    """The backend (cached per process) and its model key (the same key from any process)."""
+    from tasks.models.llm import LLMSettings, load_llm
+
+    backend = load_llm(spec, LLMSettings(**settings))
+    return backend, store.upsert_model(spec, {**backend.parameters(), **prompts,
+                                              "identity": ident})
+
+
+@task(name="register-model", cache_policy=NO_CACHE, task_run_name="register-{spec}")
+def register_model(url: str, spec: str, ident: str, settings: dict, prompts: dict) -> int:
+    """Load the backend once and record its parameters: the key the answer tasks share."""
+    with open_store(url) as store:
+        backend, key = _load_and_register(store, spec, ident, settings, prompts)
+    _close(backend)
+    return key
+
+
+def _close(backend) -> None:
+    close = getattr(backend, "close", None)  # HTTP backends hold a connection pool
+    if callable(close):
+        close()
+
+
+def pending_parts(url: str, model_key: int, queries_path: str, chunk: int,
+                  parts: int) -> list[list[int]]:
+    """The pending query ids of ``model_key`` in up to ``parts`` runs of whole batches of
+    ``chunk``, in order: each run's prompts share the batches one pass would give them, so
+    a local model's greedy answers are the same however the runs are spread."""
+    with open_store(url) as store:
+        ids = _pending(store, model_key, pd.read_parquet(queries_path))["query_id"].tolist()
+    batches = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
+    per_part = -(-len(batches) // max(1, parts)) if batches else 1
+    return [[q for batch in batches[i:i + per_part] for q in batch]
+            for i in range(0, len(batches), per_part)]
+
+
+@task(name="answer-pending", cache_policy=NO_CACHE, task_run_name="answer-{spec}")
+def answer_pending(url: str, spec: str, ident: str, settings: dict, prompts: dict,
+                   queries_path: str, run_id: int, query_ids: list[int] | None = None) -> dict:
+    """Load the backend, register its parameters, send what is pending in batches and save
+    each batch before the next (an interrupted run resumes where it stopped). ``query_ids``:
+    only these of the pending prompts (one run of ``pending_parts``)."""
+    logger = get_run_logger()
+    queries = pd.read_parquet(queries_path)
+    sent = errors = 0
+    with open_store(url) as store:
+        backend, key = _load_and_register(store, spec, ident, settings, prompts)
+        pending = _pending(store, key, queries)
+        total = queries[["store_id", "prompt"]].drop_duplicates().shape[0]
+        if query_ids is None:
+            logger.info("%s (model key %d): %d of %d prompts pending, %d already answered",
+                        spec, key, len(pending), total, total - len(pending))
+        else:
+            part = pending[pending["query_id"].isin(query_ids)].reset_index(drop=True)
+            logger.info("%s (model key %d): %d of the %d pending prompts (queries %d–%d)",
+                        spec, key, len(part), len(pending), min(query_ids, default=0),
+                        max(query_ids, default=0))
+            pending = part
+        chunk = answer_chunk(settings)
+        for start in range(0, len(pending), chunk):
+            batch = pending.iloc[start:start + chunk]
+            answers = backend.answer(batch["prompt"].tolist())
+            store.save_responses(run_id, key, [
+                {"query_id": int(q), "text": a.text, "error": a.error,
+                 "latency_s": a.latency_s, "attempts": a.attempts}
+                for q, a in zip(batch["query_id"], answers)])
+            sent += len(batch)
+            errors += sum(a.error is not None for a in answers)
+            logger.info("%s: %d / %d sent (%d failed)", spec, sent, len(pending), errors)
+    _close(backend)
+    fingerprints = sorted(getattr(backend, "fingerprints", ()))
+    if fingerprints:
+        logger.info("%s: system_fingerprint(s) %s", spec, ", ".join(fingerprints))
+    return {"model_key": key, "sent": sent, "errors": errors, "total": total,
+            "system_fingerprints": fingerprints}
+
+
+def answer_chunk(settings: dict) -> int:
+    """Prompts per ``answer`` call and per saved batch."""
+    return max(settings["batch_size"], settings["concurrency"])
