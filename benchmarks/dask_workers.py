@@ -7,8 +7,10 @@ and the table gives each side's best round. The default stage is ``data`` (a cac
 task per table, ~25 s); ``--stage adaptive`` re-scores the hotel tree (VADER, 2 shards);
 ``--stage contrastive`` runs COSTELLO on MiniLM (30 seeds per relation, 5,000 vocabulary
 words; on Dask the embedding, searches and banks spread before the unit); ``--stage capabilities`` builds and runs an S²LCT suite of 10 seeds per capability on VADER
-(expansion is one task per capability: ``tasks.core.method.fan_out``), in projects whose
-``data/`` comes from one untimed data-stage run.
+(expansion is one task per capability: ``tasks.core.method.fan_out``); ``--stage consistency``
+answers the default 30 questions' prompts with SmolLM2 (on Dask: runs of whole batches, one
+task each; response ids, which follow the order the workers save in, are left out of the
+comparison), in projects whose ``data/`` comes from one untimed data-stage run.
 Then the worker start-up: a local cluster of 2 workers and one trivial task per worker, with
 the Prefect API shared with the workers (``tasks.core.runtime.api_for_workers``) and without
 one (each worker then starts a temporary server of its own).
@@ -51,6 +53,8 @@ def stage_overrides(stage: str, mirror: Path) -> list[str]:
         return [f"data.mirror={mirror}", "capabilities.models=[vader]",
                 "capabilities.seeds_per_lc=10", "capabilities.checklist_max_examples=50",
                 "capabilities.bootstrap=200"]
+    if stage == "consistency":  # the default questions, SmolLM2
+        return [f"data.mirror={mirror}"]
     return [f"adaptive.trees=[{mirror / 'adatest' / 'imdb_hotel_conversion.csv'}]",
             "adaptive.models=[vader]", "runtime.shards=2"]
 
@@ -89,7 +93,19 @@ def run_side(stage: str, overrides: list[str], work: Path,
     seconds = time.monotonic() - start
     files = [*(root / "data" / "processed").glob("*.parquet"), *(root / "reports").rglob("*.csv"),
              *(root / "data" / "interim" / stage).glob("*.parquet")]
-    return seconds, {str(p.relative_to(root)): p.read_bytes() for p in sorted(files)}
+    return seconds, {str(p.relative_to(root)): comparable(p) for p in sorted(files)}
+
+
+def comparable(path: Path) -> bytes:
+    """The file's bytes; a table's without ``response_id`` (consistency numbers responses in
+    the order they are saved, which the workers decide)."""
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        table = pd.read_parquet(path)
+        if "response_id" in table:
+            return table.drop(columns="response_id").to_csv(index=False).encode()
+    return path.read_bytes()
 
 
 def worker_start_up(shared_api: bool) -> tuple[float, float]:
@@ -129,7 +145,8 @@ def worker_start_up(shared_api: bool) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--stage", choices=["data", "adaptive", "capabilities", "contrastive"], default="data")
+    parser.add_argument("--stage", choices=["data", "adaptive", "capabilities", "contrastive",
+                                                "consistency"], default="data")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-start-up", action="store_true", help="skip the worker start-up")
     args = parser.parse_args()

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from tasks.adaptive.debug import checklist_training_set, tree_training_set
-from tasks.adaptive.debug_report import table1, topic_changes
+from tasks.adaptive.debug_report import scatter_figure, table1, topic_changes
 from tasks.capabilities.checklist_run import sample_suite
 from tasks.core.errors import LingtestError
 
@@ -48,6 +48,20 @@ def test_topic_changes_by_hand_fixed_broken_and_unchanged() -> None:
     assert table.loc["D", "q"] > 0.05
     # q is Benjamini–Hochberg over the condition's topics (scipy's)
     assert np.allclose(table["q"], stats.false_discovery_control(table["p"]), atol=1e-4)
+
+
+def test_figure7_has_a_panel_per_condition_and_a_legend_for_every_mark() -> None:
+    changes = pd.DataFrame({
+        "condition": ["adatest", "adatest", "checklist-data"], "topic": ["a", "b", "a"],
+        "examples": [20, 20, 20], "error_before": [40.0, 0.0, 10.0],
+        "error_after": [5.0, 30.0, 12.0], "status": ["fixed", "broken", ""]})
+    fig = scatter_figure(changes, 0.2)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert len(panels) == 2 and "1 fixed, 1 broken" in panels[0].get_title()
+    (legend,) = fig.legends
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert labels == ["fixed (now passes, significant)", "broken (now fails, significant)",
+                      "no significant crossing", "failure threshold (20 %)", "no change"]
 
 
 def test_seeds_are_averaged_per_example_and_undefined_left_out() -> None:

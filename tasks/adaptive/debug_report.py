@@ -117,8 +117,17 @@ def table1(results: pd.DataFrame, changes: pd.DataFrame, trained_on: dict[str, i
 
 def scatter(changes: pd.DataFrame, threshold: float, path: Path, checklist_n: int = 50
             ) -> Path:
+    """``scatter_figure`` written to ``path`` (PNG, atomically)."""
+    fig = scatter_figure(changes, threshold, checklist_n)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    return path
+
+
+def scatter_figure(changes: pd.DataFrame, threshold: float, checklist_n: int = 50):
     """Error before vs after per CheckList topic, one panel per condition (the paper's
-    Figure 7 view); fixed topics green, broken red. Bare Figure: safe in worker threads."""
+    Figure 7 view); fixed topics green, broken red, a legend below. Bare Figure: safe in
+    worker threads."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -143,10 +152,26 @@ def scatter(changes: pd.DataFrame, threshold: float, path: Path, checklist_n: in
         ax.set_ylim(-3, 103)
     axes[0].set_ylabel("error after, mean over seeds (%)")
     fig.suptitle("CheckList topics before and after fine-tuning", fontsize=10)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    return path
+    fig.legend(handles=_legend(colors, threshold), loc="lower center", ncol=3, fontsize=8,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.11, 1, 1))
+    return fig
+
+
+def _legend(colors: dict[str, str], threshold: float) -> list:
+    """What the marks mean: a topic is fixed / broken when its error crosses the threshold
+    with a significant change (BH q ≤ fdr); the rest are grey."""
+    from matplotlib.lines import Line2D
+
+    def dot(color: str, label: str) -> Line2D:
+        return Line2D([], [], ls="", marker="o", ms=5, color=color, label=label)
+
+    return [dot(colors["fixed"], "fixed (now passes, significant)"),
+            dot(colors["broken"], "broken (now fails, significant)"),
+            dot(colors[""], "no significant crossing"),
+            Line2D([], [], color="tab:orange", lw=0.8, ls="--",
+                   label=f"failure threshold ({100 * threshold:g} %)"),
+            Line2D([], [], color="black", lw=0.6, label="no change")]
 
 
 def headline(table: pd.DataFrame) -> dict:
