@@ -5,7 +5,7 @@ from pathlib import Path
 
 from prefect import flow
 
-from tasks.training.sentiment import fine_tune, training_report
+from tasks.training.sentiment import fine_tune, training_note, training_report
 from tasks.core.config import Params
 from tasks.core.paths import Workspace
 from tasks.core.publish import publish
@@ -19,5 +19,5 @@ def train_sentiment_flow(params: Params, root: str) -> dict:
     metrics = fine_tune(sst, workspace.root / MINILM_SST2_DIR, params)
     publish(training_report(params, workspace, sst, metrics), workspace)
     print(f"MiniLM SST-2 test accuracy {metrics['accuracy']:.4f} "
-          f"({metrics['test_size']} sentences), trained in {metrics['seconds']} s")
+          f"({metrics['test_size']} sentences); {training_note(metrics)}")
     return metrics

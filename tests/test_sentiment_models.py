@@ -188,3 +188,54 @@ def test_reloaded_model_reproduces_the_trained_accuracy(tiny_runs, sst):
     probs = load_sentiment_model(MINILM_SST2_ID, root=root).predict_proba(test["text"].tolist())
     predicted = np.array(LABELS2)[probs.argmax(axis=1)]
     assert round(float((predicted == test["label2"].to_numpy()).mean()), 6) == metrics["accuracy"]
+
+
+def test_a_rerun_reuses_the_trained_folder_and_any_change_trains_again(sst, tmp_path,
+                                                                        monkeypatch):
+    """``fine_tune`` on unchanged inputs finds its folder and does not train (a hit); an
+    edited folder is trained again; the key moves with the SST table, a parameter, the base
+    model's revision and the training code (each a miss)."""
+    import dataclasses
+    import shutil
+
+    from tasks.core import caching
+    from tasks.core.config import load_params
+    from tasks.core.paths import PACKAGE_ROOT
+    from tasks.training import sentiment as training
+
+    shutil.copy(PACKAGE_ROOT / "params.yaml", tmp_path / "params.yaml")
+    small = ["capabilities.train_sentiment.max_train=32", "capabilities.train_sentiment.epochs=1",
+             "capabilities.train_sentiment.max_test=16", "capabilities.train_sentiment.batch_size=16"]
+    params = load_params(tmp_path, small)
+    path = tmp_path / "sst.parquet"
+    sst.to_parquet(path)
+    out = tmp_path / "models" / MINILM_SST2_DIR
+
+    first = training.fine_tune.fn(path, out, params)
+    assert "seconds" in first and "reused" not in first
+    folder = caching.hash_path(out)
+    second = training.fine_tune.fn(path, out, params)
+    key = training.training_key(path, params)
+    assert second["reused"] == key[:16] and caching.hash_path(out) == folder
+    assert second == {**{k: v for k, v in first.items() if k not in training.PROCESS_FIGURES},
+                      "reused": key[:16]}
+    assert "Reused" in training.training_note(second)
+
+    (out / "notes.txt").write_text("an edit\n")  # the folder is no longer what was trained
+    third = training.fine_tune.fn(path, out, params)
+    assert "reused" not in third and not (out / "notes.txt").exists()
+    assert caching.hash_path(out) == folder  # the same training writes the same bytes
+
+    assert training.training_key(path, load_params(tmp_path, [*small, "seed=7"])) != key
+    assert training.training_key(path, load_params(
+        tmp_path, [*small, "capabilities.train_sentiment.lr=1e-4"])) != key
+    changed = tmp_path / "sst-changed.parquet"
+    sst.iloc[1:].to_parquet(changed)
+    assert training.training_key(changed, params) != key
+    real_resolve = registry.resolve
+    monkeypatch.setattr(registry, "resolve", lambda *a, **k: dataclasses.replace(
+        real_resolve(*a, **k), revision="new weights under the same id"))
+    assert training.training_key(path, params) != key
+    monkeypatch.setattr(registry, "resolve", real_resolve)
+    monkeypatch.setattr(caching, "code_digest", lambda reach, root=None: "edited helper")
+    assert training.training_key(path, params) != key

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.core.caching import NO_CACHE, task
+from tasks.core.caching import NO_CACHE, hash_path, task
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
@@ -237,15 +237,70 @@ SUBSTITUTE = ("Substitute: the paper's SST-2 fine-tuned BERT / RoBERTa / DistilB
 
 @task(name="fine-tune-minilm", cache_policy=NO_CACHE)
 def fine_tune(sst_path: Path, out_dir: Path, params: Params) -> dict:
-    """Always trains (it writes the model folder): DVC reruns this stage only when its
-    inputs changed."""
+    """Trains, unless ``out_dir`` still holds the model of the same training key (a rerun
+    with unchanged inputs: a hit, like a task cache, but checked against the folder itself,
+    so a deleted or edited folder is trained again). Not a Prefect cache: a hit must not
+    skip writing the folder. DVC reruns this stage only when its inputs changed."""
+    key = training_key(sst_path, params)
+    kept = reusable_model(out_dir, key)
+    if kept is not None:
+        log.info("train-sentiment: %s holds the model of this training key (%s…); not "
+                 "training again", out_dir, key[:12])
+        return {**kept, "reused": key[:16]}
     t = params.capabilities.train_sentiment
     metrics = train_minilm_sst2(pd.read_parquet(sst_path), Path(out_dir), params.seed,
                                 epochs=t.epochs, batch_size=t.batch_size, lr=t.lr,
                                 max_train=t.max_train, max_test=t.max_test,
                                 threads=params.runtime.threads, offline=params.models.offline,
                                 pass_tokens=params.runtime.pass_tokens)
+    stamp_path(out_dir).write_text(json.dumps({"key": key, "folder": hash_path(out_dir)}))
     return json.loads(json.dumps(metrics))
+
+
+def training_key(sst_path: Path, params: Params) -> str:
+    """What fixes the trained model's bytes: the SST table, the training settings, seed,
+    torch threads and scoring floor, the base model's resolved revision, the training code
+    (``train_minilm_sst2`` and every project module it reaches) and the library versions."""
+    import torch
+
+    from tasks.core.caching import code_digest, code_reach, file_digest
+    from tasks.models.registry import resolve
+
+    base = resolve(BASE_MODEL, "encoder", offline=params.models.offline)
+    parts = {"sst": file_digest(Path(sst_path)),
+             "settings": params.capabilities.train_sentiment.model_dump(mode="json"),
+             "seed": params.seed, "threads": params.runtime.threads,
+             "pass_tokens": params.runtime.pass_tokens, "offline": params.models.offline,
+             "base": [base.source, base.revision],
+             "code": code_digest(code_reach(train_minilm_sst2)), "torch": torch.__version__,
+             "transformers": importlib.metadata.version("transformers")}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def stamp_path(out_dir: Path) -> Path:
+    """Beside the model folder (inside it would change the DVC-tracked folder's hash)."""
+    out_dir = Path(out_dir)
+    return out_dir.parent / f".{out_dir.name}.training.json"
+
+
+def reusable_model(out_dir: Path, key: str) -> dict | None:
+    """The saved metrics when ``out_dir`` is exactly what the training of ``key`` wrote."""
+    try:
+        stamp = json.loads(stamp_path(out_dir).read_text())
+        if stamp.get("key") != key or stamp.get("folder") != hash_path(out_dir):
+            return None
+        return json.loads((Path(out_dir) / METRICS_FILE).read_text())
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def training_note(metrics: dict) -> str:
+    """How the model came about: trained now (time and threads), or reused."""
+    if "reused" in metrics:
+        return (f"Reused: the model folder holds what this training key "
+                f"({metrics['reused']}) produced earlier; not trained again.")
+    return (f"Trained in {metrics['seconds']} s on {metrics['threads']} torch thread(s) (not "
+            "part of the table: it changes from run to run).")
 
 
 def training_report(params: Params, workspace: Workspace, sst_path: Path,
@@ -261,6 +316,5 @@ def training_report(params: Params, workspace: Workspace, sst_path: Path,
                                           inputs=[sst_path]))
     report.add("s2lct-minilm-sst2", pd.DataFrame([row]),
                "MiniLM SST-2 classifier: test accuracy (SST-2 test split)",
-               notes=f"Trained in {metrics['seconds']} s on {metrics['threads']} torch "
-                     "thread(s) (not part of the table: it changes from run to run).")
+               notes=training_note(metrics))
     return report
