@@ -9,12 +9,16 @@ sample), masked by Algorithm 1 (``masked_sentences`` with the PTB reference CFG,
 Every side runs the whole step (proposal + whole-sentence re-scoring + validation via
 ``expand``) on the same masked sentences; proposals are batched across a seed's masks in all:
 
-- baseline: ``expand(..., batched=False)``: one ``CausalLM.score`` call per candidate;
-- batched: ``expand(..., batched=True)``: one ``score`` call (batches of 16) per seed; it must
-  keep the same expansions as the baseline;
-- batched + tag lexicon (the pipeline's setting): proposals narrowed to words seen with the
+- baseline: ``expand(..., batched=False, rescore_first=True)``: every proposal re-scored,
+  one ``CausalLM.score`` call per candidate, then validated;
+- batched: ``expand(..., batched=True, rescore_first=True)``: one ``score`` call (batches of
+  16) per seed; it must keep the same expansions as the baseline;
+- batched + tag lexicon (the earlier pipeline): proposals narrowed to words seen with the
   mask's POS tag (``tag_lexicon`` over the treebank and the tagged seeds) before the top k;
-  it proposes other candidates, so compare valid expansions per second.
+  it proposes other candidates, so compare valid expansions per second;
+- validate first (the pipeline): the same proposals validated before any re-scoring, then
+  only the valid ones re-scored, each alone in its pass; it must keep the earlier
+  pipeline's expansions (scores may differ in the last bits: no shared batch).
 
 Rounds alternate (baseline, ours) ``--repeats`` times; the best time of each side is shown.
 Run: ``.venv/bin/python benchmarks/bench_fill.py`` (about 3–6 min on 2 shared cores).
@@ -71,13 +75,15 @@ def masked_seeds(n: int, max_tokens: int, masks: int, nlp) -> tuple[list[list[Ma
 
 
 def run(seeds: list[list[Masked]], model, nlp, polarity, k: int, keep: int,
-        batched: bool, tags: dict | None = None) -> tuple[float, Counter, list]:
+        batched: bool, tags: dict | None = None,
+        rescore_first: bool = True) -> tuple[float, Counter, list]:
     """Seconds, summed ``Expansions.report()`` counts, and the kept expansions per seed."""
     began = time.perf_counter()
     totals: Counter = Counter()
     kept = []
     for masked in seeds:
-        result = expand(masked, model, nlp, polarity, k, keep, batched=batched, tags=tags)
+        result = expand(masked, model, nlp, polarity, k, keep, batched=batched, tags=tags,
+                        rescore_first=rescore_first)
         totals.update(result.report())
         kept.append(list(result))
     return time.perf_counter() - began, totals, kept
@@ -104,20 +110,25 @@ def main() -> None:
     polarity = pd.read_parquet(PROCESSED / "word_polarity.parquet")
     run(seeds[:1], model, nlp, polarity, args.k, args.keep, True)  # warm-up (tables, caches)
 
-    sides = {"baseline: one score() call per candidate": (False, None),
-             "batched score() per seed": (True, None),
-             "batched + tag lexicon (pipeline)": (True, tags)}
+    sides = {"baseline: one score() call per candidate": (False, None, True),
+             "batched score() per seed": (True, None, True),
+             "batched + tag lexicon (earlier)": (True, tags, True),
+             "validate first (pipeline)": (True, tags, False)}
     best = dict.fromkeys(sides, float("inf"))
     counts, kept = {}, {}
     for _ in range(args.repeats):
-        for name, (batched, lexicon) in sides.items():
+        for name, (batched, lexicon, first) in sides.items():
             secs, proposed, result = run(seeds, model, nlp, polarity, args.k, args.keep,
-                                         batched, lexicon)
+                                         batched, lexicon, first)
             best[name] = min(best[name], secs)
             counts[name], kept[name] = proposed, result
     names = list(sides)
-    same = [[(e.text, e.words) for e in s] for s in kept[names[0]]] == \
-        [[(e.text, e.words) for e in s] for s in kept[names[1]]]
+
+    def kept_texts(name: str) -> list:
+        return [[(e.text, e.words) for e in s] for s in kept[name]]
+
+    same = kept_texts(names[0]) == kept_texts(names[1])
+    same_order = kept_texts(names[2]) == kept_texts(names[3])
 
     print(f"{len(seeds)} seeds, {n_masked} masked sentences ({n_two} with two masks), "
           f"k={args.k}, keep={args.keep}; torch threads {args.threads}; "
@@ -131,7 +142,9 @@ def main() -> None:
               f"{c['proposed'] / best[name]:7.1f} {c['valid']:6d} {c['valid'] / best[name]:8.2f}")
     print(f"time ratio baseline / batched: x{best[names[0]] / best[names[1]]:.2f} (same "
           f"expansions kept: {same}); valid/s, pipeline vs baseline: x"
-          f"{(counts[names[2]]['valid'] / best[names[2]]) / (counts[names[0]]['valid'] / best[names[0]]):.2f}")
+          f"{(counts[names[3]]['valid'] / best[names[3]]) / (counts[names[0]]['valid'] / best[names[0]]):.2f}")
+    print(f"time ratio earlier pipeline / validate first: x{best[names[2]] / best[names[3]]:.2f} "
+          f"(same expansions kept: {same_order})")
 
 
 if __name__ == "__main__":

@@ -40,9 +40,23 @@ def resolved_runner(params: Params, stage: str) -> Params:
     ``PROCESS_STAGES``, threads for the rest (the run's provenance shows which)."""
     if params.runtime.task_runner != "auto":
         return params
-    runner = "dask" if stage in PROCESS_STAGES else "threads"
+    runner = "dask" if stage in PROCESS_STAGES and dask_installed() else "threads"
     return params.model_copy(update={"runtime": params.runtime.model_copy(
         update={"task_runner": runner})})
+
+
+def dask_installed() -> bool:
+    """Whether prefect-dask is importable; without it ``auto`` stays on threads (and says so)
+    rather than failing: ``dask`` asked by name still fails with the install line."""
+    import importlib.util
+    import logging
+
+    if importlib.util.find_spec("prefect_dask") is not None:
+        return True
+    logging.getLogger("lingtest").warning(
+        "runtime.task_runner auto: prefect-dask is not installed, so this stage runs on "
+        "threads; pip install 'lingtest[dask]' to spread it over processes")
+    return False
 
 
 def task_runner(params: Params):

@@ -49,7 +49,8 @@ def data_project(tmp_path_factory, mirror: Path, prefect_harness):
 
     root = tmp_path_factory.mktemp("project")
     shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
-    overrides = [f"data.mirror={mirror}", "data.online=false"]
+    # threads: the tests' reference runner; the Dask tests name their runner themselves
+    overrides = [f"data.mirror={mirror}", "data.online=false", "runtime.task_runner=threads"]
     run_stage("data", load_params(root, overrides), Workspace(root))
     return Workspace(root), overrides
 

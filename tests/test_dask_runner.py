@@ -135,11 +135,29 @@ def test_auto_runs_the_process_stages_on_dask_and_the_rest_on_threads(tmp_path, 
     from flows.stage import resolved_runner
 
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=auto")
-    assert PROCESS_STAGES == ("contrastive", "capabilities", "adaptive-debug")
+    assert PROCESS_STAGES == ("contrastive", "capabilities")
     for stage in PROCESS_STAGES:
         assert resolved_runner(params, stage).runtime.task_runner == "dask"
-    for stage in ("data", "train-sentiment", "consistency", "adaptive", "repair"):
+    for stage in ("data", "train-sentiment", "consistency", "adaptive", "adaptive-debug",
+                  "repair"):
         assert resolved_runner(params, stage).runtime.task_runner == "threads"
     assert params.runtime.task_runner == "auto"  # the caller's parameters are not changed
     explicit, _ = _project(tmp_path / "x", mirror, "runtime.task_runner=threads")
     assert resolved_runner(explicit, "capabilities").runtime.task_runner == "threads"
+    default, _ = _project(tmp_path / "default", mirror)  # the checkout's params.yaml
+    assert default.runtime.task_runner == "auto" and default.runtime.max_workers == 2
+
+
+def test_auto_without_prefect_dask_stays_on_threads_and_says_so(tmp_path, mirror, monkeypatch,
+                                                                caplog):
+    import importlib.util
+
+    from flows.stage import resolved_runner
+
+    params, _ = _project(tmp_path, mirror, "runtime.task_runner=auto")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "prefect_dask" else real(name, *a))
+    with caplog.at_level("WARNING", logger="lingtest"):
+        assert resolved_runner(params, "capabilities").runtime.task_runner == "threads"
+    assert "pip install 'lingtest[dask]'" in caplog.text

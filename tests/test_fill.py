@@ -110,6 +110,32 @@ def test_ranking_is_deterministic(lm, nlp, polarity, or_both):
     assert [e.score for e in first] == sorted((e.score for e in first), reverse=True)
 
 
+def test_only_valid_fills_are_rescored_each_in_its_own_pass(lm, nlp, polarity, or_both,
+                                                             monkeypatch):
+    """Validation reads no score, so re-scoring only what passed it keeps the earlier
+    expansions; each re-scored text has a pass of its own, so its score is the text's alone."""
+    passes: list[list[str]] = []
+    real = type(lm).score
+
+    def recording(self, texts, batch_size=16):
+        passes.append(list(texts))
+        return real(self, texts, batch_size)
+
+    monkeypatch.setattr(type(lm), "score", recording)
+    found = expand([or_both, TWO_MASKS], lm, nlp, polarity, k=10, max_keep=5)
+    ours, passes[:] = list(passes), []
+    earlier = expand([or_both, TWO_MASKS], lm, nlp, polarity, k=10, max_keep=5,
+                     rescore_first=True)
+    assert found and [e.text for e in found] == [e.text for e in earlier]
+    assert found.report() == earlier.report()
+    assert [e.score for e in found] == pytest.approx([e.score for e in earlier], abs=1e-3)
+    assert [len(p) for p in passes] == [found.proposed]  # earlier: every proposal, one call
+    assert all(len(p) == 1 for p in ours)  # ours: one text per pass, only the valid ones
+    assert len(ours) == found.valid + found.rejected["duplicate"] < found.proposed
+    for exp in found:
+        assert exp.score == float(real(lm, [exp.text])[0])  # bit for bit: the text's own
+
+
 def test_two_mask_beam(lm):
     found = propose(TWO_MASKS, lm, 3)
     assert 0 < len(found) <= 3

@@ -11,8 +11,9 @@ Two proposal paths, chosen from the registry's kind of ``capabilities.fill_model
   (``tag_lexicon``: words seen with each PTB tag in SST and the treebank), only words seen
   with the mask's tag, from the top 10·k; with several masks a beam
   of width k (ranked by the summed proposal log-probs) carries the partial fills. Every
-  surviving fill is then **re-scored on the whole sentence** with ``CausalLM.score``, so the
-  right context (the words after the mask) counts too.
+  fill that passes validation is then **re-scored on the whole sentence** with
+  ``CausalLM.score``, alone in its forward pass, so the right context (the words after the
+  mask) counts too and the score depends on the text alone.
 - ``masked_lm`` (the paper's BERT): transformers ``pipeline("fill-mask")`` with the model's
   own mask token, masks filled left to right with the same beam; the score is the summed
   log-probability the pipeline gives each word. Offline, hub ids resolve to ``missing`` in
@@ -292,6 +293,11 @@ def propose_all(masked: Sequence[Masked], model: FillModel, k: int, batched: boo
     found = propose_all_unscored(masked, model, k, tags, whole)
     if isinstance(model, CausalLM):
         found = rescore(found, model, batched)
+    return _grouped(masked, found)
+
+
+def _grouped(masked: Sequence[Masked], found: list[Candidate]) -> list[Candidate]:
+    """``found`` grouped by masked sentence in input order, each group best first."""
     groups: dict[int, list[Candidate]] = {}
     index = {id(m): i for i, m in enumerate(masked)}
     for cand in found:
@@ -314,10 +320,16 @@ def expand(seed_masked: Sequence[Masked], model: FillModel, nlp: Any,
            still_matches: Callable[[Tagged], bool] | None = None,
            batched: bool = True, tags: TagLexicon | None = None,
            min_logprob_per_word: float | None = None, strict: bool = True,
-           min_right_context_logprob: float | None = None) -> Expansions:
+           min_right_context_logprob: float | None = None,
+           rescore_first: bool = False) -> Expansions:
     """The ``max_keep`` most confident valid expansions over all masked sentences of a seed.
 
-    ``batched=False`` re-scores one candidate per ``score`` call (benchmark baseline only).
+    A causal LM's proposals are validated first and only the valid ones re-scored on the
+    whole sentence, each text in a pass of its own: the checks do not read the score, about
+    nine in ten proposals fail them, and a score then depends on its text alone (in a shared
+    batch the padding changes its last bits). ``rescore_first=True`` is the earlier order —
+    every proposal re-scored (one ``score`` call per seed, or one per candidate with
+    ``batched=False``) before validation — kept as the fill benchmark's baseline.
     ``min_logprob_per_word``: the confidence floor relative to the seed's own score;
     ``min_right_context_logprob``: the most the words after the last insertion may lose
     against the seed (both causal LM only; None: no check). ``strict=False`` is the earlier
@@ -326,8 +338,13 @@ def expand(seed_masked: Sequence[Masked], model: FillModel, nlp: Any,
     """
     if max_keep < 1:
         raise LingtestError(f"capabilities.max_expansions_per_seed must be >= 1 (got {max_keep})")
-    proposed = propose_all(seed_masked, model, k, batched, tags, whole=strict)
-    valid, rejected = validate(proposed, nlp, polarity, still_matches, strict)
+    if rescore_first or not isinstance(model, CausalLM):
+        proposed = propose_all(seed_masked, model, k, batched, tags, whole=strict)
+        valid, rejected = validate(proposed, nlp, polarity, still_matches, strict)
+    else:
+        proposed = propose_all_unscored(seed_masked, model, k, tags, whole=strict)
+        valid, rejected = validate(proposed, nlp, polarity, still_matches, strict)
+        valid = _grouped(seed_masked, rescore(valid, model, batched=False))
     seed = seed_text(seed_masked[0])
     seen = {seed_text(m) for m in seed_masked}  # the seed
     if valid and min_logprob_per_word is not None and isinstance(model, CausalLM):
