@@ -206,15 +206,15 @@ class ConsistencyMethod(Method):
         ``total``, ``system_fingerprints``."""
         logger = _logger()
         spec, queries = unit.model_id, str(self.suite_path)
+        if spec in self.answered:  # prepare's tasks sent them (failed ones wait for a rerun)
+            return UnitResult(unit, None, {"spec": spec, **self.answered[spec]})
         url, settings, prompts, ident = self._answering(spec)
         state = answering.check_model(url, spec, ident, queries)
         if state["model_key"] is not None and state["pending"] == 0:
-            done = self.answered.pop(spec, None)  # what prepare's tasks sent
-            if done is None:
-                logger.info("%s (model key %d): all %d prompts already answered; not loading "
-                            "it", spec, state["model_key"], state["total"])
-                done = {"model_key": state["model_key"], "sent": 0, "errors": 0,
-                        "total": state["total"], "system_fingerprints": []}
+            logger.info("%s (model key %d): all %d prompts already answered; not loading it",
+                        spec, state["model_key"], state["total"])
+            done = {"model_key": state["model_key"], "sent": 0, "errors": 0,
+                    "total": state["total"], "system_fingerprints": []}
             return UnitResult(unit, None, {"spec": spec, **done})
         if self.run_id is None:
             with self.running(suite):
@@ -229,6 +229,7 @@ class ConsistencyMethod(Method):
         covering-array row of this suite, read back from the database."""
         c = self.params.consistency
         url = self._url()
+        self.answered = {}  # this run's; a later ``retest`` asks the database again
         keys = list(dict.fromkeys(int(run.extra["model_key"]) for run in runs))
         cp.judge(url, c.oracle)
         results = cp.collect_results(url, keys, str(self.suite_path), c.oracle)
