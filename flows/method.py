@@ -8,10 +8,12 @@ from pathlib import Path
 import pandas as pd
 from prefect import Flow, flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture
 
 from flows.stage import unit_resources
 from tasks.core.config import Params
-from tasks.core.method import Method, Unit, UnitResult
+from tasks.core.errors import LingtestError
+from tasks.core.method import Method, Unit, UnitResult, runner_uses_processes
 from tasks.core.paths import Workspace
 from tasks.core.publish import publish
 from tasks.core.schema import write_cases, write_results
@@ -23,15 +25,32 @@ def run_unit(method: Method, suite: pd.DataFrame, unit: Unit) -> UnitResult:
     return method.run_unit(suite, unit)
 
 
+def submit_early(method: Method) -> dict[Unit, PrefectFuture]:
+    """On a process runner, the units that read no case, submitted before the suite exists
+    (they fill the workers while the flow tags, parses and expands); otherwise none."""
+    if not runner_uses_processes():
+        return {}
+    with unit_resources(method.params):
+        return {unit: run_unit.submit(method, pd.DataFrame(), unit)
+                for unit in method.early_units()}
+
+
 def compose(method: Method) -> dict:
     method.check_inputs()
     resources = unit_resources(method.params)  # refused before the suite when unmet
+    early = submit_early(method)
     suite = method.build_suite()
     write_cases(method.suite_path, suite, method.contract)
     with method.running(suite):
         with resources:  # on Dask with runtime.device cuda: a GPU per unit
+            units = method.units(suite)
+            stray = sorted(unit.name for unit in set(early) - set(units))
+            if stray:
+                raise LingtestError(f"{method.stage}: early units {stray} are not among the "
+                                    "stage's units")
             method.prepare(suite)
-            futures = [run_unit.submit(method, suite, unit) for unit in method.units(suite)]
+            futures = [early[unit] if unit in early else run_unit.submit(method, suite, unit)
+                       for unit in units]
         runs = [future.result() for future in futures]
         results = method.collect(suite, runs)
     write_results(method.results_path, results, method.contract)

@@ -35,6 +35,17 @@ def task_states(flow_run_id: str, prefix: str) -> list[str]:
     return [r.state.name for r in runs if r.name.startswith(prefix)]
 
 
+def task_spans(flow_run_id: str) -> dict[str, tuple]:
+    """Start and end time of the flow run's tasks, by task run name."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])), limit=200)
+    return {r.name: (r.start_time, r.end_time) for r in runs}
+
+
 @pytest.fixture(scope="module")
 def capabilities_run(data_project):
     workspace, overrides = data_project
@@ -154,8 +165,10 @@ def test_retest_of_the_fine_tuned_model_changes_nothing(capabilities_run) -> Non
 @pytest.mark.slow
 def test_on_two_dask_workers_the_expansion_is_spread_and_the_suite_is_the_same(
         capabilities_run, tmp_path) -> None:
-    """On Dask each capability's expansion is its own task on a worker process; the suite
-    (seeds and expansions, byte for byte) and VADER's verdicts are the thread run's."""
+    """On Dask each capability's expansion is its own task on a worker process, and the
+    CheckList unit (no S²LCT case) runs while the flow still tags SST; the suite (seeds and
+    expansions, byte for byte), VADER's verdicts and its CheckList verdicts are the thread
+    run's."""
     pytest.importorskip("prefect_dask")
     from projects import sibling_project
 
@@ -164,7 +177,7 @@ def test_on_two_dask_workers_the_expansion_is_spread_and_the_suite_is_the_same(
     overrides = [f"data.mirror={params.data.mirror}", "data.online=false", *SMALL,
                  "capabilities.models=[vader]", "runtime.task_runner=auto",
                  f"runtime.result_storage={tmp_path / 'results'}"]
-    run_stage("capabilities", load_params(dask.root, overrides), dask)
+    summary = run_stage("capabilities", load_params(dask.root, overrides), dask)
 
     threads_out, dask_out = workspace.interim / "capabilities", dask.interim / "capabilities"
     assert (dask_out / "suite.jsonl").read_bytes() == (threads_out / "suite.jsonl").read_bytes()
@@ -174,3 +187,10 @@ def test_on_two_dask_workers_the_expansion_is_spread_and_the_suite_is_the_same(
              .reset_index(drop=True) for out in (threads_out, dask_out)]
     assert len(vader[0]) > 0
     pd.testing.assert_frame_equal(*vader, check_exact=True)
+    checklist = [pd.read_parquet(out / "checklist_verdicts.parquet").query("model_id == 'vader'")
+                 .reset_index(drop=True) for out in (threads_out, dask_out)]
+    assert len(checklist[0]) > 0
+    pd.testing.assert_frame_equal(*checklist, check_exact=True)
+    spans = task_spans(summary["flow_run_id"])
+    tagged = [end for name, (_, end) in spans.items() if name.startswith("tag-sst")]
+    assert spans["checklist-vader"][0] < tagged[0]  # submitted before the suite is built

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import delete, select
 
 from flows.stage import run_stage
-from tasks.consistency import report
+from tasks.consistency import answering, report
 from tasks.consistency.covering import read_ca_csv
 from tasks.consistency.method import ConsistencyMethod
 from tasks.consistency.store import open_store
@@ -221,6 +221,11 @@ def test_resume_sends_only_lost_and_failed_prompts(consistency_run, monkeypatch)
             conn.execute(delete(Response).where(Response.id.in_(lost)))
         pending = store.pending(key)
     assert len(pending) == 3
+    method = ConsistencyMethod(params, workspace)
+    url_, _, _, ident = method._answering(MODEL)
+    state = answering.check_model(url_, MODEL, ident, str(method.suite_path))
+    assert state["model_key"] == key and state["pending"] == 3
+    assert state["pending_ids"] == sorted(pending["query_id"])  # what prepare splits
 
     Recorder.sent = []
     with pytest.raises(FailedCalls, match="1 of 3 LLM calls failed") as failed:
@@ -241,6 +246,14 @@ def test_resume_sends_only_lost_and_failed_prompts(consistency_run, monkeypatch)
     # every prompt answered once, plus the failed call kept on record
     assert counts["responses"] == distinct + 1
     assert counts["verdicts"] == distinct
+
+
+def test_pending_prompts_go_out_in_runs_of_whole_batches_in_order() -> None:
+    ids = list(range(10, 20))
+    assert answering.batch_runs(ids, 2, 3) == [[10, 11, 12, 13], [14, 15, 16, 17], [18, 19]]
+    assert answering.batch_runs(ids, 4, 4) == [[10, 11, 12, 13], [14, 15, 16, 17], [18, 19]]
+    assert answering.batch_runs(ids, 3, 1) == [ids]
+    assert answering.batch_runs([], 2, 4) == []
 
 
 def test_report_functions_on_a_hand_made_table(tmp_path) -> None:

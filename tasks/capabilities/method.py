@@ -163,6 +163,10 @@ class CapabilitiesMethod(Method):
                     out.append(Unit(unit.model_id, "coverage"))
         return out
 
+    def early_units(self) -> list[Unit]:
+        """The CheckList units: the released suite, not S²LCT's cases."""
+        return [Unit(model_id, "checklist") for model_id in self.model_ids()]
+
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
         """The unit's part on a fresh model. The model steps run as plain functions (``.fn``):
         the flow's ``run-unit`` task is their task, and ``retest`` needs no Prefect run."""

@@ -4,7 +4,7 @@ batch, so an interrupted run resumes where it stopped.
 A model is keyed by its spec plus an *identity* computed without loading it (``identity``);
 when the database already holds that identity and nothing is pending, the model is never
 loaded. Under a process runner the pending prompts are split into runs of whole batches
-(``pending_parts``), one ``answer-pending`` task each, after one ``register-model`` task
+(``batch_runs``), one ``answer-pending`` task each, after one ``register-model`` task
 recorded the model's key: every run's prompts share the batches one pass would give them.
 """
 from __future__ import annotations
@@ -75,13 +75,15 @@ def _pending(store, model_key: int, queries: pd.DataFrame) -> pd.DataFrame:
 
 @task(name="check-model", cache_policy=NO_CACHE, task_run_name="check-{spec}")
 def check_model(url: str, spec: str, ident: str, queries_path: str) -> dict:
-    """Known key and pending count for ``spec`` without loading it."""
+    """Known key, pending count and (for a known key) pending query ids for ``spec``,
+    without loading it."""
     queries = pd.read_parquet(queries_path)
     total = queries[["store_id", "prompt"]].drop_duplicates().shape[0]
     with open_store(url) as store:
         key = known_model_key(store, spec, ident)
-        pending = total if key is None else len(_pending(store, key, queries))
-    return {"model_key": key, "pending": pending, "total": total}
+        ids = None if key is None else _pending(store, key, queries)["query_id"].tolist()
+    return {"model_key": key, "pending": total if ids is None else len(ids),
+            "pending_ids": ids, "total": total}
 
 
 def _load_and_register(store, spec: str, ident: str, settings: dict, prompts: dict):
@@ -108,13 +110,16 @@ def _close(backend) -> None:
         close()
 
 
-def pending_parts(url: str, model_key: int, queries_path: str, chunk: int,
-                  parts: int) -> list[list[int]]:
-    """The pending query ids of ``model_key`` in up to ``parts`` runs of whole batches of
-    ``chunk``, in order: each run's prompts share the batches one pass would give them, so
-    a local model's greedy answers are the same however the runs are spread."""
+def pending_ids(url: str, model_key: int, queries_path: str) -> list[int]:
+    """The query ids ``model_key`` has not answered, in query order."""
     with open_store(url) as store:
-        ids = _pending(store, model_key, pd.read_parquet(queries_path))["query_id"].tolist()
+        return _pending(store, model_key, pd.read_parquet(queries_path))["query_id"].tolist()
+
+
+def batch_runs(ids: list[int], chunk: int, parts: int) -> list[list[int]]:
+    """``ids`` in up to ``parts`` runs of whole batches of ``chunk``, in order: each run's
+    prompts share the batches one pass would give them, so a local model's greedy answers
+    are the same however the runs are spread."""
     batches = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
     per_part = -(-len(batches) // max(1, parts)) if batches else 1
     return [[q for batch in batches[i:i + per_part] for q in batch]
@@ -126,7 +131,7 @@ def answer_pending(url: str, spec: str, ident: str, settings: dict, prompts: dic
                    queries_path: str, run_id: int, query_ids: list[int] | None = None) -> dict:
     """Load the backend, register its parameters, send what is pending in batches and save
     each batch before the next (an interrupted run resumes where it stopped). ``query_ids``:
-    only these of the pending prompts (one run of ``pending_parts``)."""
+    only these of the pending prompts (one run of ``batch_runs``)."""
     logger = get_run_logger()
     queries = pd.read_parquet(queries_path)
     sent = errors = 0

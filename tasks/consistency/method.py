@@ -59,7 +59,7 @@ class ConsistencyMethod(Method):
     One unit per LLM, whatever ``runtime.shards`` says (``units``). Under a process runner
     (Dask) ``prepare`` spreads each model's pending prompts first: one ``register-model``
     task records the model (so no two tasks race on the store's model table), then one
-    ``answer-pending`` task per run of whole batches (``answering.pending_parts``: each
+    ``answer-pending`` task per run of whole batches (``answering.batch_runs``: each
     prompt shares the batch one pass would give it — padding in a batch changes a local
     model's float32 logits, hence its greedy answers — so the answers stay identical), and
     the unit finds nothing pending. Under threads the unit answers in one pass: the workers
@@ -182,11 +182,12 @@ class ConsistencyMethod(Method):
             state = answering.check_model(url, spec, ident, queries)
             if state["pending"] == 0:
                 continue
-            key = state["model_key"]
+            key, ids = state["model_key"], state["pending_ids"]
             if key is None:
                 (key,) = fan_out(answering.register_model, [(url, spec, ident, settings, prompts)])
-            parts = answering.pending_parts(url, key, queries, answering.answer_chunk(settings),
-                                            2 * self.params.runtime.max_workers)
+                ids = answering.pending_ids(url, key, queries)
+            parts = answering.batch_runs(ids, answering.answer_chunk(settings),
+                                         2 * self.params.runtime.max_workers)
             calls += [(spec, (url, spec, ident, settings, prompts, queries, self.run_id, part))
                       for part in parts]
         done = fan_out(answering.answer_pending, [args for _, args in calls])

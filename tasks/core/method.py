@@ -94,6 +94,13 @@ class Method(ABC):
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
         """Run one unit: contract rows for ``unit.take(suite)`` and/or per-model extras."""
 
+    def early_units(self) -> list[Unit]:
+        """Units that read no case (a subset of ``units``). On a process runner the flow
+        submits them before building the suite, so they run while it is built (S²LCT's
+        CheckList units beside its tagging and expansion); under threads they run with the
+        rest. They get an empty suite and run outside ``running``."""
+        return []
+
     def prepare(self, suite: pd.DataFrame) -> None:
         """Work every unit needs, spread over the task runner before the units (a method
         whose units share a costly step submits it here, e.g. through ``fan_out``)."""
