@@ -195,7 +195,6 @@ def test_a_rerun_reuses_the_trained_folder_and_any_change_trains_again(sst, tmp_
     """``fine_tune`` on unchanged inputs finds its folder and does not train (a hit); an
     edited folder is trained again; the key moves with the SST table, a parameter, the base
     model's revision and the training code (each a miss)."""
-    import dataclasses
     import shutil
 
     from tasks.core import caching
@@ -215,7 +214,10 @@ def test_a_rerun_reuses_the_trained_folder_and_any_change_trains_again(sst, tmp_
     assert "seconds" in first and "reused" not in first
     folder = caching.hash_path(out)
     second = training.fine_tune.fn(path, out, params)
-    key = training.training_key(path, params)
+    def key_of(sst_path, params):
+        return training.training_key(training.training_arguments(sst_path, out, params))
+
+    key = key_of(path, params)
     assert second["reused"] == key[:16] and caching.hash_path(out) == folder
     assert second == {**{k: v for k, v in first.items() if k not in training.PROCESS_FIGURES},
                       "reused": key[:16]}
@@ -226,16 +228,17 @@ def test_a_rerun_reuses_the_trained_folder_and_any_change_trains_again(sst, tmp_
     assert "reused" not in third and not (out / "notes.txt").exists()
     assert caching.hash_path(out) == folder  # the same training writes the same bytes
 
-    assert training.training_key(path, load_params(tmp_path, [*small, "seed=7"])) != key
-    assert training.training_key(path, load_params(
+    assert training.training_key(training.training_arguments(path, tmp_path / "elsewhere",
+                                                             params)) == key  # not keyed
+    assert key_of(path, load_params(tmp_path, [*small, "seed=7"])) != key
+    assert key_of(path, load_params(
         tmp_path, [*small, "capabilities.train_sentiment.lr=1e-4"])) != key
     changed = tmp_path / "sst-changed.parquet"
     sst.iloc[1:].to_parquet(changed)
-    assert training.training_key(changed, params) != key
-    real_resolve = registry.resolve
-    monkeypatch.setattr(registry, "resolve", lambda *a, **k: dataclasses.replace(
-        real_resolve(*a, **k), revision="new weights under the same id"))
-    assert training.training_key(path, params) != key
-    monkeypatch.setattr(registry, "resolve", real_resolve)
+    assert key_of(changed, params) != key
+    monkeypatch.setattr(registry, "_dist_version", lambda dist: "0.0.new")  # a new release
+    assert key_of(path, params) != key
+    monkeypatch.undo()
+    assert key_of(path, params) == key
     monkeypatch.setattr(caching, "code_digest", lambda reach, root=None: "edited helper")
-    assert training.training_key(path, params) != key
+    assert key_of(path, params) != key

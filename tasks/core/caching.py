@@ -335,34 +335,46 @@ class ContentInputs(CachePolicy):
 
     def compute_key(self, task_ctx: Any, inputs: dict[str, Any],
                     flow_parameters: dict[str, Any], **kwargs: Any) -> str | None:
-        task = task_ctx.task
-        fn = task.fn
-        hints = type_hints(fn)
-        unknown = sorted(set(self.exclude) - set(inputs) - set(hints))
-        if unknown:
-            raise TypeError(f"task `{task.name}`: exclude names no parameter: {unknown}")
-        offline = bool(inputs.get("offline", True))
-        arguments = {}
-        for name in sorted(inputs):
-            if name in self.exclude:
-                continue
-            annotation = hints.get(name)
-            value = inputs[name]
-            try:
-                arguments[name] = canonical(value, as_path=Path in _annotation_types(annotation))
-            except Unhashable as exc:
-                raise TypeError(
-                    f"task `{task.name}`: cannot key the cache on argument `{name}` ({exc}); "
-                    f"fix: give its type a cache_token() method returning what determines "
-                    f"it, or leave it out with cached task(exclude=('{name}',))") from None
-            ref = _model_ref(annotation)
-            if ref is not None and value is not None:
-                arguments[f"{name} revision"] = ref.revision(value, offline)
-        key = {"task": f"{fn.__module__}.{fn.__qualname__}", "version": self.version,
-               "code": code_digest(code_reach(fn, self.code_root, self.packages),
-                                   self.code_root),
-               "data_files": [hash_path(p) for p in self.data_files], "arguments": arguments}
-        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+        return content_key(task_ctx.task.fn, inputs, name=task_ctx.task.name,
+                           exclude=self.exclude, version=self.version,
+                           data_files=self.data_files, code_root=self.code_root,
+                           packages=self.packages)
+
+
+def content_key(fn: Callable, inputs: dict[str, Any], *, name: str | None = None,
+                exclude: tuple[str, ...] = (), version: str = "1",
+                data_files: tuple[str, ...] = (), code_root: Path = PACKAGE_ROOT,
+                packages: tuple[str, ...] = PROJECT_PACKAGES) -> str:
+    """The key of calling ``fn`` with ``inputs``: every argument's content (bar ``exclude``;
+    a ``Path`` parameter by its file's bytes, a ``model_id`` one with its resolved revision),
+    the code ``fn`` reaches, ``data_files`` and ``version``. ``ContentInputs`` keys tasks
+    with it; a result kept outside Prefect (the trained sentiment model) uses it directly."""
+    name = name or fn.__name__
+    hints = type_hints(fn)
+    unknown = sorted(set(exclude) - set(inputs) - set(hints))
+    if unknown:
+        raise TypeError(f"task `{name}`: exclude names no parameter: {unknown}")
+    offline = bool(inputs.get("offline", True))
+    arguments = {}
+    for arg in sorted(inputs):
+        if arg in exclude:
+            continue
+        annotation = hints.get(arg)
+        value = inputs[arg]
+        try:
+            arguments[arg] = canonical(value, as_path=Path in _annotation_types(annotation))
+        except Unhashable as exc:
+            raise TypeError(
+                f"task `{name}`: cannot key the cache on argument `{arg}` ({exc}); "
+                f"fix: give its type a cache_token() method returning what determines "
+                f"it, or leave it out with cached task(exclude=('{arg}',))") from None
+        ref = _model_ref(annotation)
+        if ref is not None and value is not None:
+            arguments[f"{arg} revision"] = ref.revision(value, offline)
+    key = {"task": f"{fn.__module__}.{fn.__qualname__}", "version": version,
+           "code": code_digest(code_reach(fn, code_root, packages), code_root),
+           "data_files": [hash_path(p) for p in data_files], "arguments": arguments}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
 def task(fn: Callable | None = None, *, exclude: tuple[str, ...] = (), version: str = "1",

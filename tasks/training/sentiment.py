@@ -20,12 +20,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.core.caching import NO_CACHE, hash_path, task
+from tasks.core.caching import NO_CACHE, hash_path, model_id, task
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance
 from tasks.data.sst import sst2_split
+from tasks.models.registry import resolve
 from tasks.models.sentiment import (
     LABELS2,
     MINILM_SST2_ID,
@@ -38,6 +39,7 @@ from tasks.training.common import torch_threads, write_model_dir
 
 log = logging.getLogger(__name__)
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+EncoderId = model_id("encoder", resolve=resolve)  # the training key holds its revision
 MAX_LENGTH = 128      # longest SST sentence is ~60 words; 128 word pieces covers them
 WARMUP = 0.1          # share of steps with a linearly rising learning rate
 WEIGHT_DECAY = 0.01
@@ -125,7 +127,7 @@ def train_classifier(model, tokenizer, texts: list[str], gold: np.ndarray, seed:
 def train_minilm_sst2(sst: pd.DataFrame, out_dir: Path, seed: int, epochs: int = 2,
                       batch_size: int = 32, lr: float = 5e-5, max_train: int | None = None,
                       threads: int | None = None, max_test: int | None = None,
-                      base_model: str = BASE_MODEL, offline: bool = True,
+                      base_model: EncoderId = BASE_MODEL, offline: bool = True,
                       pass_tokens: int | None = None) -> dict:
     """Fine-tune, evaluate and save the classifier; returns the metrics written to
     ``out_dir/metrics.json``. ``max_train``/``max_test`` take a seeded sample (tests, quick
@@ -241,40 +243,40 @@ def fine_tune(sst_path: Path, out_dir: Path, params: Params) -> dict:
     with unchanged inputs: a hit, like a task cache, but checked against the folder itself,
     so a deleted or edited folder is trained again). Not a Prefect cache: a hit must not
     skip writing the folder. DVC reruns this stage only when its inputs changed."""
-    key = training_key(sst_path, params)
+    arguments = training_arguments(sst_path, out_dir, params)
+    key = training_key(arguments)
     kept = reusable_model(out_dir, key)
     if kept is not None:
         log.info("train-sentiment: %s holds the model of this training key (%s…); not "
                  "training again", out_dir, key[:12])
         return {**kept, "reused": key[:16]}
-    t = params.capabilities.train_sentiment
-    metrics = train_minilm_sst2(pd.read_parquet(sst_path), Path(out_dir), params.seed,
-                                epochs=t.epochs, batch_size=t.batch_size, lr=t.lr,
-                                max_train=t.max_train, max_test=t.max_test,
-                                threads=params.runtime.threads, offline=params.models.offline,
-                                pass_tokens=params.runtime.pass_tokens)
+    metrics = train_minilm_sst2(**arguments)
     stamp_path(out_dir).write_text(json.dumps({"key": key, "folder": hash_path(out_dir)}))
     return json.loads(json.dumps(metrics))
 
 
-def training_key(sst_path: Path, params: Params) -> str:
-    """What fixes the trained model's bytes: the SST table, the training settings, seed,
-    torch threads and scoring floor, the base model's resolved revision, the training code
-    (``train_minilm_sst2`` and every project module it reaches) and the library versions."""
+def training_arguments(sst_path: Path, out_dir: Path, params: Params) -> dict:
+    """``train_minilm_sst2``'s arguments under ``params``."""
+    t = params.capabilities.train_sentiment
+    return {"sst": pd.read_parquet(sst_path), "out_dir": Path(out_dir), "seed": params.seed,
+            "epochs": t.epochs, "batch_size": t.batch_size, "lr": t.lr,
+            "max_train": t.max_train, "max_test": t.max_test,
+            "threads": params.runtime.threads, "base_model": BASE_MODEL,
+            "offline": params.models.offline, "pass_tokens": params.runtime.pass_tokens}
+
+
+def training_key(arguments: dict) -> str:
+    """What fixes the trained model's bytes: ``train_minilm_sst2``'s arguments (the SST
+    table's content, the base model's resolved revision; not where it writes), the code it
+    reaches and the torch and transformers versions: the task cache's key
+    (``content_key``)."""
     import torch
 
-    from tasks.core.caching import code_digest, code_reach, file_digest
-    from tasks.models.registry import resolve
+    from tasks.core.caching import content_key
 
-    base = resolve(BASE_MODEL, "encoder", offline=params.models.offline)
-    parts = {"sst": file_digest(Path(sst_path)),
-             "settings": params.capabilities.train_sentiment.model_dump(mode="json"),
-             "seed": params.seed, "threads": params.runtime.threads,
-             "pass_tokens": params.runtime.pass_tokens, "offline": params.models.offline,
-             "base": [base.source, base.revision],
-             "code": code_digest(code_reach(train_minilm_sst2)), "torch": torch.__version__,
-             "transformers": importlib.metadata.version("transformers")}
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+    return content_key(train_minilm_sst2, arguments, exclude=("out_dir",),
+                       version=f"torch {torch.__version__}, transformers "
+                               f"{importlib.metadata.version('transformers')}")
 
 
 def stamp_path(out_dir: Path) -> Path:
