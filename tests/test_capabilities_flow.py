@@ -165,32 +165,35 @@ def test_retest_of_the_fine_tuned_model_changes_nothing(capabilities_run) -> Non
 @pytest.mark.slow
 def test_on_two_dask_workers_the_expansion_is_spread_and_the_suite_is_the_same(
         capabilities_run, tmp_path) -> None:
-    """On Dask each capability's expansion is its own task on a worker process, and the
-    CheckList unit (no S²LCT case) runs while the flow still tags SST; the suite (seeds and
-    expansions, byte for byte), VADER's verdicts and its CheckList verdicts are the thread
-    run's."""
+    """On Dask each capability's expansion is its own task on a worker process, and the units
+    that read no S²LCT case (CheckList, the coverage bounds) run while the flow still tags
+    SST; the suite (seeds and expansions, byte for byte), both models' results and CheckList
+    verdicts and every report table are the thread run's."""
+    import shutil
+
     pytest.importorskip("prefect_dask")
     from projects import sibling_project
 
     workspace, params, _, _ = capabilities_run
     dask = sibling_project(workspace, tmp_path / "dask")
+    shutil.copytree(workspace.data / "models", dask.data / "models")
     overrides = [f"data.mirror={params.data.mirror}", "data.online=false", *SMALL,
-                 "capabilities.models=[vader]", "runtime.task_runner=auto",
-                 f"runtime.result_storage={tmp_path / 'results'}"]
+                 "runtime.task_runner=auto", f"runtime.result_storage={tmp_path / 'results'}"]
     summary = run_stage("capabilities", load_params(dask.root, overrides), dask)
 
     threads_out, dask_out = workspace.interim / "capabilities", dask.interim / "capabilities"
     assert (dask_out / "suite.jsonl").read_bytes() == (threads_out / "suite.jsonl").read_bytes()
-    pd.testing.assert_frame_equal(pd.read_parquet(threads_out / "suite.parquet"),
-                                  pd.read_parquet(dask_out / "suite.parquet"), check_exact=True)
-    vader = [pd.read_parquet(out / "results.parquet").query("model_id == 'vader'")
-             .reset_index(drop=True) for out in (threads_out, dask_out)]
-    assert len(vader[0]) > 0
-    pd.testing.assert_frame_equal(*vader, check_exact=True)
-    checklist = [pd.read_parquet(out / "checklist_verdicts.parquet").query("model_id == 'vader'")
-                 .reset_index(drop=True) for out in (threads_out, dask_out)]
-    assert len(checklist[0]) > 0
-    pd.testing.assert_frame_equal(*checklist, check_exact=True)
+    for name in ("suite.parquet", "results.parquet", "checklist_verdicts.parquet"):
+        ours, theirs = (pd.read_parquet(out / name) for out in (threads_out, dask_out))
+        assert len(ours) > 0
+        pd.testing.assert_frame_equal(ours, theirs, check_exact=True)
+    assert set(pd.read_parquet(dask_out / "results.parquet")["model_id"]) == {
+        "lingtest/minilm-sst2", "vader"}
+    tables = sorted(p.name for p in (workspace.reports / "capabilities").glob("*.csv"))
+    assert "s2lct-coverage.csv" in tables and "s2lct-checklist.csv" in tables
+    for name in tables:
+        assert ((dask.reports / "capabilities" / name).read_bytes()
+                == (workspace.reports / "capabilities" / name).read_bytes()), name
     spans = task_spans(summary["flow_run_id"])
     tagged = [end for name, (_, end) in spans.items() if name.startswith("tag-sst")]
-    assert spans["checklist-vader"][0] < tagged[0]  # submitted before the suite is built
+    assert spans["bounds-lingtest/minilm-sst2"][0] < tagged[0]  # submitted before the suite

@@ -219,8 +219,9 @@ def test_coverage_task_measures_a_hub_checkpoint(tmp_path):
     randomly initialised BERT classifier saved as a Hugging Face checkpoint."""
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
+    from tasks.capabilities import coverage
     from tasks.capabilities.pipeline import coverage_curve as coverage_task
-    from tasks.capabilities.pipeline import has_hidden_states
+    from tasks.capabilities.pipeline import has_hidden_states, neuron_bounds
     from tasks.models import registry
     from tasks.models.sentiment import load_sentiment_model
 
@@ -237,11 +238,40 @@ def test_coverage_task_measures_a_hub_checkpoint(tmp_path):
               "CheckList": ["I love it", "I hate it"]}
     pairs = {"LC2": ("Sentiment-laden words in context", ["what a film", "dull"],
                      ["I love it", "I hate it"])}
-    curve, by_lc, info = coverage_task.fn(model, train, suites, pairs, [1, 5], 2, 0)
+    low_high = neuron_bounds.fn(model, train, None)
+    curve, by_lc, info = coverage_task.fn(model, low_high, suites, pairs, [1, 5], 2, 0)
     assert set(curve["model_id"]) == {str(tmp_path)} and sorted(curve["size"].unique()) == [1, 2]
     assert by_lc[["capability", "size"]].values.tolist() == [["LC2", 2]]
     assert info["neurons"] == 16 and info["layers"] == 2
     assert curve[["boundcov", "sactcov"]].stack().between(0, 1).all()
+
+    # only the drawn texts run, and a text's flags do not depend on which others run: the
+    # curve equals the one over every text's flags
+    texts = [f"film number {i} was {'good' if i % 2 else 'dull'}" + " indeed" * (i % 4)
+             for i in range(60)]
+    big = {"S²LCT": texts[:12], "CheckList": texts[5:]}
+    sampled, _, info = coverage_task.fn(model, low_high, big, {}, [3, 6], 2, 1)
+    assert info["texts run (drawn or paired)"] < len(set(texts))
+    every = {name: coverage.text_corner_flags(model.model, model.tokenizer, t, low_high)
+             for name, t in big.items()}
+    full = coverage.coverage_curve(low_high, every, [3, 6, 12], 1, 2)
+    pd.testing.assert_frame_equal(sampled.drop(columns="model_id"), full, check_exact=True)
+    alone = [coverage.text_corner_flags(model.model, model.tokenizer, [t], low_high)
+             for t in texts[5:9]]
+    together = every["CheckList"].take([0, 1, 2, 3])
+    assert np.array_equal(np.concatenate([f.upper for f in alone]), together.upper)
+    assert np.array_equal(np.concatenate([f.lower for f in alone]), together.lower)
+
+
+def test_flag_rows_refuse_a_text_without_flags():
+    from tasks.capabilities.coverage import CornerFlags, FlagRows
+
+    b, suites = curve_inputs()
+    rows = FlagRows(CornerFlags.of(b, suites["s2lct"][:2]), np.array([1, -1, 0]))
+    assert len(rows) == 3 and rows.take([2, 0]).upper.tolist() == CornerFlags.of(
+        b, suites["s2lct"][[0, 1]]).upper.tolist()
+    with pytest.raises(LingtestError, match="not computed"):
+        rows.take([1])
 
 
 def test_corner_flags_give_the_same_coverage_as_activations():

@@ -147,12 +147,37 @@ def activations(model: nn.Module, batches: Iterable[Batch],
     return np.concatenate(rows, axis=0)
 
 
-def text_batches(tokenizer, texts: Sequence[str], batch_size: int = 32,
-                 max_length: int = 128) -> Iterable[dict[str, torch.Tensor]]:
-    """Tokenized batches of ``texts`` (padded, truncated) for ``activations``."""
-    for start in range(0, len(texts), batch_size):
-        yield dict(tokenizer(list(texts[start:start + batch_size]), padding=True,
-                             truncation=True, max_length=max_length, return_tensors="pt"))
+def text_passes(tokenizer, texts: Sequence[str], max_length: int = 128,
+                pass_tokens: int | None = None) -> list[tuple[list[int], dict]]:
+    """``texts`` as exact-length passes (``encoders.exact_length_passes``: no padding, a
+    shape fixed by the length): a text's activations are the same bits whichever texts share
+    its pass, so any subset of a suite, in any order, gives each text the same flags."""
+    from tasks.models.encoders import PASS_TOKENS, exact_length_passes
+
+    return list(exact_length_passes(tokenizer, texts, max_length, pass_tokens or PASS_TOKENS))
+
+
+def text_bounds(model: nn.Module, tokenizer, texts: Sequence[str], max_length: int = 128,
+                pass_tokens: int | None = None,
+                layers: Mapping[str, nn.Module] | None = None) -> Bounds:
+    """``bounds`` of ``texts`` run in exact-length passes (a pass's fill-up copies repeat a
+    real text, so they move no bound)."""
+    return bounds(model, (inputs for _, inputs in text_passes(tokenizer, texts, max_length,
+                                                                pass_tokens)), layers)
+
+
+def text_corner_flags(model: nn.Module, tokenizer, texts: Sequence[str], bounds_: Bounds,
+                      max_length: int = 128, pass_tokens: int | None = None,
+                      layers: Mapping[str, nn.Module] | None = None) -> CornerFlags:
+    """``CornerFlags`` of ``texts``, in their order, from exact-length passes."""
+    passes = text_passes(tokenizer, texts, max_length, pass_tokens)
+    order: list[int] = []
+    parts = []
+    for (real, _), rows in zip(passes, iter_activations(
+            model, (inputs for _, inputs in passes), layers)):
+        parts.append(CornerFlags.of(bounds_, rows[:len(real)]))  # not the fill-up copies
+        order += real
+    return CornerFlags.concat(parts, len(bounds_[1])).take(np.argsort(order, kind="stable"))
 
 
 def bounds_from_activations(train: np.ndarray) -> Bounds:
@@ -254,8 +279,35 @@ def corner_flags(model: nn.Module, batches: Iterable[Batch], bounds_: Bounds,
     return CornerFlags.concat(parts, len(bounds_[1]))
 
 
+@dataclass(frozen=True)
+class FlagRows:
+    """A suite as rows of a shared ``CornerFlags`` (``rows``: each text's row there, -1 for a
+    text no draw takes, which needs no forward pass); ``take`` refuses such a text."""
+
+    flags: CornerFlags
+    rows: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def take(self, picked: Sequence[int] | np.ndarray) -> CornerFlags:
+        index = self.rows[np.asarray(picked, dtype=np.int64)]
+        if (index < 0).any():
+            raise LingtestError("a coverage sample drew a text whose flags were not computed")
+        return self.flags.take(index)
+
+
+def curve_draws(lengths: Mapping[str, int], sizes: Sequence[int], seed: int,
+                repeats: int = 1) -> list[tuple[str, int, list[np.ndarray]]]:
+    """(suite, size, the rows of each repeat) in ``coverage_curve``'s order: the samples
+    depend on the suites' lengths alone, so only the drawn texts need activations."""
+    rng = np.random.default_rng(seed)
+    return [(suite, size, [rng.choice(n, size, replace=False) for _ in range(repeats)])
+            for size in sorted({int(s) for s in sizes}) for suite, n in lengths.items()]
+
+
 def coverage_curve(bounds_: Bounds,
-                   activations_by_suite: Mapping[str, np.ndarray | CornerFlags],
+                   activations_by_suite: Mapping[str, np.ndarray | CornerFlags | FlagRows],
                    sizes: Sequence[int], seed: int, repeats: int = 1) -> pd.DataFrame:
     """BoundCov / SActCov of equal-size random samples of each suite, per size.
 
@@ -273,22 +325,19 @@ def coverage_curve(bounds_: Bounds,
         if not 1 <= size <= smallest:
             raise LingtestError(f"suite size {size}: must be between 1 and {smallest}, the "
                                 "size of the smallest suite")
-    flags = {suite: acts if isinstance(acts, CornerFlags) else CornerFlags.of(bounds_, acts)
-             for suite, acts in activations_by_suite.items()}
-    rng = np.random.default_rng(seed)
+    flags = {suite: acts if isinstance(acts, (CornerFlags, FlagRows))
+             else CornerFlags.of(bounds_, acts) for suite, acts in activations_by_suite.items()}
     rows = []
-    for size in sorted({int(s) for s in sizes}):
-        for suite, suite_flags in flags.items():
-            scores = [suite_flags.take(rng.choice(len(suite_flags), size, replace=False)
-                                       ).coverage() for _ in range(repeats)]
-            mean = np.mean(scores, axis=0)
-            rows.append((suite, size, float(mean[0]), float(mean[1])))
+    for suite, size, draws in curve_draws({name: len(f) for name, f in flags.items()}, sizes,
+                                          seed, repeats):
+        mean = np.mean([flags[suite].take(drawn).coverage() for drawn in draws], axis=0)
+        rows.append((suite, size, float(mean[0]), float(mean[1])))
     return pd.DataFrame(rows, columns=CURVE_COLUMNS)
 
 
 def paired_coverage(bounds_: Bounds,
-                    pairs: Mapping[str, tuple[str, np.ndarray | CornerFlags,
-                                              np.ndarray | CornerFlags]],
+                    pairs: Mapping[str, tuple[str, np.ndarray | CornerFlags | FlagRows,
+                                              np.ndarray | CornerFlags | FlagRows]],
                     seed: int, repeats: int = 1) -> pd.DataFrame:
     """Each capability's cases against its CheckList test at equal size (the smaller of the
     two): ``pairs`` maps an LC id to (test name, LC activations, test activations)."""

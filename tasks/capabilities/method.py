@@ -3,8 +3,10 @@ stage's suite (specs → seeds → PCFG parse → Algorithm 1 masks → fill), i
 its report (Table 3 per model, the CheckList comparison, coverage, Figure 4).
 
 Units: ``cases`` per model and shard (``run_suite`` on the shard's cases), one ``checklist``
-unit per model (the released CheckList suite) and one ``coverage`` unit per model with hidden
-states (BoundCov / SActCov). Each unit loads its own model instance: coverage hooks the
+unit per model (the released CheckList suite) and, per model with hidden states, a ``bounds``
+unit (the neurons' training bounds, a cached task) and a ``coverage`` unit (BoundCov /
+SActCov). ``checklist`` and ``bounds`` read no S²LCT case: on Dask they run while the suite
+is built (``early_units``). Each unit loads its own model instance: coverage hooks the
 network's layers, which must not see another unit's forward passes. Result rows follow the
 case/result contract (``tasks/core/schema.py``): ``output`` is the predicted 3-way label,
 ``score`` the probability the model gave the expected label(s) (``pipeline.run_suite``).
@@ -160,30 +162,40 @@ class CapabilitiesMethod(Method):
             if unit.shard == unit.shards - 1:
                 out.append(Unit(unit.model_id, "checklist"))
                 if hidden[unit.model_id]:
-                    out.append(Unit(unit.model_id, "coverage"))
+                    out += [Unit(unit.model_id, "bounds"), Unit(unit.model_id, "coverage")]
         return out
 
     def early_units(self) -> list[Unit]:
-        """The CheckList units: the released suite, not S²LCT's cases."""
-        return [Unit(model_id, "checklist") for model_id in self.model_ids()]
+        """The units that read no S²LCT case: CheckList (the released suite) and the
+        coverage bounds (SST-2 training text)."""
+        hidden = self.hidden_states()
+        return [unit for model_id in self.model_ids() for unit in (
+            Unit(model_id, "checklist"), *([Unit(model_id, "bounds")] if hidden[model_id]
+                                           else []))]
 
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
         """The unit's part on a fresh model. The model steps run as plain functions (``.fn``):
         the flow's ``run-unit`` task is their task, and ``retest`` needs no Prefect run."""
-        if unit.part not in ("cases", "checklist", "coverage"):
+        if unit.part not in ("cases", "checklist", "bounds", "coverage"):
             raise LingtestError(f"capabilities: unknown unit part `{unit.part}` "
-                                "(cases, checklist or coverage)")
+                                "(cases, checklist, bounds or coverage)")
         model, c, seed = self.load_model(unit.model_id), self.params.capabilities, self.params.seed
         if unit.part == "cases":
             return UnitResult(unit, cp.run_suite.fn(model, unit.take(suite)))
+        pass_tokens = self.params.runtime.pass_tokens
+        if unit.part == "bounds":  # a cached task: the coverage unit reads its result
+            cp.neuron_bounds(model, self.coverage_train_texts(), pass_tokens)
+            return UnitResult(unit)
         checklist = pd.read_parquet(self.files["checklist_suite"])
         if unit.part == "checklist":
             return UnitResult(unit, extra={"verdicts": cp.run_checklist.fn(
                 model, checklist, c.checklist_max_examples, seed, c.batch_size)})
         suites, pairs = self.coverage_texts(suite, checklist)
+        train = self.coverage_train_texts()
         curve, by_lc, info = cp.coverage_curve.fn(
-            model, self.coverage_train_texts(), suites, pairs, c.coverage_sizes,
-            c.coverage_repeats, seed)
+            model, cp.neuron_bounds(model, train, pass_tokens), suites, pairs,
+            c.coverage_sizes, c.coverage_repeats, seed, pass_tokens)
+        info = {**info, "train_sentences": len(train)}
         return UnitResult(unit, extra={"curve": curve, "by_lc": by_lc, "info": info})
 
     def coverage_texts(self, suite: pd.DataFrame, checklist: pd.DataFrame

@@ -160,39 +160,51 @@ def has_hidden_states(model: SentimentModel) -> bool:
         model, "tokenizer")
 
 
-@task(name="coverage", task_run_name="coverage-{model.model_id}", cache_policy=NO_CACHE)
-def coverage_curve(model: SentimentModel, train_texts: list[str],
-                   suites: dict[str, list[str]], pairs: dict[str, tuple[str, list, list]],
-                   sizes: list[int], repeats: int, seed: int
-                   ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """BoundCov / SActCov of one model, bounds from training text: equal-size samples of each
-    whole suite (sizes above the smaller suite are dropped), and each capability against its
-    CheckList test at equal size (``pairs``: LC → (test, LC texts, test texts)).
+@task(name="coverage-bounds", task_run_name="coverage-bounds-{model.model_id}")
+def neuron_bounds(model: SentimentModel, train_texts: list[str],
+                  pass_tokens: int | None) -> coverage.Bounds:
+    """Each neuron's (low, high) over the training texts: cached, so the early ``bounds``
+    unit computes it beside the suite's build and the ``coverage`` unit finds it."""
+    return coverage.text_bounds(model.model, model.tokenizer, train_texts,
+                                int(getattr(model, "max_length", 128)), pass_tokens,
+                                coverage.default_layers(model.model))
 
-    Every distinct text is run through the model once, whichever suites it belongs to, and
-    kept only as its bit-packed corner flags (``coverage.CornerFlags``)."""
+
+@task(name="coverage", task_run_name="coverage-{model.model_id}", cache_policy=NO_CACHE)
+def coverage_curve(model: SentimentModel, low_high: coverage.Bounds,
+                   suites: dict[str, list[str]], pairs: dict[str, tuple[str, list, list]],
+                   sizes: list[int], repeats: int, seed: int, pass_tokens: int | None = None
+                   ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """BoundCov / SActCov of one model against its training ``low_high`` bounds: equal-size
+    samples of each whole suite (sizes above the smaller suite are dropped), and each
+    capability against its CheckList test at equal size (``pairs``: LC → (test, LC texts,
+    test texts)).
+
+    The samples are drawn first (they depend on the suites' sizes alone); only the texts they
+    take, and the pairs' texts, run through the model, each once, in exact-length passes (so
+    a text's flags do not depend on which others run), kept as bit-packed corner flags."""
     torch_model, tokenizer = model.model, model.tokenizer
     max_length = int(getattr(model, "max_length", 128))
     layers = coverage.default_layers(torch_model)
-    low_high = coverage.bounds(torch_model, coverage.text_batches(
-        tokenizer, train_texts, max_length=max_length), layers)
-    distinct = list(dict.fromkeys([t for texts in suites.values() for t in texts]
-                                  + [t for _, a, b in pairs.values() for t in (*a, *b)]))
-    flags = coverage.corner_flags(torch_model, coverage.text_batches(
-        tokenizer, distinct, max_length=max_length), low_high, layers)
-    row = {text: i for i, text in enumerate(distinct)}
-
-    def of(texts: list[str]) -> coverage.CornerFlags:
-        return flags.take([row[t] for t in texts])
-
     smallest = min(len(texts) for texts in suites.values())
     usable = sorted({s for s in sizes if s <= smallest} | {smallest})
+    drawn = [suites[name][row] for name, _, draws in coverage.curve_draws(
+        {name: len(texts) for name, texts in suites.items()}, usable, seed, repeats)
+        for rows in draws for row in rows]
+    needed = list(dict.fromkeys(drawn + [t for _, a, b in pairs.values() for t in (*a, *b)]))
+    flags = coverage.text_corner_flags(torch_model, tokenizer, needed, low_high, max_length,
+                                       pass_tokens, layers)
+    row = {text: i for i, text in enumerate(needed)}
+
+    def of(texts: list[str]) -> coverage.FlagRows:
+        return coverage.FlagRows(flags, np.array([row.get(t, -1) for t in texts], np.int64))
+
     curve = coverage.coverage_curve(low_high, {n: of(t) for n, t in suites.items()}, usable,
                                     seed, repeats)
     by_lc = coverage.paired_coverage(
         low_high, {lc: (test, of(a), of(b)) for lc, (test, a, b) in pairs.items()}, seed,
         repeats)
-    info = {"neurons": int(len(low_high[0])), "layers": len(layers),
-            "train_sentences": len(train_texts), "sizes": usable,
-            **{f"{name} texts": len(t) for name, t in suites.items()}}
+    info = {"neurons": int(len(low_high[0])), "layers": len(layers), "sizes": usable,
+            **{f"{name} texts": len(t) for name, t in suites.items()},
+            "texts run (drawn or paired)": len(needed)}
     return curve.assign(model_id=model.model_id), by_lc.assign(model_id=model.model_id), info
