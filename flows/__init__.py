@@ -19,8 +19,10 @@ STAGES: dict[str, str] = {
 # Stages whose costly steps pay as worker processes, not threads: ``runtime.task_runner: auto``
 # runs these on a local Dask cluster. S²LCT's expansion shares spaCy and a language model (not
 # thread-safe); COSTELLO's embedding shards, nearest-neighbour searches and classifier banks
-# hold the GIL or one torch generator. Each gives the thread runner's tables byte for byte
-# (tests/test_*: on two Dask workers); benchmarks/dask_workers.py times them. Not here: the
-# debugging loop (adaptive-debug), whose fine-tunings on 2 workers took 896.9 s against
-# 782.9 s on threads (two trainings side by side contend for the 2 cores' memory bandwidth).
-PROCESS_STAGES: tuple[str, ...] = ("contrastive", "capabilities")
+# hold the GIL or one torch generator; KomMKonLLM's local LLM answers behind one lock per
+# process (2 workers: 110.4 s against 138.2 s on threads). Each gives the thread runner's
+# tables byte for byte (tests/test_*: on two Dask workers); benchmarks/dask_workers.py times
+# them. Not here: the debugging loop (adaptive-debug), whose fine-tunings on 2 workers took
+# 896.9 s against 782.9 s on threads (two trainings side by side contend for the 2 cores'
+# memory bandwidth).
+PROCESS_STAGES: tuple[str, ...] = ("contrastive", "capabilities", "consistency")

@@ -135,11 +135,10 @@ def test_auto_runs_the_process_stages_on_dask_and_the_rest_on_threads(tmp_path, 
     from flows.stage import resolved_runner
 
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=auto")
-    assert PROCESS_STAGES == ("contrastive", "capabilities")
+    assert PROCESS_STAGES == ("contrastive", "capabilities", "consistency")
     for stage in PROCESS_STAGES:
         assert resolved_runner(params, stage).runtime.task_runner == "dask"
-    for stage in ("data", "train-sentiment", "consistency", "adaptive", "adaptive-debug",
-                  "repair"):
+    for stage in ("data", "train-sentiment", "adaptive", "adaptive-debug", "repair"):
         assert resolved_runner(params, stage).runtime.task_runner == "threads"
     assert params.runtime.task_runner == "auto"  # the caller's parameters are not changed
     explicit, _ = _project(tmp_path / "x", mirror, "runtime.task_runner=threads")
