@@ -135,7 +135,8 @@ def test_on_two_dask_workers_batches_are_spread_and_the_answers_are_the_same(
              f"consistency.questions={path}", "consistency.batch_size=2",
              "consistency.concurrency=2"]
     threads, dask = (sibling_project(workspace, tmp_path / name) for name in ("threads", "dask"))
-    first = run_stage("consistency", load_params(threads.root, small), threads)
+    first = run_stage("consistency", load_params(
+        threads.root, [*small, "runtime.task_runner=threads"]), threads)  # auto: Dask
     summary = run_stage("consistency", load_params(
         dask.root, [*small, *dask_overrides(tmp_path / "results")]), dask)
 
