@@ -22,28 +22,26 @@ SMALL = ["capabilities.capabilities=[LC2,LC9]", "capabilities.seeds_per_lc=2",
          "capabilities.coverage_max_train=64", "capabilities.bootstrap=200"]
 
 
-def task_states(flow_run_id: str, prefix: str) -> list[str]:
-    """State names of the flow run's tasks whose name starts with ``prefix``."""
+def flow_task_runs(flow_run_id: str) -> list:
+    """The flow run's task runs, in expected start order."""
     from prefect import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     from prefect.client.schemas.sorting import TaskRunSort
 
     with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(
+        return client.read_task_runs(
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
             sort=TaskRunSort.EXPECTED_START_TIME_ASC, limit=200)
-    return [r.state.name for r in runs if r.name.startswith(prefix)]
+
+
+def task_states(flow_run_id: str, prefix: str) -> list[str]:
+    """State names of the flow run's tasks whose name starts with ``prefix``."""
+    return [r.state.name for r in flow_task_runs(flow_run_id) if r.name.startswith(prefix)]
 
 
 def task_spans(flow_run_id: str) -> dict[str, tuple]:
     """Start and end time of the flow run's tasks, by task run name."""
-    from prefect import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])), limit=200)
-    return {r.name: (r.start_time, r.end_time) for r in runs}
+    return {r.name: (r.start_time, r.end_time) for r in flow_task_runs(flow_run_id)}
 
 
 @pytest.fixture(scope="module")

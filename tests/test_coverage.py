@@ -15,9 +15,9 @@ from tasks.capabilities.coverage import (
     bounds_from_activations,
     coverage_curve,
     default_layers,
-    plot_coverage_curve,
     sactcov,
 )
+from tasks.capabilities.coverage_report import plot_coverage_curve
 from tasks.core.errors import LingtestError
 
 
@@ -188,7 +188,7 @@ def test_paired_coverage_uses_the_smaller_size_of_each_pair():
 
 
 def test_length_summary_quartiles():
-    from tasks.capabilities.coverage import LENGTH_COLUMNS, length_summary
+    from tasks.capabilities.coverage_report import LENGTH_COLUMNS, length_summary
 
     table = length_summary({"a": ["one", "one two", "one two three", "one two three four"],
                             "b": []}).set_index("suite")

@@ -23,7 +23,6 @@ Neurons and per-example activations (documented choices):
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,14 +32,12 @@ import torch
 from torch import nn
 
 from tasks.core.errors import LingtestError
-from tasks.core.io import atomic_path
 
 Batch = Mapping[str, torch.Tensor] | torch.Tensor
 Bounds = tuple[np.ndarray, np.ndarray]
 CURVE_COLUMNS = ["suite", "size", "boundcov", "sactcov"]
 PAIR_COLUMNS = ["capability", "checklist_test", "size", "s2lct_texts", "checklist_texts",
                 "s2lct_boundcov", "checklist_boundcov", "s2lct_sactcov", "checklist_sactcov"]
-LENGTH_COLUMNS = ["suite", "texts", "mean", "std", "min", "p25", "median", "p75", "max"]
 
 # ALiCT's map from its capabilities to CheckList's MFT tests (python/sa/utils/Macros.py,
 # LC_MAP, matched by capability title), keyed by our LC ids; LC10 and LC11 split ALiCT's
@@ -169,15 +166,16 @@ def text_bounds(model: nn.Module, tokenizer, texts: Sequence[str], max_length: i
 def text_corner_flags(model: nn.Module, tokenizer, texts: Sequence[str], bounds_: Bounds,
                       max_length: int = 128, pass_tokens: int | None = None,
                       layers: Mapping[str, nn.Module] | None = None) -> CornerFlags:
-    """``CornerFlags`` of ``texts``, in their order, from exact-length passes."""
+    """``CornerFlags`` of ``texts``, in their order, from exact-length passes (``corner_flags``
+    of the passes, without their fill-up copies)."""
     passes = text_passes(tokenizer, texts, max_length, pass_tokens)
-    order: list[int] = []
-    parts = []
-    for (real, _), rows in zip(passes, iter_activations(
-            model, (inputs for _, inputs in passes), layers)):
-        parts.append(CornerFlags.of(bounds_, rows[:len(real)]))  # not the fill-up copies
+    flags = corner_flags(model, (inputs for _, inputs in passes), bounds_, layers)
+    rows, order, start = [], [], 0
+    for real, inputs in passes:
+        rows += range(start, start + len(real))  # the real rows come first in a pass
         order += real
-    return CornerFlags.concat(parts, len(bounds_[1])).take(np.argsort(order, kind="stable"))
+        start += len(inputs["input_ids"])
+    return flags.take(np.asarray(rows)[np.argsort(order, kind="stable")])
 
 
 def bounds_from_activations(train: np.ndarray) -> Bounds:
@@ -352,56 +350,3 @@ def paired_coverage(bounds_: Bounds,
                      curve.loc["s2lct", "boundcov"], curve.loc["checklist", "boundcov"],
                      curve.loc["s2lct", "sactcov"], curve.loc["checklist", "sactcov"]))
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
-
-
-def length_summary(texts_by_suite: Mapping[str, Sequence[str]]) -> pd.DataFrame:
-    """Length in whitespace tokens per suite: count, mean, spread and quartiles, so a coverage
-    difference can be read against a length difference (longer texts move more neurons)."""
-    rows = []
-    for suite, texts in texts_by_suite.items():
-        lengths = np.array([len(str(t).split()) for t in texts], dtype=float)
-        if len(lengths) == 0:
-            rows.append((suite, 0, *[np.nan] * 7))
-            continue
-        q = np.percentile(lengths, [0, 25, 50, 75, 100])
-        rows.append((suite, len(lengths), lengths.mean(), lengths.std(ddof=0), *q))
-    return pd.DataFrame(rows, columns=LENGTH_COLUMNS).round(2)
-
-
-def plot_coverage_curve(curve: pd.DataFrame, path: str | os.PathLike,
-                        title: str = "") -> None:
-    """BoundCov and SActCov against suite size, one line per suite (the paper's Figure 4)."""
-    missing = set(CURVE_COLUMNS) - set(curve.columns)
-    if missing:
-        raise LingtestError(f"coverage curve lacks columns {sorted(missing)}")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    # a bare Figure on the Agg canvas: no pyplot state, no display needed
-    figure = Figure(figsize=(9, 3.6))
-    FigureCanvasAgg(figure)
-    axes = figure.subplots(1, 2, sharex=True)
-    for axis, metric, label in ((axes[0], "boundcov", "BoundCov"),
-                                (axes[1], "sactcov", "SActCov")):
-        for suite, group in curve.groupby("suite", sort=False):
-            group = group.sort_values("size")
-            axis.plot(group["size"], 100 * group[metric], marker="o", label=str(suite))
-        axis.set_xlabel("number of test cases")
-        axis.set_ylabel(f"{label} (%)")
-        axis.grid(alpha=0.3)
-    axes[1].legend()
-    if title:
-        figure.suptitle(title)
-    figure.tight_layout()
-    suffix = os.path.splitext(os.fspath(path))[1].lstrip(".") or "png"
-    with atomic_path(path) as tmp:
-        figure.savefig(tmp, format=suffix, dpi=150)
-
-
-def coverage_lengths(suites: dict[str, list[str]], pairs: dict) -> pd.DataFrame:
-    """Length distributions of both whole suites, then of each LC and its CheckList test."""
-    named = dict(suites)
-    for lc, (test, ours, theirs) in pairs.items():
-        named[f"{lc} (S²LCT)"] = ours
-        named[f"{lc}: {test} (CheckList)"] = theirs
-    return length_summary(named)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from tasks.capabilities import expansion, report
 from tasks.capabilities import pipeline as cp
-from tasks.capabilities.coverage import coverage_lengths, plot_coverage_curve
+from tasks.capabilities.coverage_report import coverage_lengths, plot_coverage_curve
 from tasks.capabilities.search import load_word_polarity
 from tasks.capabilities.specs import BUILTIN_SPECS, CapabilitySpec, load_specs
 from tasks.data.sst import sst2_split

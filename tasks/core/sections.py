@@ -76,7 +76,7 @@ class RuntimeParams(Section):
     task_runner: Literal["threads", "dask", "auto"] = Field(
         "threads", description="threads; dask (a local cluster of max_workers processes, or "
         "dask_address); auto: dask for the stages whose work pays in processes "
-        "(flows.PROCESS_STAGES: contrastive, capabilities), threads for the rest")
+        "(flows.PROCESS_STAGES: contrastive, capabilities, consistency), threads for the rest")
     max_workers: int = Field(2, ge=1, description="concurrent Prefect tasks")
     shards: int = Field(1, ge=1, description="tasks each model's cases are split into, so a "
                         "task runner can spread one model's work (results do not change)")
