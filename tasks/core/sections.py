@@ -55,6 +55,14 @@ class ModelsParams(Section):
         default_factory=lambda: ["sentence-transformers/all-MiniLM-L6-v2"], min_length=1)
     causal_lm: str = "HuggingFaceTB/SmolLM2-135M-Instruct"
     spacy: str = "en_core_web_sm"
+    names: dict[str, str] = Field(
+        default_factory=dict, description="display names by model spec (e.g. {\"python:"
+        "my/lex.py:score\": lexicon}); a spec's own ?name= wins; default: a hub or built-in "
+        "id as written, else the folder's, file's or attribute's name")
+    label_map: dict[str, dict[str, Literal["neg", "neutral", "pos"]]] = Field(
+        default_factory=dict, description="per classifier (its display name or spec): its own "
+        "labels onto neg / neutral / pos, e.g. {stars: {1 star: neg, 3 stars: neutral, "
+        "5 stars: pos, ...}}; labels mapped to one target have their probabilities summed")
 
 
 class RuntimeParams(Section):

@@ -1,0 +1,204 @@
+"""One grammar for every model a stage or command names, whatever its kind.
+
+A model spec is what a user writes in ``params.yaml``, ``--set`` or a command's option:
+
+==================================  =====================================================
+``vader``, ``lingtest/minilm-sst2``  lingtest's built-in classifiers
+``org/name`` (a hub id)              resolved by the registry (offline: packaged or cached)
+``path/to/folder``                   a saved Hugging Face / sentence-transformers folder
+``python:MODULE:ATTR``               a function, class or object in an importable module
+``python:path/to/file.py:ATTR``      the same from a file (relative to the project root)
+``predictions:PATH``                 scores computed elsewhere (classifiers only)
+``openai:MODEL[@BASE_URL]``          an OpenAI-compatible server (``openai-chat:``: its chat API)
+``ollama:MODEL[@BASE_URL]``          an Ollama server
+``hf:ID_OR_FOLDER``                  a local causal LM, explicitly
+==================================  =====================================================
+
+Options follow a ``?`` as in a URL: ``?name=lexicon`` sets the display name and, for the
+HTTP forms, ``key_env=MY_KEY`` names the variable holding the API key. Every model has a
+display **name** — ``?name=``, else ``models.names``, else a short default (a hub or built-in
+id as written; a folder's, file's or attribute's own name; an endpoint's model) — and the
+name, never a path, keys report files, metric keys, table columns, result rows and Prefect
+task names. The spec and the loaded revision stay in provenance.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+from tasks.core.errors import LingtestError
+
+FORMS = ("builtin", "hub", "folder", "python", "predictions", "openai", "openai-chat", "ollama",
+         "hf")
+BUILTIN = ("vader", "lingtest/minilm-sst2")
+OPTION_KEYS = {"name": "the display name", "key_env": "the API key's environment variable"}
+PREFIXES = ("python", "predictions", "openai", "openai-chat", "ollama", "hf")
+# A display name: what report files and metric keys carry. Hub and built-in ids keep their
+# "org/name" form (portable across machines); every other name is one path segment.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+@-]*(/[A-Za-z0-9][A-Za-z0-9._+@-]*)?$")
+SPEC_TABLE = ", ".join(("a hub id", "a local folder", "python:MODULE:ATTR",
+                        "python:path/file.py:ATTR", "predictions:PATH", "openai:MODEL[@URL]",
+                        "ollama:MODEL[@URL]", "hf:ID_OR_FOLDER"))
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A parsed spec: its ``form``, what it points at (``target``) and its display ``name``."""
+
+    spec: str                  # as written, options included
+    form: str                  # one of FORMS
+    target: str                # id, folder, "module:attr" / "file.py:attr", file or model name
+    name: str
+    base_url: str | None = None
+    key_env: str | None = None
+    options: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def bare(self) -> str:
+        """The spec without its options (what a loader that predates specs understands)."""
+        return self.spec.split("?", 1)[0] if self.options else self.spec
+
+    @property
+    def module_and_attr(self) -> tuple[str, str]:
+        """``python:`` forms: (module name or file path, attribute path)."""
+        module, _, attr = self.target.rpartition(":")
+        return module, attr
+
+    @property
+    def is_file_module(self) -> bool:
+        module = self.module_and_attr[0]
+        return module.endswith(".py") or "/" in module or "\\" in module
+
+    def describe(self) -> dict[str, str]:
+        """The spec for provenance: form and target, an endpoint without credentials."""
+        out = {"name": self.name, "spec": self.bare, "form": self.form}
+        if self.base_url:
+            out["endpoint"] = self.base_url
+        if self.key_env:
+            out["key variable"] = self.key_env
+        return out
+
+
+def _options(spec: str, key: str) -> tuple[str, dict[str, str]]:
+    head, sep, query = spec.partition("?")
+    if not sep:
+        return spec, {}
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise LingtestError(f"{key}: model spec `{spec}`: options after `?` must read "
+                            f"key=value&key=value (keys: {', '.join(OPTION_KEYS)})") from None
+    options = dict(pairs)
+    unknown = sorted(set(options) - set(OPTION_KEYS))
+    if unknown or len(options) != len(pairs):
+        what = f"unknown option {unknown[0]!r}" if unknown else "an option given twice"
+        raise LingtestError(f"{key}: model spec `{spec}`: {what}; options: "
+                            + ", ".join(f"{k} ({v})" for k, v in OPTION_KEYS.items()))
+    return head, options
+
+
+def _endpoint(key: str, spec: str, rest: str) -> tuple[str, str | None]:
+    """``MODEL@URL`` → (model, url); a URL must be http(s)."""
+    model, at, url = rest.partition("@")
+    if not at:
+        return rest, None
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise LingtestError(f"{key}: model spec `{spec}`: `{url}` after `@` is not an http(s) "
+                            f"URL; e.g. openai:my-model@http://127.0.0.1:8000/v1")
+    return model, url.rstrip("/")
+
+
+def _default_name(form: str, target: str) -> str:
+    """A hub or built-in id as written; otherwise the last meaningful part, as a slug."""
+    if form in ("builtin", "hub"):
+        return target
+    if form == "python":
+        name = target.rpartition(":")[2].rsplit(".", 1)[-1]
+    elif form in ("folder", "predictions"):
+        path = Path(target).expanduser()
+        name = path.stem if form == "predictions" else (path.resolve().name or path.name)
+    elif form == "hf":  # a local causal LM's folder, or a hub id kept whole
+        folder = Path(target).expanduser()
+        return re.sub(r"[^A-Za-z0-9._+@-]+", "-", folder.resolve().name) if folder.is_dir() \
+            else target
+    else:  # openai / ollama / a hub id as hf:: the served model's name
+        name = target.rsplit("/", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9._+@-]+", "-", name).strip("-.") or form
+
+
+def check_name(name: str, key: str, spec: str) -> str:
+    if not _NAME.match(name) or name in (".", ".."):
+        raise LingtestError(
+            f"{key}: model `{spec}`: display name `{name}` is not a name: use letters, digits "
+            f"and . _ + @ - (one `/` for a hub-style org/name); fix: ?name=<name> or "
+            f"models.names")
+    return name
+
+
+def parse_model(spec: str, key: str = "model", names: dict[str, str] | None = None,
+                root: Path | None = None) -> ModelRef:
+    """Parse one spec; ``names`` (``models.names``) maps a bare spec to a display name and
+    ``root`` is where relative folders and files are looked up (default: the working
+    directory). Raises one LingtestError naming ``key`` and the fix when it cannot be read."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise LingtestError(f"{key}: a model spec must be a non-empty string (got {spec!r}); "
+                            f"forms: {SPEC_TABLE}")
+    spec = spec.strip()
+    head, options = _options(spec, key)
+    prefix, sep, rest = head.partition(":")
+    base_url = None
+    local = (root / head) if root is not None and not Path(head).is_absolute() else Path(head)
+    if sep and len(prefix) > 1 and prefix.lower() in PREFIXES and not local.expanduser().exists():
+        form = prefix.lower()
+        if not rest:
+            raise LingtestError(f"{key}: model spec `{spec}` names nothing after `{prefix}:`; "
+                                f"forms: {SPEC_TABLE}")
+        target = rest
+        if form == "python":
+            module, colon, attr = rest.rpartition(":")
+            if not colon or not module or not all(p.isidentifier() for p in attr.split(".")):
+                raise LingtestError(
+                    f"{key}: model spec `{spec}`: expected python:MODULE:ATTR or "
+                    f"python:path/to/file.py:ATTR (ATTR a function, class or object)")
+        elif form in ("openai", "openai-chat", "ollama"):
+            target, base_url = _endpoint(key, spec, rest)
+    elif sep and len(prefix) > 1 and "/" not in prefix and not local.expanduser().exists():
+        raise LingtestError(f"{key}: model spec `{spec}`: unknown prefix `{prefix}:`; forms: "
+                            f"{SPEC_TABLE}")
+    elif head in BUILTIN:
+        form, target = "builtin", head
+    elif local.expanduser().is_dir():
+        form, target = "folder", str(local.expanduser())
+    elif head.startswith(("/", "./", "../", "~")) or head.count("/") > 1:
+        raise LingtestError(f"{key}: model folder `{head}` does not exist; fix: the path of a "
+                            f"saved model folder (relative paths start at the project root), "
+                            f"or a hub id org/name")
+    else:
+        form, target = "hub", head
+    if form not in ("openai", "openai-chat", "ollama") and "key_env" in options:
+        raise LingtestError(f"{key}: model spec `{spec}`: key_env applies to openai: and "
+                            f"ollama: models only")
+    name = options.get("name") or (names or {}).get(head) or (names or {}).get(spec) \
+        or _default_name(form, target)
+    hub_like = form in ("builtin", "hub") or (form == "hf" and name == target)
+    if not hub_like or "name" in options or head in (names or {}):
+        if "/" in name:
+            raise LingtestError(f"{key}: model `{spec}`: display name `{name}` contains `/`; "
+                                f"fix: ?name=<one word> or models.names")
+    return ModelRef(spec, form, target, check_name(name, key, spec), base_url,
+                    options.get("key_env"), options)
+
+
+def parse_models(specs: list[str], key: str, names: dict[str, str] | None = None,
+                 root: Path | None = None) -> list[ModelRef]:
+    """Every spec of one parameter, refusing two models with one display name."""
+    refs = [parse_model(spec, key, names, root) for spec in specs]
+    seen: dict[str, str] = {}
+    for ref in refs:
+        if ref.name in seen and seen[ref.name] != ref.spec:
+            raise LingtestError(f"{key}: `{seen[ref.name]}` and `{ref.spec}` are both named "
+                                f"`{ref.name}`; fix: add ?name=<another> to one of them")
+        seen[ref.name] = ref.spec
+    return refs
