@@ -34,7 +34,8 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
                poll_interval_s: int = 5, diversity: bool = True,
                oracle_min_confidence: float = 0.8,
                oracle_topic_filter: bool = True, pass_tokens: int | None = None,
-               encoder_precision: str = "fp32", encoder_backend: str = "torch") -> list[dict]:
+               encoder_precision: str = "fp32", encoder_backend: str = "torch",
+               label_maps: dict | None = None, names: dict | None = None) -> list[dict]:
     """``rounds`` rounds on ``topic`` of the tree at ``tree_path``; each round's counts.
     ``diversity`` (AdaTest's default) fills each prompt with tests unlike those already in it
     (1 − max cosine similarity of MiniLM embeddings); off, the picks follow the scores alone.
@@ -43,11 +44,13 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
     ``oracle_topic_filter``: suggestions the tree's nearest topic puts elsewhere are off topic
     for the oracle (``TopicMembership``, MiniLM). ``pass_tokens``: the classifiers' floor of
     tokens per pass (``runtime.pass_tokens``; lower is faster on small calls);
-    ``encoder_precision`` / ``encoder_backend``: their path (``runtime.encoder_*``)."""
+    ``encoder_precision`` / ``encoder_backend``: their path (``runtime.encoder_*``);
+    ``label_maps`` / ``names``: ``models.label_map`` / ``models.names`` for both models."""
     logger = get_run_logger()
     path = Path(tree_path)
     tree = read_tree(path)
-    encoder_path = {"precision": encoder_precision, "backend": encoder_backend}
+    encoder_path = {"precision": encoder_precision, "backend": encoder_backend,
+                    "label_maps": label_maps, "names": names}
     under_test = load_sentiment_model(model, (0.5, 0.5), offline, Path(root), pass_tokens,
                                       **encoder_path)
     suggester = make_generator(generator, offline=offline, base_url=base_url)

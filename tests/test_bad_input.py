@@ -25,6 +25,22 @@ def run(stage: str, *sets: str) -> list[str]:
     return ["run", stage, *[arg for s in sets for arg in ("--set", s)]]
 
 
+LEX = "inputs/models/lex.py"
+LEXICON = b"""import numpy as np
+THRESHOLD = 0.5
+class WordCount:
+    labels = ["bad", "good"]
+    def predict_proba(self, texts):
+        return np.tile([0.5, 0.5], (len(texts), 1))
+def unlabelled(texts):
+    return np.tile([0.5, 0.5], (len(texts), 1))
+"""
+
+
+def py(attr: str, file: str = "lex") -> str:
+    return f"python:inputs/models/{file}.py:{attr}"
+
+
 # (id, argv, {relative path: bytes written, or None: removed, before the run}, text the
 # message must contain)
 CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
@@ -175,6 +191,54 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
      {"inputs/a.csv": b"r\ntrue\n"}, "--column parsed"),
     ("ca-strength-zero", ["covering-array", "--values", "2,2", "--strength", "0"], {},
      "strength"),
+    # ---- model specs of every kind of parameter (a user's own classifier module)
+    ("classifier-file-missing", run("capabilities", f"capabilities.models=[{py('f', 'none')}]"), {},
+     "inputs/models/none.py does not exist"),
+    ("classifier-attribute-missing", run("adaptive", f"adaptive.models=[{py('nope')}]"),
+     {LEX: LEXICON}, "has no attribute `nope`"),
+    ("classifier-no-labels", run("capabilities", f"capabilities.models=[{py('unlabelled')}]"),
+     {LEX: LEXICON}, "declares no labels"),
+    ("classifier-labels-unmapped", run("capabilities", f"capabilities.models=[{py('WordCount')}]"),
+     {LEX: LEXICON}, "models.label_map"),
+    ("classifier-map-partial", run("capabilities", f"capabilities.models=[{py('WordCount')}]",
+                                   "models.label_map={WordCount: {bad: neg}}"),
+     {LEX: LEXICON}, "does not map the model's labels ['good']"),
+    ("classifier-map-no-pos", run("adaptive", f"adaptive.models=[{py('WordCount')}]",
+                                  "models.label_map={WordCount: {bad: neg, good: neg}}"),
+     {LEX: LEXICON}, "maps no label onto pos"),
+    ("classifier-syntax-error", run("capabilities", f"capabilities.models=[{py('f')}]"),
+     {LEX: b"def f(texts:\n"}, "SyntaxError"),
+    ("classifier-not-callable", run("capabilities", f"capabilities.models=[{py('THRESHOLD')}]"),
+     {LEX: LEXICON}, "not callable"),
+    ("classifier-import-error", run("adaptive", "adaptive.models=[python:no_such_pkg.mod:f]"), {},
+     "cannot import module `no_such_pkg.mod`"),
+    ("classifier-spec-malformed", run("capabilities", "capabilities.models=[python:lex.py]"), {},
+     "expected python:MODULE:ATTR"),
+    ("classifier-unknown-prefix", run("capabilities", "capabilities.models=[foo:bar]"), {},
+     "unknown prefix `foo:`"),
+    ("classifier-folder-missing", run("adaptive", "adaptive.models=[./no/such/folder]"), {},
+     "model folder `./no/such/folder` does not exist"),
+    ("classifier-folder-empty", run("capabilities", "capabilities.models=[inputs]"), {},
+     "holds no model weights"),
+    ("classifier-duplicate-names",
+     run("capabilities", f"capabilities.models=[{py('WordCount')}, python:inputs/models/b.py:"
+                         "WordCount]"), {LEX: LEXICON, "inputs/models/b.py": LEXICON}, "both named"),
+    ("classifier-name-slash", run("capabilities", f"capabilities.models=[{py('WordCount')}#name=a/b]"),
+     {LEX: LEXICON}, "contains `/`"),
+    ("classifier-option-unknown", run("capabilities", "capabilities.models=[vader#nam=x]"), {},
+     "unknown option 'nam'"),
+    ("classifier-is-an-llm", run("adaptive", "adaptive.models=[openai:gpt-4o]"), {},
+     "not a sentiment classifier"),
+    ("adaptive-models-unknown-hub", run("adaptive", "adaptive.models=[nobody/classifier]"), {},
+     "adaptive.models"),
+    ("debug-model-not-trainable", run("adaptive-debug", f"adaptive.debug.model={py('WordCount')}"),
+     {LEX: LEXICON}, "fine-tunes lingtest's own classifier"),
+    ("repair-model-not-tested", run("repair", "repair.models=[nobody/enc]"), {},
+     "repair.models: `nobody/enc` is not among the encoders"),
+    ("label-map-target-unknown", run("capabilities", "models.label_map={vader: {a: good}}"), {},
+     "models.label_map"),
+    ("label-map-on-builtin", run("capabilities", "models.label_map={vader: {neg: neg, pos: pos}}"),
+     {}, "already predicts"),
 ]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from tasks.core.errors import LingtestError
 from tasks.models import registry
+from tasks.models.label_maps import aggregate
 from tasks.models.sentiment import (
     LABELS2,
     LABELS3,
@@ -68,11 +69,26 @@ def test_three_way_rejects_a_bad_band():
 
 
 def test_label_order_maps_hub_label_names():
-    assert label_order({0: "LABEL_0", 1: "LABEL_1"}, "m") == (LABELS2, [0, 1])
-    assert label_order({0: "POSITIVE", 1: "NEGATIVE"}, "m") == (LABELS2, [1, 0])
-    assert label_order({0: "negative", 1: "neutral", 2: "positive"}, "m") == (LABELS3, [0, 1, 2])
-    with pytest.raises(LingtestError, match="`m`.*not a sentiment label set"):
+    assert label_order({0: "LABEL_0", 1: "LABEL_1"}, "m") == (LABELS2, [[0], [1]])
+    assert label_order({0: "POSITIVE", 1: "NEGATIVE"}, "m") == (LABELS2, [[1], [0]])
+    assert label_order({0: "negative", 1: "neutral", 2: "positive"}, "m") == (
+        LABELS3, [[0], [1], [2]])
+    with pytest.raises(LingtestError, match="`m`.*not a sentiment label set.*label_map"):
         label_order({0: "joy", 1: "anger"}, "m")
+
+
+def test_a_label_map_sums_the_labels_mapped_to_one_target():
+    stars = {i: f"{i + 1} star" for i in range(5)}
+    label_map = {"1 star": "neg", "2 star": "neg", "3 star": "neutral", "4 star": "pos",
+                 "5 STAR": "pos"}  # case-insensitive keys
+    labels, groups = label_order(stars, "stars", label_map)
+    assert (labels, groups) == (LABELS3, [[0, 1], [2], [3, 4]])
+    probs = np.array([[0.1, 0.2, 0.3, 0.25, 0.15]])
+    assert aggregate(probs, groups).tolist() == [[0.1 + 0.2, 0.3, 0.25 + 0.15]]
+    assert label_order({0: "bad", 1: "good"}, "m", {"bad": "neg", "good": "pos"}) == (
+        LABELS2, [[0], [1]])
+    with pytest.raises(LingtestError, match=r"does not map the model's labels \['5 star'\]"):
+        label_order(stars, "stars", {k: v for k, v in label_map.items() if k != "5 STAR"})
 
 
 # --------------------------------------------------------------------------- VADER

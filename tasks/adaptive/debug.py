@@ -35,8 +35,9 @@ from tasks.core.paths import Workspace
 from tasks.core.publish import Report
 from tasks.core.schema import Contract
 from tasks.data.sst import sst2_split
+from tasks.models.model_spec import ModelRef, parse_model
 from tasks.models.sentiment import (LABELS2, MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID,
-                                    load_sentiment_model)
+                                    load_configured)
 from tasks.training.sentiment import TRAINING_LOCK, continue_training
 
 log = logging.getLogger(__name__)
@@ -181,10 +182,15 @@ class DebuggingLoop(Method):
 
     @property
     def model_folder(self) -> Path:
-        model = self.debug.model
-        folder = (self.workspace.root / MINILM_SST2_DIR if model == MINILM_SST2_ID
-                  else Path(model).expanduser())
-        return folder
+        ref = self.model_ref
+        return (self.workspace.root / MINILM_SST2_DIR if ref.target == MINILM_SST2_ID
+                else Path(ref.target))
+
+    @property
+    def model_ref(self) -> ModelRef:
+        """``adaptive.debug.model`` parsed: its display name keys results and reports."""
+        return parse_model(self.debug.model, "adaptive.debug.model", self.params.models.names,
+                           self.workspace.root)
 
     @property
     def train_seeds(self) -> list[int]:
@@ -207,14 +213,15 @@ class DebuggingLoop(Method):
                                 "(or name a folder it wrote)")
 
     def model_ids(self) -> list[str]:
-        return [self.debug.model] + [f"{self.debug.model}+{c}@{s}"
-                                     for c in self.debug.conditions for s in self.train_seeds]
+        name = self.model_ref.name
+        return [name] + [f"{name}+{c}@{s}" for c in self.debug.conditions for s in self.train_seeds]
 
     def variant(self, model_id: str) -> tuple[str, int | None]:
         """(condition, training seed) of a unit's model id."""
-        if model_id == self.debug.model:
+        name = self.model_ref.name
+        if model_id == name:
             return BEFORE, None
-        condition, seed = model_id.removeprefix(f"{self.debug.model}+").rsplit("@", 1)
+        condition, seed = model_id.removeprefix(f"{name}+").rsplit("@", 1)
         return condition, int(seed)
 
     def build_suite(self) -> pd.DataFrame:
@@ -275,13 +282,12 @@ class DebuggingLoop(Method):
         return pd.concat([topic, original], ignore_index=True)
 
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
-        d, offline = self.debug, self.params.models.offline
+        d = self.debug
         condition, seed = self.variant(unit.model_id)
         if condition == BEFORE:
             with TRAINING_LOCK:  # building the head draws from torch's global generator
-                model = load_sentiment_model(d.model, tuple(d.neutral_band), offline,
-                                             self.workspace.root, self.params.runtime.pass_tokens,
-                                             **self.params.runtime.encoder_path())
+                model = load_configured(self.model_ref, self.params, self.workspace.root,
+                                        d.neutral_band)
             trained_on = 0
         else:
             data = self.training_set(condition, seed)

@@ -31,13 +31,20 @@ from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance
 from tasks.core.schema import change_counts, compare_results
 from tasks.core.stats import rate_interval
-from tasks.models.sentiment import load_sentiment_model
+from tasks.models.model_spec import ModelRef, refs_by_name
+from tasks.models.sentiment import builtin_substitutes, load_configured
 
 log = logging.getLogger(__name__)
 
 GROWN_TREES = Path("inputs") / "adaptive"  # where `lingtest adapt` keeps the trees it grows
-SUBSTITUTES = ("Substitutes: the paper's hub sentiment classifiers → MiniLM fine-tuned on "
-               "SST-2 by the train-sentiment stage, and VADER (default profile).")
+
+
+def substitutes(models: list[str]) -> str:
+    """The paper's hub classifiers' stand-ins among the tested models ("" for none)."""
+    builtin = builtin_substitutes(models)
+    return f"Substitutes: the paper's hub sentiment classifiers → {builtin}." if builtin else ""
+
+
 RATE_COLUMNS = ["tree", "topic", "model_id", "n", "fail", "undefined", "fail %", "low %",
                 "high %"]
 
@@ -105,8 +112,13 @@ class Adaptive(Method):
                                 "run the data stage (it imports the mirror's adatest/ trees) "
                                 "or set adaptive.trees to AdaTest CSV files")
 
+    def model_refs(self) -> dict[str, ModelRef]:
+        """The models under test by display name (``adaptive.models`` parsed)."""
+        return refs_by_name(self.params.adaptive.models, "adaptive.models",
+                            self.params.models.names, self.workspace.root)
+
     def model_ids(self) -> list[str]:
-        return list(self.params.adaptive.models)
+        return list(self.model_refs())
 
     def build_suite(self) -> pd.DataFrame:
         """The trees' tests as cases; also keeps the previous run's results for the diff."""
@@ -130,11 +142,8 @@ class Adaptive(Method):
         return suite
 
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
-        a = self.params.adaptive
-        model = load_sentiment_model(unit.model_id, tuple(a.neutral_band),
-                                     self.params.models.offline, self.workspace.root,
-                                     self.params.runtime.pass_tokens,
-                                     **self.params.runtime.encoder_path())
+        model = load_configured(self.model_refs().get(unit.model_id, unit.model_id), self.params,
+                                self.workspace.root, self.params.adaptive.neutral_band)
         return UnitResult(unit, score_cases(unit.take(suite), model),
                           {"revision": str(model.revision)})
 
@@ -154,9 +163,11 @@ class Adaptive(Method):
         rates = topic_rates(suite, results, a.bootstrap, self.params.seed)
         diff = run_diff(self.previous, results)
         revisions = {run.unit.model_id: run.extra["revision"] for run in runs}
-        out = Report(self.stage, substitutes=SUBSTITUTES, provenance=provenance(
+        out = Report(self.stage, substitutes=substitutes(a.models), provenance=provenance(
             self.params, self.workspace, "adaptive", inputs=self.tree_paths(),
-            models=[f"{m} ({revisions.get(m)})" for m in models]))
+            models=[f"{name} ({revisions.get(name)})" + (f" ({ref.bare})" if ref.bare != name
+                                                           else "")
+                    for name, ref in self.model_refs().items()]))
         out.add("adatest-topics", rates,
                 "AdaTest: failure rate per tree, topic and model (95% bootstrap CI)",
                 notes="Rates over pass/fail verdicts; undefined verdicts counted apart.")

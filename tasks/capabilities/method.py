@@ -28,7 +28,8 @@ from tasks.core.errors import LingtestError
 from tasks.core.method import Method, Unit, UnitResult, by_model, fan_out
 from tasks.core.publish import Report, provenance, slug
 from tasks.core.schema import Contract
-from tasks.models.sentiment import SentimentModel, load_sentiment_model
+from tasks.models.model_spec import ModelRef, model_line, refs_by_name
+from tasks.models.sentiment import SentimentModel, builtin_substitutes, load_configured
 
 TABLES = ("sst", "word_polarity", "ptb_trees", "checklist_suite")
 TABLE3_NOTES = ("#pass_to_fail (the paper's unit): failing expansions whose seed the model "
@@ -40,10 +41,9 @@ def substitutes(params) -> str:
     """The paper's assets this run replaced, for every report's header."""
     c = params.capabilities
     named = []
-    if any(m in ("lingtest/minilm-sst2", "vader") for m in c.models):
-        named.append("the paper's SST-2 BERT / RoBERTa / DistilBERT → " + " and ".join(
-            m for m in c.models if m in ("lingtest/minilm-sst2", "vader"))
-            + " (MiniLM fine-tuned on SST-2 by the train-sentiment stage)")
+    builtin = builtin_substitutes(c.models)
+    if builtin:
+        named.append(f"the paper's SST-2 BERT / RoBERTa / DistilBERT → {builtin}")
     if c.parser == "pcfg":
         named.append("benepar benepar_en3 → a PCFG induced from the Penn Treebank sample, "
                      "parsing spaCy's PTB tags (vectorised CKY)")
@@ -86,12 +86,16 @@ class CapabilitiesMethod(Method):
         return load_specs(self.workspace.root / c.specs_dir if c.specs_dir else BUILTIN_SPECS,
                           c.capabilities)
 
+    def model_refs(self) -> dict[str, ModelRef]:
+        """The models under test by display name (``capabilities.models`` parsed)."""
+        return refs_by_name(self.params.capabilities.models, "capabilities.models",
+                            self.params.models.names, self.workspace.root)
+
     def load_model(self, model_id: str) -> SentimentModel:
-        """A fresh instance of one model under test (a unit's own)."""
-        c = self.params.capabilities
-        return load_sentiment_model(model_id, tuple(c.neutral_band), self.params.models.offline,
-                                    self.workspace.root, self.params.runtime.pass_tokens,
-                                    **self.params.runtime.encoder_path())
+        """A fresh instance of one model under test (a unit's own), by display name; any
+        other spec (``retest``'s new revision) is loaded as written."""
+        return load_configured(self.model_refs().get(model_id, model_id), self.params,
+                               self.workspace.root, self.params.capabilities.neutral_band)
 
     def check_inputs(self) -> None:
         absent = [str(f) for f in self.files.values() if not f.is_file()]
@@ -109,7 +113,7 @@ class CapabilitiesMethod(Method):
         return self._hidden
 
     def model_ids(self) -> list[str]:
-        return list(self.params.capabilities.models)
+        return list(self.model_refs())
 
     # ------------------------------------------------------------------ suite
 
@@ -245,8 +249,7 @@ class CapabilitiesMethod(Method):
         verdicts = pd.concat([r.extra["verdicts"] for r in runs if "verdicts" in r.extra],
                              ignore_index=True)
         coverage = [r.extra for r in runs if "curve" in r.extra]
-        models = [f"{m} @ {results.loc[results['model_id'] == m, 'revision'].iloc[0]}"
-                  for m in self.model_ids() if (results["model_id"] == m).any()]
+        models = [model_line(ref, results) for ref in self.model_refs().values()]
         tables = {m: report.table3(results[results["model_id"] == m], lcs, c.bootstrap,
                                    params.seed) for m in self.model_ids()}
         curve = pd.concat([x["curve"] for x in coverage], ignore_index=True) if coverage else None

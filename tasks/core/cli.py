@@ -68,18 +68,20 @@ def params(set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP
 @app.command()
 def models(set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
            profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
-    """List every configured model id (models, contrastive, capabilities, consistency) and
-    where it resolves (package, hub cache, hub, local, http) or why it is missing."""
+    """List every configured model (every parameter that names one, in every stage) with
+    its display name and where it resolves (package, hub cache, hub, local, python, file,
+    http) or why it cannot load."""
     from rich.console import Console
     from rich.table import Table
 
     from tasks.core.validate import describe_configured
 
     rows = describe_configured(_params(set_, profile), Workspace.current())
-    table = Table("parameter", "model", "kind", "source", "revision", "pooling", "path / reason")
+    table = Table("parameter", "model", "name", "kind", "source", "revision", "pooling",
+                  "path / reason")
     for row in rows:
         where = row.get("reason") if row["source"] == "missing" else row.get("path")
-        table.add_row(row["key"], row["id"], row["kind"], row["source"],
+        table.add_row(row["key"], row["id"], str(row.get("name") or ""), row["kind"], row["source"],
                       str(row.get("revision") or ""), str(row.get("pooling") or ""),
                       str(where or ""))
     Console(width=240).print(table)
@@ -202,7 +204,8 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
                encoder_precision=params.runtime.encoder_precision,
                encoder_backend=params.runtime.encoder_backend,
                diversity=diversity, oracle_min_confidence=oracle_min_confidence,
-               oracle_topic_filter=oracle_topic_filter)
+               oracle_topic_filter=oracle_topic_filter,
+               label_maps=params.models.label_map, names=params.models.names)
 
 
 @app.command("classify-answers")

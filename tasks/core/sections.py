@@ -57,7 +57,7 @@ class ModelsParams(Section):
     spacy: str = "en_core_web_sm"
     names: dict[str, str] = Field(
         default_factory=dict, description="display names by model spec (e.g. {\"python:"
-        "my/lex.py:score\": lexicon}); a spec's own ?name= wins; default: a hub or built-in "
+        "my/lex.py:score\": lexicon}); a spec's own #name= wins; default: a hub or built-in "
         "id as written, else the folder's, file's or attribute's name")
     label_map: dict[str, dict[str, Literal["neg", "neutral", "pos"]]] = Field(
         default_factory=dict, description="per classifier (its display name or spec): its own "

@@ -26,59 +26,79 @@ def _keyed(key: str, error: LingtestError) -> LingtestError:
 
 
 def configured_models(params: Params) -> list[tuple[str, str, str]]:
-    """(parameter key, model id, kind) of every model a stage may load."""
+    """(parameter key, model spec, kind) of every model a stage may load."""
     from tasks.models.llm import _split_spec
 
     out = [("models.encoders", m, "encoder") for m in params.models.encoders]
     out += [("contrastive.encoders", m, "encoder") for m in params.contrastive.encoders or []]
     out += [("models.causal_lm", params.models.causal_lm, "causal_lm"),
             ("models.spacy", params.models.spacy, "spacy")]
-    out += [("capabilities.models", m, "sentiment") for m in params.capabilities.models]
+    out += [("capabilities.models", m, "classifier") for m in params.capabilities.models]
     out.append(("capabilities.fill_model", params.capabilities.fill_model, "fill"))
     for spec in params.consistency.llms:
         prefix, name = _split_spec(spec.strip())
         out.append(("consistency.llms", spec if prefix != "hf" else name,
                     "causal_lm" if prefix == "hf" else f"llm:{prefix}"))
+    out += [("adaptive.models", m, "classifier") for m in params.adaptive.models]
+    out.append(("adaptive.debug.model", params.adaptive.debug.model, "trainable classifier"))
+    out += [("repair.models", m, "repair") for m in params.repair.models or []]
     return out
 
 
 def check_model(key: str, model_id: str, kind: str, params: Params,
                 workspace: Workspace) -> dict[str, str | None]:
-    """The `lingtest models` row of one configured id; LingtestError when it cannot load."""
+    """The `lingtest models` row of one configured spec; LingtestError (naming ``key``) when
+    it cannot load. Loads no weights; a ``python:`` model's module is imported."""
+    try:
+        return {**_check_model(key, model_id, kind, params, workspace), "key": key}
+    except LingtestError as error:
+        raise (error if str(error).startswith(key) else _keyed(key, error)) from None
+
+
+def _check_model(key: str, model_id: str, kind: str, params: Params,
+                 workspace: Workspace) -> dict[str, str | None]:
+    from tasks.models.model_spec import parse_model
     from tasks.models.registry import resolve
 
-    offline = params.models.offline
-    row = {"key": key, "id": model_id, "kind": kind, "source": "", "revision": None,
-           "pooling": None, "path": None, "reason": ""}
+    offline, names = params.models.offline, params.models.names
+    row = {"key": key, "id": model_id, "name": model_id, "kind": kind, "source": "",
+           "revision": None, "pooling": None, "path": None, "reason": ""}
+    if kind == "repair":
+        return _check_repair(model_id, params, workspace, row)
     if kind.startswith("llm:"):
         from tasks.models.llm import SPEC_FORMS
         prefix = kind[4:]
         if prefix not in ("ollama", "openai") or not model_id.partition(":")[2]:
-            raise LingtestError(f"{key}: LLM spec `{model_id}` is not one of "
-                                f"{', '.join(SPEC_FORMS)}")
+            raise LingtestError(f"LLM spec `{model_id}` is not one of {', '.join(SPEC_FORMS)}")
         return {**row, "source": "http", "path": model_id}
-    if kind == "sentiment":
-        from tasks.models.sentiment import MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID
-        if model_id == "vader":
-            return {**row, "source": "package", "path": "vaderSentiment"}
-        if model_id == MINILM_SST2_ID:  # made by `lingtest run train-sentiment`
-            folder = workspace.root / MINILM_SST2_DIR
-            if not (folder / MINILM_CONFIG).is_file():
-                raise LingtestError(f"{key}: model `{MINILM_SST2_ID}` is missing: {folder} "
-                                    f"holds no fine-tuned classifier; fix: lingtest run "
-                                    f"train-sentiment (or drop it from {key})")
-            return {**row, "source": "local", "path": str(folder)}
-        if (Path(model_id).expanduser() / MINILM_CONFIG).is_file():
-            return {**row, "source": "local", "path": model_id}
-        kind = "classifier"
+    if kind in ("classifier", "trainable classifier"):
+        from tasks.models.checks import check_classifier
+        ref = parse_model(model_id, key, names, workspace.root)
+        return {**row, **check_classifier(ref, offline, workspace.root, params.models.label_map,
+                                          trainable=kind == "trainable classifier")}
     if kind == "fill":
         from tasks.capabilities.fill import fill_kind
         kind = fill_kind(model_id)
-    try:
-        found = resolve(model_id, kind, offline=offline).require()
-    except LingtestError as error:
-        raise _keyed(key, error) from None
-    return {**row, **found.as_row(), "key": key, "kind": kind}
+    found = resolve(model_id, kind, offline=offline).require()
+    return {**row, **found.as_row(), "name": model_id, "kind": kind}
+
+
+def _check_repair(model_id: str, params: Params, workspace: Workspace, row: dict) -> dict:
+    """A ``repair.models`` entry: ``all``, or an encoder the contrastive stage is told to
+    test (by display name or spec)."""
+    from tasks.core.sections import REPAIR_ALL
+    from tasks.models.model_spec import parse_models
+
+    if model_id == REPAIR_ALL:
+        return {**row, "source": "contrastive", "reason": "every encoder tested"}
+    specs = params.contrastive.encoders or params.models.encoders
+    refs = parse_models(specs, "contrastive.encoders", params.models.names, workspace.root)
+    match = [ref for ref in refs if model_id in (ref.name, ref.bare, ref.spec)]
+    if not match:
+        raise LingtestError(
+            f"`{model_id}` is not among the encoders the contrastive stage tests "
+            f"({', '.join(ref.name for ref in refs)}); fix: name one of those, or [{REPAIR_ALL}]")
+    return {**row, "name": match[0].name, "source": "contrastive", "path": match[0].bare}
 
 
 def describe_configured(params: Params, workspace: Workspace) -> list[dict[str, str | None]]:
@@ -91,23 +111,35 @@ def describe_configured(params: Params, workspace: Workspace) -> list[dict[str, 
         try:
             rows.append(check_model(key, model_id, kind, params, workspace))
         except LingtestError as error:
-            rows.append({"key": key, "id": model_id, "kind": kind, "source": "missing",
-                         "reason": str(error)})
+            rows.append({"key": key, "id": model_id, "name": "", "kind": kind,
+                         "source": "missing", "reason": str(error)})
     return rows
 
 
+# The model parameters each stage loads (its check before the run; the contrastive stage's
+# own encoders replace models.encoders when set).
 STAGE_MODEL_KEYS = {
     "contrastive": ("contrastive.encoders", "models.encoders", "models.spacy"),
     "capabilities": ("capabilities.models", "capabilities.fill_model", "models.spacy"),
     "consistency": ("consistency.llms",),
+    "adaptive": ("adaptive.models",),
+    "adaptive-debug": ("adaptive.debug.model",),
+    "repair": ("repair.models",),
 }
 
 
 def _check_stage_models(stage: str, params: Params, workspace: Workspace) -> None:
+    from tasks.models.model_spec import parse_models
+
     keys = STAGE_MODEL_KEYS.get(stage, ())
     entries = [e for e in configured_models(params) if e[0] in keys]
     if stage == "contrastive" and params.contrastive.encoders is not None:
         entries = [e for e in entries if e[0] != "models.encoders"]
+    for key in dict.fromkeys(e[0] for e in entries):  # two models with one name: refused
+        if key in ("capabilities.models", "adaptive.models", "contrastive.encoders",
+                   "models.encoders"):
+            parse_models([e[1] for e in entries if e[0] == key], key, params.models.names,
+                         workspace.root)
     for key, model_id, kind in entries:
         check_model(key, model_id, kind, params, workspace)
 

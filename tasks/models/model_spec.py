@@ -14,9 +14,9 @@ A model spec is what a user writes in ``params.yaml``, ``--set`` or a command's 
 ``hf:ID_OR_FOLDER``                  a local causal LM, explicitly
 ==================================  =====================================================
 
-Options follow a ``?`` as in a URL: ``?name=lexicon`` sets the display name and, for the
+Options follow a ``#`` (as a URL fragment, never sent anywhere): ``#name=lexicon`` sets the display name and, for the
 HTTP forms, ``key_env=MY_KEY`` names the variable holding the API key. Every model has a
-display **name** — ``?name=``, else ``models.names``, else a short default (a hub or built-in
+display **name** — ``#name=``, else ``models.names``, else a short default (a hub or built-in
 id as written; a folder's, file's or attribute's own name; an endpoint's model) — and the
 name, never a path, keys report files, metric keys, table columns, result rows and Prefect
 task names. The spec and the loaded revision stay in provenance.
@@ -58,7 +58,7 @@ class ModelRef:
     @property
     def bare(self) -> str:
         """The spec without its options (what a loader that predates specs understands)."""
-        return self.spec.split("?", 1)[0] if self.options else self.spec
+        return self.spec.split("#", 1)[0] if self.options else self.spec
 
     @property
     def module_and_attr(self) -> tuple[str, str]:
@@ -82,13 +82,13 @@ class ModelRef:
 
 
 def _options(spec: str, key: str) -> tuple[str, dict[str, str]]:
-    head, sep, query = spec.partition("?")
+    head, sep, query = spec.partition("#")
     if not sep:
         return spec, {}
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
     except ValueError:
-        raise LingtestError(f"{key}: model spec `{spec}`: options after `?` must read "
+        raise LingtestError(f"{key}: model spec `{spec}`: options after `#` must read "
                             f"key=value&key=value (keys: {', '.join(OPTION_KEYS)})") from None
     options = dict(pairs)
     unknown = sorted(set(options) - set(OPTION_KEYS))
@@ -132,7 +132,7 @@ def check_name(name: str, key: str, spec: str) -> str:
     if not _NAME.match(name) or name in (".", ".."):
         raise LingtestError(
             f"{key}: model `{spec}`: display name `{name}` is not a name: use letters, digits "
-            f"and . _ + @ - (one `/` for a hub-style org/name); fix: ?name=<name> or "
+            f"and . _ + @ - (one `/` for a hub-style org/name); fix: #name=<name> or "
             f"models.names")
     return name
 
@@ -186,7 +186,7 @@ def parse_model(spec: str, key: str = "model", names: dict[str, str] | None = No
     if not hub_like or "name" in options or head in (names or {}):
         if "/" in name:
             raise LingtestError(f"{key}: model `{spec}`: display name `{name}` contains `/`; "
-                                f"fix: ?name=<one word> or models.names")
+                                f"fix: #name=<one word> or models.names")
     return ModelRef(spec, form, target, check_name(name, key, spec), base_url,
                     options.get("key_env"), options)
 
@@ -199,6 +199,20 @@ def parse_models(specs: list[str], key: str, names: dict[str, str] | None = None
     for ref in refs:
         if ref.name in seen and seen[ref.name] != ref.spec:
             raise LingtestError(f"{key}: `{seen[ref.name]}` and `{ref.spec}` are both named "
-                                f"`{ref.name}`; fix: add ?name=<another> to one of them")
+                                f"`{ref.name}`; fix: add #name=<another> to one of them")
         seen[ref.name] = ref.spec
     return refs
+
+
+def model_line(ref: ModelRef, results) -> str:
+    """A report's provenance line for one tested model: ``name @ revision`` (the revision its
+    result rows carry), with the spec when the name is not the spec itself."""
+    rows = results.loc[results["model_id"] == ref.name, "revision"] if len(results) else []
+    revision = rows.iloc[0] if len(rows) else "not run"
+    return f"{ref.name} @ {revision}" + (f" ({ref.bare})" if ref.bare != ref.name else "")
+
+
+def refs_by_name(specs: list[str], key: str, names: dict[str, str] | None,
+                 root: Path | None) -> dict[str, ModelRef]:
+    """A parameter's models by display name, in order (``parse_models``)."""
+    return {ref.name: ref for ref in parse_models(specs, key, names, root)}

@@ -22,23 +22,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tasks.core.errors import LingtestError
+from tasks.models.label_maps import LABELS2, LABELS3, aggregate, sentiment_labels
 
 if TYPE_CHECKING:
     import torch
 
 log = logging.getLogger(__name__)
 
-LABELS3 = ("neg", "neutral", "pos")
-LABELS2 = ("neg", "pos")
 DEFAULT_BAND = (1 / 3, 2 / 3)
 MINILM_SST2_ID = "lingtest/minilm-sst2"
 MINILM_SST2_DIR = Path("data") / "models" / "minilm-sst2"  # relative to the project root
 MINILM_CONFIG = "lingtest_classifier.json"   # marks a folder as a MeanPoolClassifier
 HEAD_FILE = "head.safetensors"
 VADER_THRESHOLD = 0.05  # VADER's README: compound >= 0.05 positive, <= -0.05 negative
-# Hub checkpoints name their labels differently; all of these mean the same two (or three).
-_LABEL_NAMES = {"negative": "neg", "neg": "neg", "positive": "pos", "pos": "pos",
-                "neutral": "neutral", "neu": "neutral"}
 
 
 def check_band(band: tuple[float, float]) -> tuple[float, float]:
@@ -68,6 +64,8 @@ class SentimentModel(ABC):
     # A text's output depends on that text alone (no padding, no batch effects), so a caller
     # may hand over all its texts in one call (``checklist_run._predict`` does).
     per_text = True
+    spec: str | None = None  # the spec it was loaded from, when its name is another
+    label_map: dict[str, str] | None = None
 
     def __init__(self, model_id: str, revision: str | None, labels: tuple[str, ...],
                  neutral_band: tuple[float, float] = DEFAULT_BAND):
@@ -109,9 +107,14 @@ class SentimentModel(ABC):
 
     def parameters(self) -> dict[str, object]:
         """What produced the predictions, for result rows and reports."""
-        return {"model_id": self.model_id, "revision": self.revision,
-                "labels": "/".join(self.labels), "kind": type(self).__name__,
-                "neutral_band": list(self.neutral_band) if self.labels == LABELS2 else None}
+        out = {"model_id": self.model_id, "revision": self.revision,
+               "labels": "/".join(self.labels), "kind": type(self).__name__,
+               "neutral_band": list(self.neutral_band) if self.labels == LABELS2 else None}
+        if self.spec is not None:  # a user's model: where it came from (never for defaults)
+            out["spec"] = self.spec
+        if self.label_map:
+            out["label_map"] = self.label_map
+        return out
 
     def cache_token(self) -> dict[str, object]:
         """What a cached task's result depends on in this model (``tasks.core.caching``):
@@ -204,7 +207,8 @@ def build_classifier(encoder: torch.nn.Module, n_labels: int = 2,
 
 
 class TorchClassifier(SentimentModel):
-    """A torch classifier whose forward returns logits over ``labels`` (after ``order``).
+    """A torch classifier whose forward returns logits over its own labels; ``groups`` maps
+    them onto ``labels`` (a column each, or summed columns under a label map).
 
     Texts go to the model in passes of one exact token count, at least ``pass_tokens``
     tokens each (``tasks.models.encoders.exact_length_passes``): no padding, so a text's
@@ -213,7 +217,7 @@ class TorchClassifier(SentimentModel):
     (``tasks.models.encoder_paths``; the same holds within each path)."""
 
     def __init__(self, model_id: str, revision: str | None, labels: tuple[str, ...], model,
-                 tokenizer, order: list[int], max_length: int = 128,
+                 tokenizer, groups: list[list[int]], max_length: int = 128,
                  neutral_band: tuple[float, float] = DEFAULT_BAND, hf_logits: bool = False,
                  pass_tokens: int | None = None, precision: str | None = None,
                  backend: str | None = None):
@@ -222,7 +226,7 @@ class TorchClassifier(SentimentModel):
 
         super().__init__(model_id, revision, labels, neutral_band)
         self.model, self.tokenizer = model.eval(), tokenizer
-        self.order, self.max_length = order, max_length
+        self.groups, self.max_length = groups, max_length
         self.pass_tokens = PASS_TOKENS if pass_tokens is None else pass_tokens
         pass_rows(1, self.pass_tokens)  # refuse a bad floor at load
         self.hf_logits = hf_logits  # HF models return an output object with .logits
@@ -272,8 +276,8 @@ class TorchClassifier(SentimentModel):
             for positions, inputs in exact_length_passes(self.tokenizer, texts,
                                                          self.max_length, self.pass_tokens):
                 logits = self._logits(inputs)
-                probs = torch.softmax(logits.float(), dim=-1)[:len(positions), self.order]
-                out[positions] = probs.double().numpy()
+                probs = torch.softmax(logits.float(), dim=-1)[:len(positions)]
+                out[positions] = aggregate(probs.double().numpy(), self.groups)
         return out
 
 
@@ -313,34 +317,29 @@ def load_minilm_classifier(folder: Path, model_id: str = MINILM_SST2_ID,
     revision = (f"local@sha256:{weights_sha16(folder / 'model.safetensors')}"
                 f"+{weights_sha16(folder / HEAD_FILE)}")
     return TorchClassifier(model_id, revision, tuple(info["labels"]), model, tokenizer,
-                           list(range(len(info["labels"]))), int(info["max_length"]),
+                           [[i] for i in range(len(info["labels"]))], int(info["max_length"]),
                            neutral_band=neutral_band, pass_tokens=pass_tokens,
                            precision=precision, backend=backend)
 
 
-def label_order(id2label: dict[int, str], model_id: str) -> tuple[tuple[str, ...], list[int]]:
-    """Map a checkpoint's labels (LABEL_0/1[/2], NEGATIVE/POSITIVE, …) to LABELS2/LABELS3:
-    the label set and, per label, the logit column holding it."""
-    n = len(id2label)
-    names = {int(i): str(name).strip().lower() for i, name in id2label.items()}
-    if all(name == f"label_{i}" for i, name in names.items()) and n in (2, 3):
-        # Generic names: textattack's SST-2 convention (0 negative, 1 positive); three labels
-        # as cardiffnlp's sentiment models (0 negative, 1 neutral, 2 positive).
-        return (LABELS2, [0, 1]) if n == 2 else (LABELS3, [0, 1, 2])
-    mapped = {_LABEL_NAMES.get(name): i for i, name in names.items()}
-    for labels in (LABELS2, LABELS3):
-        if len(mapped) == n and set(mapped) == set(labels):
-            return labels, [mapped[label] for label in labels]
-    raise LingtestError(f"model `{model_id}`: labels {sorted(id2label.items())} are not a "
-                        f"sentiment label set (negative/positive[/neutral] or LABEL_0..2)")
+def label_order(id2label: dict[int, str], model_id: str,
+                label_map: dict[str, str] | None = None
+                ) -> tuple[tuple[str, ...], list[list[int]]]:
+    """A checkpoint's labels (LABEL_0/1[/2], NEGATIVE/POSITIVE, or any names through
+    ``label_map``) as LABELS2/LABELS3: the label set and, per label, the logit columns
+    whose probabilities it sums (``tasks.models.label_maps``)."""
+    own = [str(id2label[i]) for i in sorted(id2label, key=int)]
+    return sentiment_labels(own, label_map, model_id)
 
 
 def load_hf_classifier(model_id: str, offline: bool = True,
                        neutral_band: tuple[float, float] = DEFAULT_BAND,
                        pass_tokens: int | None = None, precision: str | None = None,
-                       backend: str | None = None) -> TorchClassifier:
+                       backend: str | None = None, name: str | None = None,
+                       label_map: dict[str, str] | None = None) -> TorchClassifier:
     """A Hugging Face sequence-classification checkpoint via the registry (offline: packaged,
-    cached or local only; a missing one is the registry's error with the fix)."""
+    cached or local only; a missing one is the registry's error with the fix), named
+    ``name`` (default: its id) and read through ``label_map`` when given."""
     from tasks.models.registry import hub_offline, resolve, transformers_classes
 
     AutoModelForSequenceClassification, AutoTokenizer = transformers_classes(
@@ -355,37 +354,86 @@ def load_hf_classifier(model_id: str, offline: bool = True,
     except (OSError, ValueError) as exc:
         raise LingtestError(f"model `{res.model_id}` ({res.source}, {res.path}) failed to "
                             f"load: {exc}") from exc
-    labels, order = label_order(model.config.id2label, res.model_id)
+    labels, groups = label_order(model.config.id2label, name or res.model_id, label_map)
     limit = tokenizer.model_max_length if tokenizer.model_max_length < 100_000 else 512
     revision = res.revision or getattr(model.config, "_commit_hash", None)
-    return TorchClassifier(res.model_id, revision, labels, model, tokenizer, order,
-                           min(int(limit), 512), neutral_band=neutral_band, hf_logits=True,
-                           pass_tokens=pass_tokens, precision=precision, backend=backend)
+    classifier = TorchClassifier(name or res.model_id, revision, labels, model, tokenizer, groups,
+                                 min(int(limit), 512), neutral_band=neutral_band, hf_logits=True,
+                                 pass_tokens=pass_tokens, precision=precision, backend=backend)
+    classifier.spec = model_id if name and name != model_id else None
+    classifier.label_map = dict(label_map) if label_map else None
+    return classifier
 
 
-def load_sentiment_model(model_id: str, neutral_band: tuple[float, float] = DEFAULT_BAND,
+def load_sentiment_model(model, neutral_band: tuple[float, float] = DEFAULT_BAND,
                          offline: bool = True, root: Path | None = None,
                          pass_tokens: int | None = None, precision: str | None = None,
-                         backend: str | None = None) -> SentimentModel:
-    """Load a model under test by id: ``vader``, ``lingtest/minilm-sst2`` (from
-    ``root/data/models/minilm-sst2``), a folder, or a hub classifier id; a classifier runs
-    passes of at least ``pass_tokens`` tokens (None: 256, ``runtime.pass_tokens``' default)
-    on the path ``precision`` / ``backend`` picks (None: fp32 torch; VADER has one path)."""
+                         backend: str | None = None,
+                         label_maps: dict[str, dict[str, str]] | None = None,
+                         names: dict[str, str] | None = None) -> SentimentModel:
+    """Load a classifier under test from its spec (a string or a parsed ``ModelRef``):
+    ``vader``, ``lingtest/minilm-sst2`` (from ``root/data/models/minilm-sst2``), a folder, a
+    hub classifier id, ``python:...`` or ``predictions:...``; it answers to its display name.
+    ``label_maps`` (``models.label_map``) is looked up by name, then by spec. A torch
+    classifier runs passes of at least ``pass_tokens`` tokens (None: 256) on the path
+    ``precision`` / ``backend`` picks (None: fp32 torch; VADER and user code have one path)."""
     from tasks.models.encoder_paths import check_path
+    from tasks.models.model_spec import ModelRef, parse_model
 
     check_path(precision, backend)
+    ref = model if isinstance(model, ModelRef) else parse_model(model, "model", names, root)
+    label_map = (label_maps or {}).get(ref.name) or (label_maps or {}).get(ref.bare)
     path = {"precision": precision, "backend": backend}
-    if model_id == "vader":
-        return VaderModel(neutral_band)
-    if model_id == MINILM_SST2_ID:
+    if ref.form == "python":
+        from tasks.models.own_classifiers import load_python_classifier
+        return load_python_classifier(ref, root, label_map, neutral_band)
+    if ref.form == "predictions":
+        from tasks.models.own_classifiers import load_predictions_classifier
+        return load_predictions_classifier(ref, root, label_map, neutral_band)
+    if ref.form not in ("builtin", "hub", "folder"):
+        raise LingtestError(f"model `{ref.spec}` is a {ref.form}: model, not a sentiment "
+                            f"classifier; classifiers: vader, lingtest/minilm-sst2, a hub id, "
+                            f"a folder, python:MODULE:ATTR or predictions:PATH")
+    if ref.target == "vader":
+        loaded: SentimentModel = VaderModel(neutral_band)
+    elif ref.target == MINILM_SST2_ID:
         from tasks.core.paths import find_project_root
 
         folder = (root or find_project_root()) / MINILM_SST2_DIR
         if not (folder / MINILM_CONFIG).is_file():
             raise LingtestError(f"model `{MINILM_SST2_ID}` is missing: {folder} holds no "
                                 f"fine-tuned classifier; fix: lingtest run train-sentiment")
-        return load_minilm_classifier(folder, MINILM_SST2_ID, neutral_band, pass_tokens, **path)
-    folder = Path(model_id).expanduser()
-    if (folder / MINILM_CONFIG).is_file():
-        return load_minilm_classifier(folder, str(folder), neutral_band, pass_tokens, **path)
-    return load_hf_classifier(model_id, offline, neutral_band, pass_tokens, **path)
+        loaded = load_minilm_classifier(folder, MINILM_SST2_ID, neutral_band, pass_tokens, **path)
+    elif (Path(ref.target) / MINILM_CONFIG).is_file():
+        loaded = load_minilm_classifier(Path(ref.target), ref.name, neutral_band, pass_tokens,
+                                        **path)
+        loaded.spec = ref.bare
+    else:
+        return load_hf_classifier(ref.target, offline, neutral_band, pass_tokens, **path,
+                                  name=ref.name, label_map=label_map)
+    if label_map:
+        raise LingtestError(f"models.label_map[{ref.name!r}]: {ref.name} already predicts "
+                            f"{'/'.join(loaded.labels)}; a label map applies to hub, folder "
+                            f"and python: classifiers")
+    loaded.model_id = ref.name
+    return loaded
+
+
+def load_configured(model, params, root: Path, neutral_band: tuple[float, float]
+                    ) -> SentimentModel:
+    """``load_sentiment_model`` with a run's settings (``params``: offline, pass floor,
+    encoder path, label maps, names), as every stage that tests classifiers loads them."""
+    m, runtime = params.models, params.runtime
+    return load_sentiment_model(model, tuple(neutral_band), m.offline, root, runtime.pass_tokens,
+                                **runtime.encoder_path(), label_maps=m.label_map, names=m.names)
+
+
+BUILTIN_NOTES = {MINILM_SST2_ID: "MiniLM fine-tuned on SST-2 by the train-sentiment stage",
+                 "vader": "the VADER lexicon and rules"}
+
+
+def builtin_substitutes(specs: list[str]) -> str:
+    """The built-in classifiers among ``specs`` that stand in for a paper's models, each with
+    what it is ("" when the run tests only the user's own models: nothing was substituted)."""
+    return " and ".join(f"{spec} ({BUILTIN_NOTES[spec]})" for spec in specs
+                        if spec in BUILTIN_NOTES)

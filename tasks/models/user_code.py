@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.util
 import sys
 import threading
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,11 +57,13 @@ def _import_file(ref: ModelRef, path: Path) -> tuple[Any, bytes]:
     with _IMPORT_LOCK:
         if name in sys.modules:
             return sys.modules[name], source
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
+        # compiled from the bytes just hashed (no race with an edit, no __pycache__ written
+        # beside the user's file)
+        module = types.ModuleType(name)
+        module.__file__ = str(path)
         sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
+            exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 - the user's model
         except Exception as exc:  # the user's code: any error, named with its file
             del sys.modules[name]
             raise LingtestError(f"model `{ref.bare}`: importing {path} failed: "

@@ -1,0 +1,77 @@
+"""Checks of a model spec that load no weights, for validation before a run starts and for
+``lingtest models``: each returns the model's row (name, kind, source, revision, path) or
+raises one error naming the problem and the fix.
+
+A ``python:`` model's module is imported here (a syntax error, a missing attribute or an
+object without the protocol's method is caught before Prefect starts); its code is not
+called. Hub ids resolve through the registry, folders are checked for weights.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tasks.core.errors import LingtestError
+from tasks.models.model_spec import ModelRef
+
+
+def _row(ref: ModelRef, kind: str, source: str, revision: str | None = None,
+         path: str | None = None, pooling: str | None = None) -> dict[str, str | None]:
+    return {"id": ref.bare, "name": ref.name, "kind": kind, "source": source,
+            "revision": revision, "pooling": pooling, "path": path, "reason": ""}
+
+
+def check_classifier(ref: ModelRef, offline: bool, root: Path,
+                     label_maps: dict[str, dict[str, str]] | None = None,
+                     trainable: bool = False) -> dict[str, str | None]:
+    """A sentiment classifier spec: built-in, folder, hub id, ``python:`` or
+    ``predictions:``; ``trainable``: it must be a classifier lingtest fine-tunes (the
+    debugging loop continues training one of lingtest's own classifier folders)."""
+    from tasks.models.sentiment import MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID
+
+    label_map = (label_maps or {}).get(ref.name) or (label_maps or {}).get(ref.bare)
+    if trainable and not (ref.target == MINILM_SST2_ID or (
+            ref.form == "folder" and (Path(ref.target) / MINILM_CONFIG).is_file())):
+        raise LingtestError(f"model `{ref.spec}`: the debugging loop fine-tunes lingtest's own "
+                            f"classifier (lingtest/minilm-sst2 or a folder train-sentiment "
+                            f"wrote, with {MINILM_CONFIG}); fix: name one of those")
+    if ref.form in ("openai", "openai-chat", "ollama", "hf"):
+        raise LingtestError(f"model `{ref.spec}` is an LLM spec, not a sentiment classifier; "
+                            f"classifiers: vader, lingtest/minilm-sst2, a hub id, a folder, "
+                            f"python:MODULE:ATTR or predictions:PATH")
+    if ref.form == "python":
+        from tasks.models.label_maps import sentiment_labels
+        from tasks.models.own_classifiers import declared_labels
+        from tasks.models.user_code import load_user_object, protocol_method
+
+        user = load_user_object(ref, root)
+        protocol_method(user, "predict_proba")
+        own = declared_labels(user.obj, label_map)
+        if not own:
+            raise user.fail("declares no labels; fix: give it a `labels` attribute in column "
+                            "order or map them in models.label_map")
+        sentiment_labels(own, label_map, ref.name)
+        return _row(ref, "classifier (python)", "python", user.revision, user.file)
+    if ref.form == "predictions":
+        from tasks.models.own_classifiers import check_predictions
+
+        return {**_row(ref, "classifier (predictions)", "file"),
+                **check_predictions(ref, root, label_map)}
+    if label_map and ref.form == "builtin":
+        raise LingtestError(f"models.label_map[{ref.name!r}]: {ref.name} already predicts "
+                            f"neg/neutral/pos; a label map applies to hub, folder and python: "
+                            f"classifiers")
+    if ref.target == "vader":
+        return _row(ref, "classifier", "package", path="vaderSentiment")
+    if ref.target == MINILM_SST2_ID:  # made by `lingtest run train-sentiment`
+        folder = root / MINILM_SST2_DIR
+        if not (folder / MINILM_CONFIG).is_file():
+            raise LingtestError(f"model `{MINILM_SST2_ID}` is missing: {folder} holds no "
+                                f"fine-tuned classifier; fix: lingtest run train-sentiment "
+                                f"(or drop it)")
+        return _row(ref, "classifier", "local", path=str(folder))
+    if ref.form == "folder" and (Path(ref.target) / MINILM_CONFIG).is_file():
+        return _row(ref, "classifier", "local", path=ref.target)
+    from tasks.models.registry import resolve
+
+    found = resolve(ref.target, "classifier", offline=offline).require()
+    return {**_row(ref, "classifier", found.source, found.revision, found.path)}
