@@ -1,0 +1,262 @@
+"""A user's own classifiers through the methods that test classifiers: a lexicon scorer
+written here as a ``python:`` model (with its own label names, read through a label map),
+a Hugging Face folder built here with ``bad``/``good`` and 5-star labels, through the
+``capabilities`` and ``adaptive`` stages; reports and metrics keyed by display name."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flows.stage import run_stage
+from tasks.core.config import load_params
+from tasks.core.errors import LingtestError
+from tasks.models.sentiment import LABELS2, LABELS3, load_sentiment_model
+
+LEXICON = '''"""Counts opinion words: a lexicon model with no weights."""
+import numpy as np
+
+POSITIVE = {"good", "great", "love", "best", "fun", "wonderful", "excellent", "enjoy"}
+NEGATIVE = {"bad", "worst", "boring", "awful", "hate", "dull", "terrible", "mess"}
+
+
+class WordCount:
+    labels = ["bad", "good"]
+
+    def predict_proba(self, texts):
+        rows = []
+        for text in texts:
+            words = [w.strip(".,!?") for w in text.lower().split()]
+            score = sum(w in POSITIVE for w in words) - sum(w in NEGATIVE for w in words)
+            p = 1 / (1 + np.exp(-2.0 * score))
+            rows.append([1 - p, p])
+        return np.array(rows)
+'''
+SPEC = "python:inputs/models/lexicon.py:WordCount#name=lexicon"
+LABEL_MAP = "models.label_map={lexicon: {bad: neg, good: pos}}"
+SMALL = ["capabilities.capabilities=[LC2]", "capabilities.seeds_per_lc=2",
+         "capabilities.max_masks_per_seed=2", "capabilities.fill_candidates=3",
+         "capabilities.pcfg_heldout=10", "capabilities.checklist_max_examples=3",
+         "capabilities.coverage_sizes=[4]", "capabilities.coverage_repeats=1",
+         "capabilities.bootstrap=100", "adaptive.bootstrap=100"]
+
+
+def lexicon_probability(text: str) -> float:
+    """P(good) as the module computes it, written out again."""
+    words = [w.strip(".,!?") for w in text.lower().split()]
+    pos = {"good", "great", "love", "best", "fun", "wonderful", "excellent", "enjoy"}
+    neg = {"bad", "worst", "boring", "awful", "hate", "dull", "terrible", "mess"}
+    score = sum(w in pos for w in words) - sum(w in neg for w in words)
+    return float(1 / (1 + np.exp(-2.0 * score)))
+
+
+@pytest.fixture(scope="module")
+def own_runs(data_project):
+    """capabilities and adaptive on the lexicon model and VADER (no trained MiniLM)."""
+    workspace, overrides = data_project
+    module = workspace.root / "inputs" / "models" / "lexicon.py"
+    module.parent.mkdir(parents=True, exist_ok=True)
+    module.write_text(LEXICON, encoding="utf-8")
+    sets = overrides + SMALL + [f"capabilities.models=['{SPEC}', vader]",
+                                f"adaptive.models=['{SPEC}', vader]", LABEL_MAP]
+    params = load_params(workspace.root, sets)
+    run_stage("capabilities", params, workspace)
+    run_stage("adaptive", params, workspace)
+    return workspace, params
+
+
+def _keys(tree: dict) -> list[str]:
+    return [k for k, v in tree.items() for k in [k, *(_keys(v) if isinstance(v, dict) else [])]]
+
+
+@pytest.mark.slow
+def test_capabilities_names_the_lexicon_model_everywhere(own_runs) -> None:
+    workspace, _ = own_runs
+    results = pd.read_parquet(workspace.interim / "capabilities" / "results.parquet")
+    assert list(dict.fromkeys(results["model_id"])) == ["lexicon", "vader"]
+    mine = results[results["model_id"] == "lexicon"]
+    assert mine["revision"].str.fullmatch(r"python@sha256:[0-9a-f]{16}").all()
+    # the label map read "good" as pos: p_pos is the module's own P(good)
+    expected = [round(lexicon_probability(t), 6) for t in mine["text"]]
+    assert mine["p_pos"].tolist() == pytest.approx(expected, abs=1e-6)
+    reports = workspace.reports / "capabilities"
+    names = sorted(p.name for p in reports.iterdir())
+    assert "s2lct-table3-lexicon.md" in names and "s2lct-table3-vader.md" in names
+    root = str(workspace.root)
+    assert not [n for n in names if root.strip("/").replace("/", "-") in n or "python" in n]
+    metrics = json.loads((workspace.reports / "capabilities-metrics.json").read_text())
+    assert "lexicon" in metrics and all("/" not in k and root not in k for k in _keys(metrics))
+    provenance = json.loads((reports / "provenance.json").read_text())
+    assert "lexicon @ python@sha256:" in provenance["models"]
+    assert "(python:inputs/models/lexicon.py:WordCount)" in provenance["models"]
+    # VADER stands in for the paper's models; the user's model is no substitute
+    assert "vader (the VADER lexicon and rules)" in provenance["substitutes"]
+    assert "minilm" not in provenance["substitutes"].lower()
+    checklist = pd.read_csv(reports / "s2lct-checklist.csv")
+    assert any("lexicon" in c for c in checklist.columns)
+
+
+@pytest.mark.slow
+def test_adaptive_scores_the_tree_with_the_lexicon_model(own_runs) -> None:
+    workspace, _ = own_runs
+    reports = workspace.reports / "adaptive"
+    table = pd.read_csv(reports / "adatest-models.csv")
+    assert {"lexicon", "vader"} <= set(table.columns)
+    metrics = json.loads((workspace.reports / "adaptive-metrics.json").read_text())
+    assert "lexicon fail %" in metrics and 0 <= metrics["lexicon fail %"] <= 100
+    provenance = json.loads((reports / "provenance.json").read_text())
+    assert "lexicon (python@sha256:" in provenance["models"]
+
+
+@pytest.mark.slow
+def test_editing_the_module_is_a_new_revision_and_a_cache_miss(own_runs) -> None:
+    """The revision is the module file's hash; every cached task that takes the model keys
+    on it (``cache_token``), so an edit is a miss and an unchanged file a hit."""
+    from types import SimpleNamespace
+
+    from tasks.capabilities import pipeline as cp
+
+    workspace, params = own_runs
+    module = workspace.root / "inputs" / "models" / "lexicon.py"
+
+    def task_key() -> tuple[str, str]:
+        model = load_sentiment_model(SPEC, root=workspace.root,
+                                     label_maps={"lexicon": {"bad": "neg", "good": "pos"}})
+        inputs = {"model": model, "train_texts": ["a fine film"], "pass_tokens": None}
+        policy = cp.neuron_bounds.cache_policy
+        return model.revision, policy.compute_key(SimpleNamespace(task=cp.neuron_bounds),
+                                                  inputs, {})
+
+    first = task_key()
+    assert task_key() == first  # unchanged file: the same revision and key
+    original = module.read_text(encoding="utf-8")
+    try:
+        module.write_text(original.replace("-2.0 * score", "-3.0 * score"), encoding="utf-8")
+        edited = task_key()
+        assert edited[0] != first[0] and edited[1] != first[1]
+        model = load_sentiment_model(SPEC, root=workspace.root,
+                                     label_maps={"lexicon": {"bad": "neg", "good": "pos"}})
+        assert model.predict_proba(["a good film"])[0, 1] == pytest.approx(
+            1 / (1 + np.exp(-3.0)))  # the edited code runs in this process
+    finally:
+        module.write_text(original, encoding="utf-8")
+
+
+# ------------------------------------------------------------------ user code that breaks
+
+BROKEN = '''import numpy as np
+labels = None
+
+def nan_row(texts):
+    return np.array([[np.nan, 1.0] if "boom" in t else [0.5, 0.5] for t in texts])
+nan_row.labels = ["negative", "positive"]
+
+def raises(texts):
+    if any("boom" in t for t in texts):
+        raise KeyError("no entry")
+    return np.tile([0.5, 0.5], (len(texts), 1))
+raises.labels = ["negative", "positive"]
+
+def wrong_shape(texts):
+    return np.tile([0.5, 0.5], (len(texts) + 1, 1))
+wrong_shape.labels = ["negative", "positive"]
+
+def logits(texts):
+    return np.tile([2.0, -1.0], (len(texts), 1))
+logits.labels = ["negative", "positive"]
+'''
+
+
+@pytest.mark.parametrize("attr, message", [
+    ("nan_row", r"NaN or infinite probabilities for 1 of 3 texts, first 'it goes boom'"),
+    ("raises", r"raised KeyError: 'no entry' on the text 'it goes boom'"),
+    ("wrong_shape", r"returned shape \(4, 2\) for 3 texts; expected \(3, 2\)"),
+    ("logits", r"outside \[0, 1\] or a row not summing to 1 .*first 'fine'"),
+])
+def test_bad_user_output_is_one_clear_error(tmp_path, attr, message) -> None:
+    (tmp_path / "broken.py").write_text(BROKEN, encoding="utf-8")
+    model = load_sentiment_model(f"python:broken.py:{attr}", root=tmp_path)
+    with pytest.raises(LingtestError, match=rf"model `{attr}` \(python:broken.py:{attr}\).*"
+                                            + message):
+        model.predict(["fine", "it goes boom", "also fine"])
+
+
+# ------------------------------------------------------------------ Hugging Face folders
+
+@pytest.fixture(scope="module")
+def hf_folders(tmp_path_factory) -> dict[str, Path]:
+    """Two sequence classifiers saved locally from the packaged MiniLM: labels bad/good and
+    five star ratings (untrained heads, seeded: real forward passes, arbitrary scores)."""
+    import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    from tasks.models.registry import resolve
+
+    base = resolve("sentence-transformers/all-MiniLM-L6-v2", "encoder").require().path
+    out = {}
+    for name, labels in {"badgood": ["bad", "good"],
+                         "stars": ["1 star", "2 stars", "3 stars", "4 stars", "5 stars"]}.items():
+        torch.manual_seed(0)
+        model = BertForSequenceClassification.from_pretrained(
+            base, num_labels=len(labels), id2label=dict(enumerate(labels)),
+            label2id={label: i for i, label in enumerate(labels)})
+        folder = tmp_path_factory.mktemp("hf") / f"my-{name}"
+        model.save_pretrained(folder)
+        AutoTokenizer.from_pretrained(base).save_pretrained(folder)
+        out[name] = folder
+    return out
+
+
+def test_a_folder_with_its_own_labels_needs_a_label_map(hf_folders) -> None:
+    folder = hf_folders["badgood"]
+    with pytest.raises(LingtestError, match=r"labels \['bad', 'good'\].*models.label_map"):
+        load_sentiment_model(str(folder))
+    model = load_sentiment_model(str(folder), label_maps={"my-badgood": {"bad": "neg",
+                                                                         "good": "pos"}})
+    assert (model.model_id, model.labels) == ("my-badgood", LABELS2)
+    assert model.parameters()["spec"] == str(folder)
+    assert model.revision.startswith("local@sha256:")
+    probs = model.predict_proba(["a good film", "a bad film"])
+    assert probs.shape == (2, 2) and np.allclose(probs.sum(axis=1), 1)
+
+
+def test_a_five_star_model_is_read_through_its_map(hf_folders) -> None:
+    """1–2 stars are neg, 3 neutral, 4–5 pos: the mapped probabilities are the sums of the
+    model's own softmax over its five labels."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = hf_folders["stars"]
+    label_map = {"1 star": "neg", "2 stars": "neg", "3 stars": "neutral", "4 stars": "pos",
+                 "5 stars": "pos"}
+    model = load_sentiment_model(f"{folder}#name=five-star", label_maps={"five-star": label_map})
+    assert (model.model_id, model.labels) == ("five-star", LABELS3)
+    texts = ["The plot was thin.", "A joy from start to finish!"]
+    mapped = model.predict_proba(texts)
+    raw_model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    with torch.inference_mode():
+        own = [torch.softmax(raw_model(**tokenizer(t, return_tensors="pt")).logits, -1)[0]
+               for t in texts]
+    for row, probs in zip(mapped, own):
+        sums = [probs[:2].sum(), probs[2], probs[3:].sum()]
+        assert row == pytest.approx([float(s) for s in sums], abs=1e-5)
+    assert model.predict(texts) == [LABELS3[int(np.argmax(r))] for r in mapped]
+
+
+def test_names_never_carry_a_path(hf_folders, tmp_path) -> None:
+    from tasks.models.model_spec import parse_model
+
+    ref = parse_model(str(hf_folders["badgood"]))
+    assert ref.name == "my-badgood" and os.sep not in ref.name
+    assert parse_model("python:/some/where/my_lexicon.py:score").name == "score"
+    assert parse_model("predictions:/tmp/x/scores-v2.csv").name == "scores-v2"
+    assert parse_model("openai:my-smol@http://127.0.0.1:8001/v1").name == "my-smol"
+    assert parse_model("vader").name == "vader"  # built-in and hub ids keep their form
+    named = parse_model("python:a.py:f", names={"python:a.py:f": "mine"})
+    assert named.name == "mine"
+    assert parse_model("python:a.py:f#name=own", names={"python:a.py:f": "mine"}).name == "own"
