@@ -61,8 +61,9 @@ def compose(method: Method) -> dict:
 def method_flow(method_class: type[Method]) -> Flow:
     """The stage flow of ``method_class``, named after its stage (the UI groups runs by it)."""
 
-    def run(params: Params, root: str) -> dict:
-        return compose(method_class(params, Workspace(Path(root))))
+    def run(params: Params, root: str, outputs: str | None = None) -> dict:
+        workspace = Workspace(Path(root), Path(outputs) if outputs else None)
+        return compose(method_class(params, workspace))
 
     run.__doc__ = method_class.__doc__
     run.__name__ = run.__qualname__ = f"{method_class.stage.replace('-', '_')}_flow"

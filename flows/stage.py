@@ -146,8 +146,10 @@ def unit_resources(params: Params):
     return dask.annotate(resources={"GPU": 1})
 
 
-def run_stage(stage: str, params: Params, workspace: Workspace) -> Any:
-    """Run ``stage``'s flow, named and tagged by stage, parameter hash and git commit."""
+def run_stage(stage: str, params: Params, workspace: Workspace,
+              run_tags: tuple[str, ...] = ()) -> Any:
+    """Run ``stage``'s flow, named and tagged by stage, parameter hash and git commit (and
+    ``run_tags``); a workspace with ``outputs`` passes them to a method stage's flow."""
     from prefect import tags
     from prefect.logging import get_logger
 
@@ -170,6 +172,7 @@ def run_stage(stage: str, params: Params, workspace: Workspace) -> Any:
             get_logger("lingtest").warning(
                 "marked %d flow run(s) of a killed process as Crashed: %s",
                 len(crashed), ", ".join(crashed))
+        extra = {"outputs": str(workspace.outputs)} if workspace.outputs else {}
         with tags(f"stage:{stage}", f"params:{params_hash}", f"commit:{commit}",
-                  f"profile:{params.profile}", f"seed:{params.seed}", process_tag()):
-            return configured(params=params, root=str(workspace.root))
+                  f"profile:{params.profile}", f"seed:{params.seed}", process_tag(), *run_tags):
+            return configured(params=params, root=str(workspace.root), **extra)

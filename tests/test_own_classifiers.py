@@ -66,7 +66,7 @@ def own_runs(data_project):
     params = load_params(workspace.root, sets)
     run_stage("capabilities", params, workspace)
     run_stage("adaptive", params, workspace)
-    return workspace, params
+    return workspace, params, overrides
 
 
 def _keys(tree: dict) -> list[str]:
@@ -75,7 +75,7 @@ def _keys(tree: dict) -> list[str]:
 
 @pytest.mark.slow
 def test_capabilities_names_the_lexicon_model_everywhere(own_runs) -> None:
-    workspace, _ = own_runs
+    workspace = own_runs[0]
     results = pd.read_parquet(workspace.interim / "capabilities" / "results.parquet")
     assert list(dict.fromkeys(results["model_id"])) == ["lexicon", "vader"]
     mine = results[results["model_id"] == "lexicon"]
@@ -102,7 +102,7 @@ def test_capabilities_names_the_lexicon_model_everywhere(own_runs) -> None:
 
 @pytest.mark.slow
 def test_adaptive_scores_the_tree_with_the_lexicon_model(own_runs) -> None:
-    workspace, _ = own_runs
+    workspace = own_runs[0]
     reports = workspace.reports / "adaptive"
     table = pd.read_csv(reports / "adatest-models.csv")
     assert {"lexicon", "vader"} <= set(table.columns)
@@ -120,7 +120,7 @@ def test_editing_the_module_is_a_new_revision_and_a_cache_miss(own_runs) -> None
 
     from tasks.capabilities import pipeline as cp
 
-    workspace, params = own_runs
+    workspace = own_runs[0]
     module = workspace.root / "inputs" / "models" / "lexicon.py"
 
     def task_key() -> tuple[str, str]:
@@ -260,3 +260,76 @@ def test_names_never_carry_a_path(hf_folders, tmp_path) -> None:
     named = parse_model("python:a.py:f", names={"python:a.py:f": "mine"})
     assert named.name == "mine"
     assert parse_model("python:a.py:f#name=own", names={"python:a.py:f": "mine"}).name == "own"
+
+
+# ------------------------------------------------------------------ lingtest test
+
+SHOUTY = '''"""Reads exclamation marks as enthusiasm: a second user model."""
+import numpy as np
+
+labels = ["negative", "positive"]
+
+
+def predict_proba(texts):
+    p = np.array([0.9 if "!" in t else 0.4 for t in texts])
+    return np.column_stack([1 - p, p])
+'''
+
+
+def _tree_state(folder: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_lingtest_test_puts_a_new_model_beside_the_stored_baseline(own_runs, monkeypatch,
+                                                                   capsys) -> None:
+    """``lingtest test`` on a module-level python: model: its reports under runs/<name>/,
+    the pipeline's reports and interim results untouched, the stored models beside it
+    without being rerun, per-case changes, and a gate's exit status."""
+    import sys
+
+    from tasks.core import cli
+
+    workspace = own_runs[0]
+    module = workspace.root / "inputs" / "models" / "shouty.py"
+    module.write_text(SHOUTY, encoding="utf-8")
+    pipeline = {top: _tree_state(workspace.root / top) for top in ("reports", "data/interim")}
+    sets = [arg for s in [*own_runs[2], *SMALL] for arg in ("--set", s)]
+    monkeypatch.setenv("LINGTEST_ROOT", str(workspace.root))
+    monkeypatch.chdir(workspace.root)
+    argv = ["lingtest", "test", "python:inputs/models/shouty.py:predict_proba#name=shouty",
+            "--methods", "capabilities,adaptive", "--max-fail", "0", *sets]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    output = capsys.readouterr()
+    assert exit_.value.code == 1, output.err[-2000:]  # --max-fail 0: the gate fails
+    assert "gate failed: capabilities: shouty fails" in output.err
+    assert {top: _tree_state(workspace.root / top)
+            for top in ("reports", "data/interim")} == pipeline  # the pipeline's untouched
+    run = workspace.root / "runs" / "shouty"
+    assert (run / "reports" / "capabilities" / "s2lct-table3-shouty.md").is_file()
+    side = pd.read_csv(run / "reports" / "capabilities-vs-baseline" /
+                       "shouty-capabilities-side-by-side.csv")
+    # the stored models of the pipeline's run are the baseline: read, not rerun
+    assert list(side.columns[-3:]) == ["shouty fail %", "lexicon fail %", "vader fail %"]
+    stored = pd.read_parquet(workspace.interim / "capabilities" / "results.parquet")
+    vader = stored[stored["model_id"] == "vader"]
+    overall = side[side["capability"] == "all"].iloc[0]
+    assert overall["vader fail %"] == pytest.approx(
+        round(100 * vader["verdict"].eq("fail").mean(), 2))
+    mine = pd.read_parquet(run / "interim" / "capabilities" / "results.parquet")
+    assert set(mine["model_id"]) == {"shouty"}
+    changes = pd.read_csv(run / "reports" / "capabilities-vs-baseline" /
+                          "shouty-capabilities-changes.csv")
+    against = changes.set_index("against").loc["vader"]
+    merged = mine.merge(vader, on="case_id", suffixes=("_mine", "_base"))
+    fixed = int(((merged["verdict_base"] != "pass") & (merged["verdict_mine"] == "pass")).sum())
+    broken = int(((merged["verdict_base"] == "pass") & (merged["verdict_mine"] != "pass")).sum())
+    assert (against["fixed"], against["broken"]) == (fixed, broken)
+    adaptive = pd.read_csv(run / "reports" / "adaptive-vs-baseline" /
+                           "shouty-adaptive-side-by-side.csv")
+    assert "shouty fail %" in adaptive.columns and (adaptive["topic"] == "all").any()

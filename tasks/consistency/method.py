@@ -304,5 +304,5 @@ class ConsistencyMethod(Method):
                "sent": int(sum(sent.values())), "sent_by_model": sent,
                "errors": int(sum(m["errors"] for m in models)),
                "database": redact(self._url())}
-        io.write_json(self.workspace.data / "consistency" / "last-run.json", out)
+        io.write_json(self.workspace.state / "consistency" / "last-run.json", out)
         return check_calls("consistency", out)

@@ -46,6 +46,67 @@ def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stage
     run_stage(stage, params, workspace)
 
 
+@app.command("test")
+def test_models(
+        models: List[str] = typer.Argument(..., help="Model specs: a hub id, a folder, "
+                                           "python:MODULE:ATTR, python:file.py:ATTR, "
+                                           "predictions:PATH, openai:MODEL@URL (#name=...)."),
+        methods: Optional[str] = typer.Option(
+            None, "--methods", help="Comma-separated: capabilities, adaptive (classifiers), "
+            "contrastive (encoders), consistency (LLMs); default: every method that fits."),
+        name: Optional[str] = typer.Option(
+            None, "--name", help="Run folder runs/<name>/ (default: the first model's name)."),
+        max_fail: Optional[float] = typer.Option(
+            None, "--max-fail", help="Exit 1 when a model's overall fail % of a method "
+            "exceeds this."),
+        max_broken: Optional[int] = typer.Option(
+            None, "--max-broken", help="Exit 1 when a model breaks more cases than this "
+            "against a baseline model."),
+        set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+        profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
+    """Test your own models with the methods that fit them, beside the pipeline's baseline
+    models; writes runs/<name>/ only (the pipeline's data/ and reports/ stay as they are)."""
+    from flows.own_models import Gates, plan, run_own_models
+    from tasks.core.runtime import configure_environment
+
+    workspace = Workspace.current()
+    params = _params(set_, profile)
+    chosen = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+    the_plan = plan(list(models), chosen, name, params, workspace.root)
+    api = configure_environment(workspace)
+    typer.echo(f"lingtest test: {', '.join(the_plan.names)} through "
+               f"{', '.join(the_plan.methods)}, Prefect API {api or 'temporary local server'}",
+               err=True)
+    comparisons = run_own_models(the_plan, list(set_ or []), profile, workspace.root,
+                                 Gates(max_fail, max_broken),
+                                 echo=lambda text: typer.echo(text, err=True))
+    _print_comparisons(comparisons, the_plan)
+    breaches = [b for c in comparisons for b in c["breaches"]]
+    for breach in breaches:
+        typer.secho(f"lingtest test: gate failed: {breach}", fg="red", err=True)
+    if breaches:
+        raise typer.Exit(1)
+
+
+def _print_comparisons(comparisons: list[dict], the_plan) -> None:
+    """Per method: each model's overall fail % and its changes against each baseline."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=160)
+    for comparison in comparisons:
+        table = Table(title=f"{comparison['method']}: {comparison['shared']} shared cases",
+                      *["model", "fail %", *[f"vs {b}: fixed / broken"
+                                             for b in comparison["baseline"]]])
+        changes = {(c["model"], c["against"]): c for c in comparison["changes"]}
+        for model, rate in comparison["overall"].items():
+            cells = [f"{changes[(model, b)]['fixed']} / {changes[(model, b)]['broken']}"
+                     for b in comparison["baseline"]]
+            table.add_row(model, f"{rate:.2f}", *cells)
+        console.print(table)
+    console.print(f"reports: {the_plan.out / 'reports'}")
+
+
 @app.command()
 def stages() -> None:
     """List the stages and the flow behind each."""

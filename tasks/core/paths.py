@@ -28,9 +28,13 @@ def find_project_root(start: Path | None = None) -> Path:
 
 @dataclass(frozen=True)
 class Workspace:
-    """The folders of one project checkout (or of a test's temporary copy)."""
+    """The folders of one project checkout (or of a test's temporary copy). With
+    ``outputs`` set (``lingtest test``), a stage writes its interim files, run state and
+    reports there and leaves the pipeline's tracked ``data/interim`` and ``reports`` alone;
+    it still reads the processed tables and shares the caches and trained models."""
 
     root: Path
+    outputs: Path | None = None
 
     @property
     def data(self) -> Path:
@@ -42,7 +46,12 @@ class Workspace:
 
     @property
     def interim(self) -> Path:
-        return self.data / "interim"
+        return self.outputs / "interim" if self.outputs else self.data / "interim"
+
+    @property
+    def state(self) -> Path:
+        """Where a stage keeps what it writes beside its outputs (consistency's last run)."""
+        return self.outputs / "state" if self.outputs else self.data
 
     @property
     def processed(self) -> Path:
@@ -50,7 +59,7 @@ class Workspace:
 
     @property
     def reports(self) -> Path:
-        return self.root / "reports"
+        return self.outputs / "reports" if self.outputs else self.root / "reports"
 
     @property
     def nltk_data(self) -> Path:

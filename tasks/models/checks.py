@@ -45,7 +45,7 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
 
         user = load_user_object(ref, root)
         protocol_method(user, "predict_proba")
-        own = declared_labels(user.obj, label_map)
+        own = declared_labels(user, label_map)
         if not own:
             raise user.fail("declares no labels; fix: give it a `labels` attribute in column "
                             "order or map them in models.label_map")
@@ -75,3 +75,51 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
 
     found = resolve(ref.target, "classifier", offline=offline).require()
     return {**_row(ref, "classifier", found.source, found.revision, found.path)}
+
+
+def infer_kind(ref: ModelRef, root: Path) -> str:
+    """classifier, encoder or llm: what a spec is, from its form, its files or (``python:``)
+    the protocol method its object has; one error when that cannot be told."""
+    import json
+
+    from tasks.models.sentiment import MINILM_CONFIG
+
+    if ref.form in ("predictions", "builtin"):
+        return "classifier"
+    if ref.form in ("openai", "openai-chat", "ollama", "hf"):
+        return "llm"
+    if ref.form == "python":
+        from tasks.models.user_code import load_user_object
+
+        obj = load_user_object(ref, root).obj
+        found = [kind for kind, method in (("classifier", "predict_proba"),
+                                           ("encoder", "encode"), ("llm", "generate"))
+                 if callable(getattr(obj, method, None))]
+        if len(found) == 1:
+            return found[0]
+        raise LingtestError(f"model `{ref.spec}`: cannot tell whether it is a classifier "
+                            f"(predict_proba), an encoder (encode) or an LLM (generate); fix: "
+                            f"name the methods, e.g. --methods capabilities")
+    if ref.form == "folder":
+        folder = Path(ref.target)
+        if (folder / MINILM_CONFIG).is_file():
+            return "classifier"
+        if (folder / "modules.json").is_file():
+            return "encoder"
+        try:
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            config = {}
+        for architecture in config.get("architectures") or []:
+            if architecture.endswith("ForSequenceClassification"):
+                return "classifier"
+            if architecture.endswith(("ForCausalLM", "ForConditionalGeneration")):
+                return "llm"
+    from tasks.models.registry import KNOWN, ALIASES
+
+    known = KNOWN.get(ALIASES.get(ref.target, ref.target))
+    if known is not None:
+        return {"causal_lm": "llm", "masked_lm": "encoder"}.get(known.kinds[0], known.kinds[0])
+    raise LingtestError(f"model `{ref.spec}`: cannot tell its kind from its files; fix: name "
+                        f"the methods, e.g. --methods capabilities,adaptive (classifiers), "
+                        f"contrastive (encoders) or consistency (LLMs)")

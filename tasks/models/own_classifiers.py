@@ -22,16 +22,17 @@ SUM_TOLERANCE = 1e-3  # rows must sum to 1 within this (float32 softmax rounds t
 PROBE_LIMIT = 2000    # texts tried one by one to name the first that makes user code raise
 
 
-def declared_labels(obj: object, label_map: dict[str, str] | None) -> list[str] | None:
-    """The model's own labels, in column order: its ``labels`` attribute, scikit-learn's
-    ``classes_``, a Hugging Face-style ``id2label``, else the label map's keys in order."""
-    for attribute in ("labels", "classes_"):
-        value = getattr(obj, attribute, None)
-        if value is not None and not callable(value):
+def declared_labels(user: UserObject, label_map: dict[str, str] | None) -> list[str] | None:
+    """The model's own labels, in column order: the object's ``labels`` attribute,
+    scikit-learn's ``classes_``, a Hugging Face-style ``id2label``, its module's ``labels``
+    (a plain function's), else the label map's keys in order."""
+    for holder, attribute in ((user.obj, "labels"), (user.obj, "classes_"),
+                              (user.obj, "id2label"), (user.module, "labels")):
+        value = getattr(holder, attribute, None)
+        if isinstance(value, dict):
+            return [str(value[k]) for k in sorted(value, key=int)]
+        if value is not None and not callable(value) and not isinstance(value, str):
             return [str(v) for v in list(value)]
-    id2label = getattr(obj, "id2label", None)
-    if isinstance(id2label, dict):
-        return [str(id2label[k]) for k in sorted(id2label, key=int)]
     return [str(k) for k in label_map] if label_map else None
 
 
@@ -70,7 +71,7 @@ class PythonClassifier(SentimentModel):
     def __init__(self, user: UserObject, label_map: dict[str, str] | None = None,
                  neutral_band: tuple[float, float] = DEFAULT_BAND):
         ref = user.ref
-        own = declared_labels(user.obj, label_map)
+        own = declared_labels(user, label_map)
         if not own:
             raise user.fail("declares no labels; fix: give it a `labels` attribute in column "
                             "order (e.g. labels = ['negative', 'positive']) or map them in "

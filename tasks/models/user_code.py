@@ -34,6 +34,7 @@ class UserObject:
     obj: Any
     revision: str
     file: str | None
+    module: Any = None  # where ATTR was found: module-level settings (e.g. ``labels``)
 
     def fail(self, what: str) -> LingtestError:
         return LingtestError(f"model `{self.ref.name}` ({self.ref.bare}): {what}")
@@ -111,7 +112,8 @@ def load_user_object(ref: ModelRef, root: Path | None = None) -> UserObject:
     own = getattr(obj, "revision", None)
     if own is not None and not callable(own):
         revision += f"+{own}"
-    return UserObject(ref, obj, revision, str(path) if path is not None else module_name)
+    return UserObject(ref, obj, revision, str(path) if path is not None else module_name,
+                      module)
 
 
 def protocol_method(user: UserObject, method: str) -> Any:

@@ -1,0 +1,213 @@
+"""``lingtest test``: a user's models through the methods that fit them, beside the
+pipeline's baseline models, without touching the pipeline's tracked outputs.
+
+Each method runs its own stage flow on a workspace whose interim files, run state and
+reports live under ``runs/<name>/`` (git-ignored); the suite is built by the same cached
+tasks as the pipeline's, so an unchanged suite is a cache hit, and the baseline models'
+rows are read from the pipeline's stored results (``data/interim/<stage>/results.parquet``),
+never recomputed. A ``compare-with-baseline`` flow then publishes, per method, the side-by-
+side failure rates and the per-case fixed / broken counts (``tasks.core.side_by_side``) as
+report files and Prefect artifacts; gates (``max_fail``, ``max_broken``) turn them into an
+exit status for CI.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from prefect import flow
+
+from tasks.core.config import Params, load_params
+from tasks.core.errors import LingtestError
+from tasks.core.paths import Workspace
+from tasks.core.publish import Report, provenance, publish, slug
+from tasks.core.side_by_side import case_changes, changed_cases, fail_percent, side_by_side
+
+# The methods that test each kind of model, and the parameter that names their models.
+KIND_METHODS = {"classifier": ("capabilities", "adaptive"), "encoder": ("contrastive",),
+                "llm": ("consistency",)}
+METHOD_MODELS = {"capabilities": "capabilities.models", "adaptive": "adaptive.models",
+                 "contrastive": "contrastive.encoders", "consistency": "consistency.llms"}
+METHOD_CLASSES = {"capabilities": "tasks.capabilities.method:CapabilitiesMethod",
+                  "adaptive": "tasks.adaptive.method:Adaptive",
+                  "contrastive": "tasks.contrastive.method:ContrastiveMethod",
+                  "consistency": "tasks.consistency.method:ConsistencyMethod"}
+RUNS = "runs"  # under the project root, git-ignored
+
+
+@dataclass
+class Gates:
+    """CI thresholds: a user model's overall fail % per method, and cases it may break
+    against any baseline model (None: no gate)."""
+
+    max_fail: float | None = None
+    max_broken: int | None = None
+
+    def breaches(self, method: str, overall: dict[str, float],
+                 changes: pd.DataFrame) -> list[str]:
+        out = []
+        if self.max_fail is not None:
+            out += [f"{method}: {model} fails {rate:.2f} % > {self.max_fail:g} %"
+                    for model, rate in overall.items()
+                    if not math.isnan(rate) and rate > self.max_fail]
+        if self.max_broken is not None:
+            out += [f"{method}: {row.model} breaks {row.broken} cases that {row.against} "
+                    f"passes (> {self.max_broken})"
+                    for row in changes.itertuples() if row.broken > self.max_broken]
+        return out
+
+
+@dataclass
+class Plan:
+    """What ``lingtest test`` will run: the parsed models, the methods and the output."""
+
+    specs: list[str]
+    names: list[str]
+    methods: list[str]
+    name: str
+    out: Path
+    kinds: dict[str, str] = field(default_factory=dict)
+
+
+def plan(specs: list[str], methods: list[str] | None, name: str | None, params: Params,
+         root: Path) -> Plan:
+    """Parse and check the models, and pick the methods (every method that fits their kind
+    unless ``methods`` narrows them). Loads no weights."""
+    from tasks.models.checks import infer_kind
+    from tasks.models.model_spec import parse_models
+
+    if not specs:
+        raise LingtestError("lingtest test: name at least one model (a spec: hub id, folder, "
+                            "python:MODULE:ATTR, predictions:PATH, openai:MODEL@URL)")
+    refs = parse_models(specs, "lingtest test", params.models.names, root)
+    unknown = [m for m in methods or [] if m not in METHOD_MODELS]
+    if unknown:
+        raise LingtestError(f"lingtest test --methods: unknown method `{unknown[0]}`; "
+                            f"methods: {', '.join(METHOD_MODELS)}")
+    implied = {k for k, fits in KIND_METHODS.items() for m in methods or [] if m in fits}
+    kinds = {}
+    for ref in refs:
+        try:
+            kinds[ref.name] = infer_kind(ref, root)
+        except LingtestError:
+            if len(implied) != 1:  # --methods tells the kind when its methods share one
+                raise
+            kinds[ref.name] = next(iter(implied))
+    fitting = list(dict.fromkeys(m for kind in kinds.values() for m in KIND_METHODS[kind]))
+    chosen = methods or fitting
+    for method in chosen:
+        wrong = [n for n, kind in kinds.items() if method not in KIND_METHODS[kind]]
+        if wrong:
+            raise LingtestError(f"lingtest test: {method} does not test {', '.join(wrong)} "
+                                f"({kinds[wrong[0]]}); {kinds[wrong[0]]}s go through "
+                                f"{', '.join(KIND_METHODS[kinds[wrong[0]]])}")
+    run_name = name or refs[0].name.replace("/", "-")
+    if not run_name or "/" in run_name or run_name.startswith("."):
+        raise LingtestError(f"lingtest test --name {run_name!r}: one folder name, e.g. my-model")
+    return Plan(specs, [r.name for r in refs], chosen, run_name, root / RUNS / run_name, kinds)
+
+
+def method_params(the_plan: Plan, method: str, overrides: list[str], profile: str | None,
+                  root: Path) -> Params:
+    """The run's parameters with the method's model list set to the user's models (and the
+    consistency answers kept in the run's own database, not the pipeline's)."""
+    sets = [*overrides, f"{METHOD_MODELS[method]}={json.dumps(the_plan.specs)}"]
+    params = load_params(root, sets, profile)
+    if method == "consistency" and params.consistency.database_url is None:
+        database = the_plan.out / "consistency.sqlite"
+        params = load_params(root, [*sets, f"consistency.database_url=sqlite:///{database}"],
+                             profile)
+    return params
+
+
+def method_class(method: str):
+    module, name = METHOD_CLASSES[method].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def baseline_rows(root: Path, method: str, mine: list[str]) -> pd.DataFrame | None:
+    """The pipeline's stored results of its own models (not the user's names)."""
+    path = Workspace(root).interim / method / "results.parquet"
+    if not path.is_file():
+        return None
+    rows = pd.read_parquet(path)
+    return rows[~rows["model_id"].isin(mine)]
+
+
+@flow(name="compare-with-baseline", log_prints=True)
+def compare_with_baseline(method: str, run_name: str, mine: list[str], params: Params,
+                          root: str, outputs: str, max_fail: float | None = None,
+                          max_broken: int | None = None) -> dict:
+    """Side-by-side failure rates and per-case changes of ``mine`` against the pipeline's
+    baseline models on ``method``'s suite, published under ``runs/<name>/reports``."""
+    workspace = Workspace(Path(root), Path(outputs))
+    contract = method_class(method).contract
+    suite = pd.read_parquet(workspace.interim / method / "suite.parquet")
+    results = pd.read_parquet(workspace.interim / method / "results.parquet")
+    results = results[results["model_id"].isin(mine)]
+    baseline = baseline_rows(Path(root), method, mine)
+    base_models = list(dict.fromkeys(baseline["model_id"])) if baseline is not None else []
+    rows = pd.concat([results, baseline], ignore_index=True) if base_models else results
+    models = [*mine, *base_models]
+    table = side_by_side(rows, suite, contract, models)
+    changes = case_changes(rows, contract, mine, base_models)
+    overall = {m: fail_percent(results.loc[results["model_id"] == m, "verdict"]) for m in mine}
+    shared = int(table["cases"].max()) if len(table) else 0
+    prefix = slug(f"{run_name}-{method}")[:80]
+    revision = rows.drop_duplicates("model_id").set_index("model_id")["revision"]
+    stored = f"data/interim/{method}/results.parquet"
+    report = Report(f"{method}-vs-baseline", provenance=provenance(
+        params, workspace, METHOD_MODELS[method].split(".")[0],
+        models=[f"{m} @ {revision.get(m)} (yours)" for m in mine]
+        + [f"{m} @ {revision.get(m)} (baseline: the pipeline's {stored})" for m in base_models]))
+    note = ("No baseline: the pipeline has no stored results for this method yet (make run)."
+            if not base_models else
+            f"Baseline rows read from the pipeline's stored results, not recomputed; "
+            f"{shared} cases every model answered are compared.")
+    report.add(f"{prefix}-side-by-side", table,
+               f"{method}: fail % per {contract.group} — your models beside the baseline",
+               notes=note, substitutes=False)
+    if base_models:
+        report.add(f"{prefix}-changes", changes,
+                   f"{method}: per case, what your models fix or break against each baseline "
+                   "model", substitutes=False)
+        for model in mine:
+            for base in base_models:
+                report.add(f"{prefix}-{slug(model)}-vs-{slug(base)}"[:120],
+                           changed_cases(rows, suite, contract, model, base),
+                           f"{method}: cases {model} fixes or breaks against {base} (first 20)",
+                           substitutes=False)
+    breaches = Gates(max_fail, max_broken).breaches(method, overall, changes)
+    report.metrics = {model: {"fail %": fail_percent(rows.loc[rows["model_id"] == model,
+                                                              "verdict"])} for model in models}
+    publish(report, workspace)
+    return {"method": method, "overall": overall, "baseline": base_models, "shared": shared,
+            "changes": changes.to_dict(orient="records"), "breaches": breaches,
+            "table": table.to_dict(orient="records")}
+
+
+def run_own_models(the_plan: Plan, overrides: list[str], profile: str | None, root: Path,
+                   gates: Gates, echo=print) -> list[dict]:
+    """Every planned method on the user's models, then its comparison; returns the
+    comparisons (``breaches`` non-empty: a gate failed)."""
+    from flows.stage import run_stage
+    from tasks.core.validate import validate_inputs
+
+    workspace = Workspace(root, the_plan.out)
+    staged = [(m, method_params(the_plan, m, overrides, profile, root))
+              for m in the_plan.methods]
+    for method, params in staged:  # every method's inputs checked before the first runs
+        validate_inputs(method, params, workspace)
+    out = []
+    for number, (method, params) in enumerate(staged, 1):
+        echo(f"lingtest test [{number}/{len(staged)}]: {method} on "
+             f"{', '.join(the_plan.names)} → {the_plan.out / 'reports' / method}")
+        run_stage(method, params, workspace, run_tags=(f"test:{the_plan.name}",))
+        out.append(compare_with_baseline(method, the_plan.name, the_plan.names, params,
+                                         str(root), str(the_plan.out), gates.max_fail,
+                                         gates.max_broken))
+    return out
