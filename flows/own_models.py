@@ -211,3 +211,27 @@ def run_own_models(the_plan: Plan, overrides: list[str], profile: str | None, ro
                                          str(root), str(the_plan.out), gates.max_fail,
                                          gates.max_broken))
     return out
+
+
+EXPORTABLE = ("capabilities", "adaptive")  # the methods that score classifiers' texts
+
+
+@flow(name="export-suite", log_prints=True)
+def export_suite(stage: str, params: Params, root: str, output: str) -> dict:
+    """Write every text ``stage`` asks a classifier about (``Method.texts_to_score``), with
+    its ``text_id``, for scoring elsewhere and coming back as ``predictions:PATH``. The suite
+    is built by the stage's own cached tasks (a hit when the pipeline built it with the same
+    parameters) in a workspace under ``runs/``, so the pipeline's files stay as they are."""
+    from tasks.core import io
+    from tasks.models.own_classifiers import text_id
+
+    workspace = Workspace(Path(root), Path(root) / RUNS / f"export-{stage}")
+    method = method_class(stage)(params, workspace)
+    texts = method.texts_to_score(method.build_suite())
+    frame = pd.DataFrame({"text_id": [text_id(t) for t in texts], "text": texts})
+    target = Path(output)
+    writers = {".csv": io.write_csv, ".parquet": io.write_parquet,
+               ".jsonl": lambda path, df: io.write_text(
+                   path, df.to_json(orient="records", lines=True, force_ascii=False))}
+    writers[target.suffix.lower()](target, frame)
+    return {"stage": stage, "texts": len(frame), "output": str(target)}

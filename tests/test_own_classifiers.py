@@ -333,3 +333,73 @@ def test_lingtest_test_puts_a_new_model_beside_the_stored_baseline(own_runs, mon
     adaptive = pd.read_csv(run / "reports" / "adaptive-vs-baseline" /
                            "shouty-adaptive-side-by-side.csv")
     assert "shouty fail %" in adaptive.columns and (adaptive["topic"] == "all").any()
+
+
+# ------------------------------------------------------------------ predictions files
+
+SCORER = '''"""Scores exported texts with the lexicon, as a user's own pipeline would."""
+import sys
+
+import pandas as pd
+
+sys.path.insert(0, sys.argv[3])
+from lexicon import WordCount
+
+texts = pd.read_csv(sys.argv[1])
+probs = WordCount().predict_proba(texts["text"].tolist())
+pd.DataFrame({"text_id": texts["text_id"], "bad": probs[:, 0], "good": probs[:, 1]}).to_csv(
+    sys.argv[2], index=False)
+'''
+
+
+@pytest.mark.slow
+def test_predictions_file_round_trip(own_runs, monkeypatch, capsys, tmp_path) -> None:
+    """export-suite → a separate script scores the texts → predictions:PATH through the
+    capabilities stage gives the python: model's very verdicts; a missing text is refused
+    with the count and the first texts."""
+    import subprocess
+    import sys
+
+    from tasks.core import cli
+
+    workspace, _, overrides = own_runs
+    monkeypatch.setenv("LINGTEST_ROOT", str(workspace.root))
+    monkeypatch.chdir(workspace.root)
+    exported = tmp_path / "texts.csv"
+    sets = [arg for s in [*overrides, *SMALL, LABEL_MAP] for arg in ("--set", s)]
+    monkeypatch.setattr(sys, "argv", ["lingtest", "export-suite", "capabilities", "--output",
+                                      str(exported), *sets])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    assert exit_.value.code == 0
+    assert f"texts to {exported}" in capsys.readouterr().out
+    texts = pd.read_csv(exported)
+    suite = pd.read_parquet(workspace.interim / "capabilities" / "suite.parquet")
+    assert set(suite["text"]) <= set(texts["text"]) and texts["text_id"].is_unique
+    assert len(texts) > len(set(suite["text"]))  # the CheckList sample's texts too
+    scores = tmp_path / "scores.csv"
+    script = tmp_path / "score.py"
+    script.write_text(SCORER, encoding="utf-8")
+    subprocess.run([sys.executable, str(script), str(exported), str(scores),
+                    str(workspace.root / "inputs" / "models")], check=True, timeout=120)
+    spec = f"predictions:{scores}#name=scored"
+    label_map = {"scored": {"bad": "neg", "good": "pos"}}
+    model = load_sentiment_model(spec, label_maps=label_map)
+    assert model.revision.startswith("predictions@sha256:")
+    lexicon = load_sentiment_model(SPEC, root=workspace.root,
+                                   label_maps={"lexicon": {"bad": "neg", "good": "pos"}})
+    sample = texts["text"].tolist()[:50]
+    assert model.predict(sample) == lexicon.predict(sample)
+    run = workspace.root / "runs" / "scored"
+    params = load_params(workspace.root, [*overrides, *SMALL,
+                                          f"capabilities.models=['{spec}']",
+                                          "models.label_map={scored: {bad: neg, good: pos}}"])
+    from tasks.core.paths import Workspace
+    run_stage("capabilities", params, Workspace(workspace.root, run))
+    mine = pd.read_parquet(run / "interim" / "capabilities" / "results.parquet")
+    stored = pd.read_parquet(workspace.interim / "capabilities" / "results.parquet")
+    theirs = stored[stored["model_id"] == "lexicon"].set_index("case_id")["verdict"]
+    assert mine.set_index("case_id")["verdict"].to_dict() == theirs.to_dict()
+    pd.read_csv(scores).iloc[3:].to_csv(scores, index=False)  # three texts lose their score
+    with pytest.raises(LingtestError, match=r"3 of \d+ texts have no score, first '"):
+        load_sentiment_model(spec, label_maps=label_map).predict(texts["text"].tolist())

@@ -213,6 +213,13 @@ class CapabilitiesMethod(Method):
         lcs = [spec.id for spec in self.specs()]
         return suites, cp.coverage_pairs(suite, checklist, lcs, seed)
 
+    def texts_to_score(self, suite: pd.DataFrame) -> list[str]:
+        """The suite's texts and the CheckList sample's (the ``checklist`` unit's); coverage
+        needs hidden states, which a model scored elsewhere does not have."""
+        checklist = pd.read_parquet(self.files["checklist_suite"])
+        suites, _ = self.coverage_texts(suite, checklist)
+        return list(dict.fromkeys([*suites["S²LCT"], *suites["CheckList"]]))
+
     def coverage_train_texts(self) -> list[str]:
         """The SST-2 training sentences that set the neuron bounds (seeded sample if capped)."""
         c = self.params.capabilities

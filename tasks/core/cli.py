@@ -88,6 +88,39 @@ def test_models(
         raise typer.Exit(1)
 
 
+@app.command("export-suite")
+def export_suite(
+        stage: str = typer.Argument(..., help="capabilities or adaptive."),
+        output: Optional[str] = typer.Option(
+            None, "--output", help="CSV, JSONL or Parquet file (default: "
+            "runs/export-<stage>/texts.csv)."),
+        set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+        profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
+    """Write the texts a stage asks classifiers about (text_id, text), to score them with
+    your own code and bring the scores back as predictions:PATH (one probability column per
+    label beside text_id or text)."""
+    from flows.own_models import EXPORTABLE, RUNS
+    from flows.own_models import export_suite as export_flow
+    from tasks.core.runtime import configure_environment
+    from tasks.core.validate import validate_files
+
+    if stage not in EXPORTABLE:
+        raise LingtestError(f"lingtest export-suite: `{stage}` scores no classifier texts; "
+                            f"stages: {', '.join(EXPORTABLE)}")
+    workspace = Workspace.current()
+    params = _params(set_, profile)
+    target = Path(output).expanduser() if output else (
+        workspace.root / RUNS / f"export-{stage}" / "texts.csv")
+    target = target if target.is_absolute() else Path.cwd() / target
+    if target.suffix.lower() not in (".csv", ".jsonl", ".parquet") or target.is_dir():
+        raise LingtestError(f"lingtest export-suite --output {target}: give a .csv, .jsonl or "
+                            f".parquet file")
+    validate_files(stage, params, workspace)
+    configure_environment(workspace)
+    done = export_flow(stage, params, str(workspace.root), str(target))
+    typer.echo(f"wrote {done['texts']} texts to {done['output']}")
+
+
 def _print_comparisons(comparisons: list[dict], the_plan) -> None:
     """Per method: each model's overall fail % and its changes against each baseline."""
     from rich.console import Console

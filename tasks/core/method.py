@@ -119,6 +119,13 @@ class Method(ABC):
                runs: list[UnitResult]) -> Report:
         """Tables, figures, metrics and provenance of the run (published by the flow)."""
 
+    def texts_to_score(self, suite: pd.DataFrame) -> list[str]:
+        """Every distinct text a model under test is asked about on this suite (what
+        ``lingtest export-suite`` hands out for scoring elsewhere): the contract's text
+        columns by default; a method that asks about more texts adds them."""
+        columns = [c for c in self.contract.texts if c in suite.columns]
+        return list(dict.fromkeys(t for c in columns for t in suite[c] if isinstance(t, str) and t))
+
     def summary(self, suite: pd.DataFrame, results: pd.DataFrame,
                 runs: list[UnitResult]) -> dict:
         """What the flow returns (printed by ``lingtest run``)."""

@@ -211,6 +211,28 @@ def _read(key: str, reader, path: Path) -> None:
                             f"{exc})") from None
 
 
+def validate_files(stage: str, params: Params, workspace: Workspace) -> None:
+    """The input files ``stage`` reads (not its models): what exporting its suite needs."""
+    from flows import STAGES
+
+    if stage not in STAGES:
+        raise LingtestError(f"unknown stage `{stage}`; stages: {', '.join(STAGES)}")
+    _check_stage_files(stage, params, workspace)
+    _check_processed(stage, workspace)
+
+
+def _check_processed(stage: str, workspace: Workspace) -> None:
+    """The data stage's tables a method reads exist (else: run the data stage first)."""
+    from tasks.capabilities.method import TABLES
+
+    needed = {"capabilities": TABLES}
+    absent = [name for name in needed.get(stage, ()) if not
+              (workspace.processed / f"{name}.parquet").is_file()]
+    if absent:
+        raise LingtestError(f"{stage}: missing processed tables {', '.join(absent)} under "
+                            f"{workspace.processed}; fix: lingtest run data (or make run)")
+
+
 def validate_inputs(stage: str, params: Params, workspace: Workspace) -> None:
     """Raise the first LingtestError a stage would hit on its inputs, before anything runs."""
     from flows import STAGES

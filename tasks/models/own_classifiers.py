@@ -9,6 +9,7 @@ error naming the model, the rule broken and the first text concerned — never a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from tasks.models.label_maps import aggregate, sentiment_labels
 from tasks.models.model_spec import ModelRef
 from tasks.models.sentiment import DEFAULT_BAND, SentimentModel, _check_texts
 from tasks.models.user_code import UserObject, load_user_object, protocol_method
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SUM_TOLERANCE = 1e-3  # rows must sum to 1 within this (float32 softmax rounds to ~1e-7)
 PROBE_LIMIT = 2000    # texts tried one by one to name the first that makes user code raise
@@ -112,3 +116,108 @@ def load_python_classifier(ref: ModelRef, root: Path | None,
                            label_map: dict[str, str] | None,
                            neutral_band: tuple[float, float] = DEFAULT_BAND) -> PythonClassifier:
     return PythonClassifier(load_user_object(ref, root), label_map, neutral_band)
+
+
+# --------------------------------------------------------------------------- predictions:
+
+KEY_COLUMNS = ("text", "text_id")
+FORMATS = (".csv", ".jsonl", ".parquet")
+
+
+def text_id(text: str) -> str:
+    """The id ``lingtest export-suite`` gives a text: a hash of the text alone, so a score
+    file keyed by it finds its rows whatever stage or case asked about the text."""
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def predictions_file(ref: ModelRef, root: Path | None) -> Path:
+    path = Path(ref.target).expanduser()
+    path = path if path.is_absolute() or root is None else root / path
+    if path.suffix.lower() not in FORMATS:
+        raise LingtestError(f"model `{ref.bare}`: {path.name}: a predictions file is "
+                            f"{', '.join(FORMATS)}")
+    if not path.is_file():
+        raise LingtestError(f"model `{ref.bare}`: {path} does not exist; fix: lingtest "
+                            f"export-suite <stage> writes the texts to score, then save one "
+                            f"probability column per label beside text or text_id")
+    return path
+
+
+def read_predictions(ref: ModelRef, root: Path | None) -> tuple[pd.DataFrame, str, list[str]]:
+    """(the scores indexed by text id, the file's revision, its label columns in order)."""
+    import pandas as pd
+
+    from tasks.core.io import sha256_file
+
+    path = predictions_file(ref, root)
+    try:
+        frame = {".csv": pd.read_csv, ".parquet": pd.read_parquet,
+                 ".jsonl": lambda p: pd.read_json(p, lines=True)}[path.suffix.lower()](path)
+    except (OSError, ValueError) as exc:
+        raise LingtestError(f"model `{ref.bare}`: {path} cannot be read as "
+                            f"{path.suffix.lower()[1:]} ({exc})") from None
+    keys = [c for c in KEY_COLUMNS if c in frame.columns]
+    if not keys:
+        raise LingtestError(f"model `{ref.bare}`: {path} has no text or text_id column "
+                            f"(columns: {list(frame.columns)}); fix: keep the column(s) "
+                            f"lingtest export-suite wrote")
+    labels = [str(c) for c in frame.columns if c not in KEY_COLUMNS]
+    if len(labels) < 2:
+        raise LingtestError(f"model `{ref.bare}`: {path}: expected one probability column per "
+                            f"label (at least two), found {labels}")
+    ids = frame["text_id"].astype(str) if "text_id" in frame.columns else \
+        frame["text"].astype(str).map(text_id)
+    frame = frame.assign(_id=ids.to_numpy())
+    twice = frame["_id"].duplicated()
+    if twice.any():
+        first = frame.loc[twice, keys[0]].iloc[0]
+        raise LingtestError(f"model `{ref.bare}`: {path}: {int(twice.sum())} texts scored "
+                            f"twice, first {first!r}; keep one row per text")
+    who = f"model `{ref.bare}`: {path}"
+    texts = frame[keys[0]].astype(str).tolist()
+    check_probabilities(frame[labels].to_numpy(), texts, len(labels), who)
+    scores = frame.set_index("_id")[labels].astype("float64")
+    return scores, f"predictions@sha256:{sha256_file(path)[:16]}", labels
+
+
+class PredictionsClassifier(SentimentModel):
+    """Scores computed elsewhere (``predictions:PATH``): the file's rows looked up by text,
+    so every method reads exactly what the user's own pipeline produced."""
+
+    def __init__(self, ref: ModelRef, root: Path | None, label_map: dict[str, str] | None,
+                 neutral_band: tuple[float, float] = DEFAULT_BAND):
+        self.scores, revision, self.own_labels = read_predictions(ref, root)
+        labels, self.groups = sentiment_labels(self.own_labels, label_map, ref.name)
+        super().__init__(ref.name, revision, labels, neutral_band)
+        self.spec, self.label_map = ref.bare, dict(label_map) if label_map else None
+
+    def predict_proba(self, texts: list[str]) -> np.ndarray:
+        texts = _check_texts(texts)
+        ids = [text_id(t) for t in texts]
+        missing = [t for t, i in zip(texts, ids) if i not in self.scores.index]
+        if missing:
+            shown = "; ".join(repr(t) for t in missing[:3])
+            raise LingtestError(f"model `{self.model_id}` ({self.spec}): {len(missing)} of "
+                                f"{len(texts)} texts have no score, first {shown}; fix: "
+                                f"score every text lingtest export-suite wrote")
+        return aggregate(self.scores.loc[ids].to_numpy(), self.groups)
+
+    def parameters(self) -> dict[str, object]:
+        return {**super().parameters(), "own_labels": "/".join(self.own_labels)}
+
+
+def load_predictions_classifier(ref: ModelRef, root: Path | None,
+                                label_map: dict[str, str] | None,
+                                neutral_band: tuple[float, float] = DEFAULT_BAND
+                                ) -> PredictionsClassifier:
+    return PredictionsClassifier(ref, root, label_map, neutral_band)
+
+
+def check_predictions(ref: ModelRef, root: Path | None,
+                      label_map: dict[str, str] | None) -> dict[str, str]:
+    """The file read and its labels mapped, as at load (``tasks.models.checks``)."""
+    _, revision, labels = read_predictions(ref, root)
+    sentiment_labels(labels, label_map, ref.name)
+    return {"revision": revision, "path": str(predictions_file(ref, root))}
