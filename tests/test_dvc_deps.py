@@ -4,6 +4,8 @@ when the stage reads it, and the user-input folder are dependencies of that stag
 import without a matching dependency fails here."""
 from __future__ import annotations
 
+import os
+
 import pytest
 import yaml
 
@@ -15,8 +17,14 @@ from tasks.core.paths import PACKAGE_ROOT
 # CLI's other commands' lazy imports are not part of a stage.
 COMMAND_MODULES = ("tasks.core.cli", "tasks.core.config", "tasks.core.runtime", "flows.stage")
 WORDNET = "data/raw/nltk_data/corpora/wordnet.zip"
-USER_INPUTS = "inputs"  # user files (dictionary, questions, guide folders, specs) live here
-READS_USER_FILES = {"contrastive", "capabilities", "consistency"}
+USER_INPUTS = "inputs"  # user files (dictionary, questions, specs, trees, models) live here
+READS_USER_FILES = {"contrastive", "capabilities", "consistency", "adaptive", "adaptive-debug",
+                    "repair"}  # every stage that loads a model under test reads inputs/models
+# The parameters that name, rename or relabel a stage's models.
+MODEL_PARAMS = {"capabilities": ("models.names", "models.label_map"),
+                "adaptive": ("models.names", "models.label_map"),
+                "adaptive-debug": ("models.names", "models.label_map"),
+                "consistency": ("models.names",), "repair": ("models.names",)}
 
 
 def _deps() -> dict[str, list[str]]:
@@ -53,6 +61,62 @@ def test_stage_depends_on_profiles_wordnet_and_user_inputs(stage):
         assert _covered(WORDNET, deps), f"dvc.yaml: {stage} reads WordNet: add {WORDNET}"
     if stage in READS_USER_FILES:
         assert USER_INPUTS in deps, f"dvc.yaml: {stage} reads user files: add {USER_INPUTS}"
+
+
+@pytest.mark.parametrize("stage", sorted(MODEL_PARAMS))
+def test_stage_depends_on_the_parameters_that_name_its_models(stage):
+    from flows.stage import stage_params
+
+    assert set(MODEL_PARAMS[stage]) <= set(stage_params(stage)), (
+        f"dvc.yaml: {stage} must list {MODEL_PARAMS[stage]} under params")
+
+
+def test_editing_a_user_model_under_inputs_makes_its_stages_stale(tmp_path) -> None:
+    """A model module under inputs/models is a dependency: with dvc.yaml's own stage
+    entries, `dvc status` is clean after `dvc commit` and names the changed inputs after
+    the module is edited."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = tmp_path / "project"
+    stages = yaml.safe_load((PACKAGE_ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    chosen = {name: stages[name] for name in ("adaptive", "capabilities")}
+    for folder in ("tasks", "flows", "params"):
+        shutil.copytree(PACKAGE_ROOT / folder, root / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    for stage in chosen.values():  # the data the stages read, and their outputs, as stand-ins
+        for entry in [*stage["deps"], *[next(iter(o)) if isinstance(o, dict) else o
+                                        for o in [*stage["outs"], *stage.get("metrics", [])]]]:
+            path = root / entry
+            if not path.exists():
+                if path.suffix:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text("{}")
+                else:
+                    path.mkdir(parents=True)
+                    (path / "placeholder").write_text("stand-in")
+    module = root / "inputs" / "models" / "lexicon.py"
+    module.parent.mkdir(parents=True, exist_ok=True)
+    module.write_text("labels = ['negative', 'positive']\n")
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": chosen}))
+    env = {"DVC_NO_ANALYTICS": "1", "PATH": os.environ.get("PATH", "")}
+
+    def dvc(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    dvc("init", "-q")
+    dvc("commit", "-f", "-q", "adaptive", "capabilities")
+    assert "up to date" in dvc("status").lower()
+    module.write_text("labels = ['negative', 'positive']\nrevision = 2\n")
+    status = dvc("status")
+    assert "adaptive:" in status and "capabilities:" in status and "modified:" in status
+    assert "inputs" in status
 
 
 def test_closure_follows_lazy_imports():
