@@ -267,6 +267,11 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     from tasks.core.runtime import configure_environment
 
     workspace = Workspace.current()
+    params = _params(None, None)
+    from tasks.core.validate import check_model
+    for key, spec in (("--model", model), ("--oracle", oracle)):
+        if spec is not None:  # both checked before Prefect starts or the tree is touched
+            check_model(key, spec, "classifier", params, workspace)
     api = configure_environment(workspace)
     if api is None and oracle is None:
         raise LingtestError("lingtest adapt: no `lingtest ui` server runs for this project, so "
@@ -289,7 +294,6 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     tree = str(target)
     from flows.adapt import adapt_flow
 
-    params = _params(None, None)
     seed = params.seed if seed is None else seed
     adapt_flow(tree, topic, rounds, generator, base_url, model, reviewer, oracle, seed,
                binary_labels=list(params.adaptive.binary_labels or []) or None,
