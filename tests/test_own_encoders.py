@@ -193,6 +193,26 @@ def test_a_function_returning_lists_is_an_encoder(user_root, tmp_path):
     assert store.path.parent.name == "as_lists"
 
 
+def test_a_module_edit_changes_the_revision_and_cache_token(tmp_path):
+    """The store key and a Prefect cache key (``caching.canonical`` of the encoder: its
+    ``cache_token``) follow the module file: the same after a reload, new after an edit."""
+    from tasks.core.caching import canonical
+
+    module = tmp_path / "hashing.py"
+    module.write_text(HASHING.format(n=64))
+    spec = "python:hashing.py:HashingEncoder"
+    first, same = (load_any_encoder(spec, root=tmp_path) for _ in range(2))
+    assert canonical(first) == canonical(same) and first.revision == same.revision
+    assert (EmbeddingStore.for_encoder(tmp_path / "s", first).path
+            == EmbeddingStore.for_encoder(tmp_path / "s", same).path)
+    module.write_text(HASHING.format(n=32))
+    edited = load_any_encoder(spec, root=tmp_path)
+    assert edited.revision != first.revision and canonical(edited) != canonical(first)
+    assert (EmbeddingStore.for_encoder(tmp_path / "s", edited).path
+            != EmbeddingStore.for_encoder(tmp_path / "s", first).path)
+    assert edited.encode(["a good film"]).shape == (1, 32)  # the edited code runs
+
+
 def test_the_default_minilm_keeps_its_bytes_and_store_key(tmp_path):
     from tasks.models.encoders import load_encoder
 

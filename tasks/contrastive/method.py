@@ -44,8 +44,9 @@ def substitutes(infos: list[dict], n_classifiers: int) -> str:
     if default:
         models = "the packaged all-MiniLM-L6-v2 (default profile)"
     else:
-        models = "; ".join(f"{i['model_id']} ({i.get('form', 'hub')} `{i.get('spec', i['model_id'])}`"
-                           f", {i['revision']}, {i['pooling']})" for i in infos)
+        models = "; ".join(f"{i['model_id']} ({i.get('form', 'hub')} "
+                           f"`{i.get('spec', i['model_id'])}`, {i['revision']}, {i['pooling']})"
+                           for i in infos)
     return (f"Substitutes: the paper's 42 hub encoders → {models}; the paper's SST/MRPC "
             f"downstream classifiers → {n_classifiers} MLPs trained here on the tested "
             f"model's embeddings.")

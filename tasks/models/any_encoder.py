@@ -417,6 +417,20 @@ class PythonEncoder(OwnEncode):
 
 # --------------------------------------------------------------------------- loading
 
+def _hub_own_encode(res: Resolution) -> Resolution | None:
+    """Online, a hub model with modules lingtest does not reproduce: its resolution with
+    pooling "own encode" and the commit of its downloaded sentence-transformers files as
+    revision (the weights are fetched by ``SentenceTransformer``); None otherwise."""
+    from tasks.models.encoders import _hub_st_folder
+    from tasks.models.registry import modules_sha16, st_own_modules
+
+    folder = _hub_st_folder(res.model_id)
+    if folder is None or st_own_modules(folder) is None:
+        return None
+    return Resolution(res.model_id, "encoder", "hub", res.model_id, None,
+                      f"{folder.name}+modules@sha256:{modules_sha16(folder)}", OWN_ENCODE)
+
+
 def _load_st(ref: ModelRef, res: Resolution, offline: bool, device: str,
              max_length: int | None) -> STEncoder:
     from sentence_transformers import SentenceTransformer
@@ -424,10 +438,10 @@ def _load_st(ref: ModelRef, res: Resolution, offline: bool, device: str,
     from tasks.models.encoders import pick_device
     from tasks.models.registry import hub_offline
 
-    folder = Path(res.path)
+    folder = Path(res.path)  # online from the hub: the id
     try:
         with hub_offline(offline):
-            model = SentenceTransformer(str(folder), device=str(pick_device(device)),
+            model = SentenceTransformer(res.path, device=str(pick_device(device)),
                                         local_files_only=offline)
     except Exception as exc:  # sentence-transformers raises many types for a bad folder
         raise LingtestError(f"model `{ref.name}` ({ref.bare}, {folder}) failed to load with "
@@ -435,7 +449,8 @@ def _load_st(ref: ModelRef, res: Resolution, offline: bool, device: str,
     model.eval()
     if max_length is not None:
         model.max_seq_length = int(max_length)
-    return STEncoder(ref, res, model, st_module_names(folder), max_length is not None)
+    modules = [type(module).__name__ for module in model]
+    return STEncoder(ref, res, model, modules, max_length is not None)
 
 
 def load_any_encoder(spec_or_ref: str | ModelRef, offline: bool = True, device: str = "auto",
@@ -459,13 +474,15 @@ def load_any_encoder(spec_or_ref: str | ModelRef, offline: bool = True, device: 
                                 f"python: encoder with its own pooling; fix: "
                                 f"contrastive.pooling: null")
         return encoder
-    row = check_encoder(ref, offline, root)
+    check_encoder(ref, offline, root)
     res = _resolution(ref, offline)
-    if row["pooling"] == OWN_ENCODE:
+    if res.source == "hub":  # online: its sentence-transformers files decide the path
+        res = _hub_own_encode(res) or res
+    if res.pooling == OWN_ENCODE:
         if pooling is not None:
             raise LingtestError(f"contrastive.pooling `{pooling}`: model `{ref.name}` "
-                                f"({ref.bare}) runs its own encode (modules "
-                                f"{', '.join(st_module_names(Path(res.path)))}); fix: "
+                                f"({ref.bare}) runs its own encode (sentence-transformers "
+                                f"modules lingtest does not reproduce); fix: "
                                 f"contrastive.pooling: null")
         return _load_st(ref, res, offline, device, max_length)
     from tasks.models.encoders import load_encoder

@@ -151,10 +151,15 @@ def load_tested_encoder(params: Params, model_id: str, root: Path | None = None)
     c = params.contrastive
     ref = ref_of(params, model_id, root)
     check_repairable(ref, params.models.offline, root)
-    return load_any_encoder(ref, offline=params.models.offline, device=params.runtime.device,
-                            pooling=c.pooling, max_length=c.max_length,
-                            pass_tokens=params.runtime.pass_tokens,
-                            **params.runtime.encoder_path(), root=root)
+    encoder = load_any_encoder(ref, offline=params.models.offline,
+                               device=params.runtime.device, pooling=c.pooling,
+                               max_length=c.max_length, pass_tokens=params.runtime.pass_tokens,
+                               **params.runtime.encoder_path(), root=root)
+    if not encoder.exact_length:  # online, a hub model's modules are known only now
+        raise LingtestError(f"repair.models: `{ref.bare}` ({ref.name}) runs its own encode "
+                            f"({encoder.form_text()}); lingtest's repair trains Transformer + "
+                            f"Pooling (+ Normalize) only; fix: remove it from repair.models")
+    return encoder
 
 
 def margins(embed, frame: pd.DataFrame, distance: str) -> np.ndarray:
