@@ -108,6 +108,8 @@ def user_root(tmp_path_factory) -> Path:
 ])
 def test_each_bad_spec_is_one_clear_error_in_well_under_a_second(user_root, spec, match):
     ref = parse_model(spec, "contrastive.encoders", root=user_root)
+    import sklearn.feature_extraction.text  # noqa: F401  the user module's own import
+
     check_encoder(parse_model(MINILM), True, user_root)  # warm: imports, the weights hash
     started = time.perf_counter()
     with pytest.raises(LingtestError, match=match):
