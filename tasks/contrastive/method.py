@@ -25,10 +25,31 @@ from tasks.core.method import (Method, Unit, UnitResult, by_model, fan_out, fan_
                                runner_uses_processes)
 from tasks.core.publish import Report, provenance, slug
 from tasks.core.schema import Contract
+from tasks.models.model_spec import ModelRef, parse_model, parse_models
 
 SUBSTITUTES = ("Substitutes: the paper's 42 hub encoders → the packaged all-MiniLM-L6-v2 "
                "(default profile); the paper's SST/MRPC downstream classifiers → 14 MLPs "
                "trained here on the tested model's embeddings.")
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+EXACT_LENGTH_KEY = "exact-length passes"
+
+
+def substitutes(infos: list[dict], n_classifiers: int) -> str:
+    """What stood in for the paper's models and classifiers in this run: the models that ran
+    (name, spec, form, revision, pooling or "own encode") and the classifier count as run.
+    The default run (the packaged MiniLM, 14 classifiers) keeps its sentence."""
+    default = [(i["model_id"], i.get("source")) for i in infos] == [(MINILM, "package")]
+    if default and n_classifiers == 14:
+        return SUBSTITUTES
+    if default:
+        models = "the packaged all-MiniLM-L6-v2 (default profile)"
+    else:
+        models = "; ".join(f"{i['model_id']} ({i.get('form', 'hub')} "
+                           f"`{i.get('spec', i['model_id'])}`, {i['revision']}, {i['pooling']})"
+                           for i in infos)
+    return (f"Substitutes: the paper's 42 hub encoders → {models}; the paper's SST/MRPC "
+            f"downstream classifiers → {n_classifiers} MLPs trained here on the tested "
+            f"model's embeddings.")
 OVERLAP_KEY = "seeds among the classifiers' training sentences (per relation)"
 DOWNSTREAM_TABLES = ("sst", "mrpc")  # the downstream classifiers' training and test data
 
@@ -91,8 +112,16 @@ class ContrastiveMethod(Method):
         return thresholds.read_dictionary(cp.resolve_path(path, self.workspace)) if path else None
 
     def check_inputs(self) -> None:
+        """The suite's inputs, the user dictionary and every model (``check_contrastive_
+        encoder``: one error naming a bad spec and its fix) before any model loads."""
+        from tasks.models.any_encoder import check_contrastive_encoder
+
         self.suite_inputs()
         self.user_dictionary()  # a bad word list fails before any model loads
+        c = self.params.contrastive
+        for ref in self.refs():
+            check_contrastive_encoder(ref, self.params.models.offline, self.workspace.root,
+                                      c.dictionary_file, c.pooling)
 
     def build_suite(self) -> pd.DataFrame:
         params = self.params
@@ -100,8 +129,27 @@ class ContrastiveMethod(Method):
                               str(self.workspace.nltk_data), params.models.spacy,
                               params.models.offline)
 
+    @property
+    def encoders_key(self) -> str:
+        return "contrastive.encoders" if self.params.contrastive.encoders else "models.encoders"
+
+    def refs(self) -> list[ModelRef]:
+        """The models under test as parsed specs (``models.names`` gives display names)."""
+        return parse_models(list(self.params.contrastive.encoders or self.params.models.encoders),
+                            self.encoders_key, self.params.models.names, self.workspace.root)
+
+    def ref_for(self, model: str) -> ModelRef:
+        """A configured model by display name or spec; any other spec (a re-test's repaired
+        folder) parsed on its own."""
+        for ref in self.refs():
+            if model in (ref.name, ref.spec, ref.bare):
+                return ref
+        return parse_model(model, self.encoders_key, self.params.models.names,
+                           self.workspace.root)
+
     def model_ids(self) -> list[str]:
-        return list(self.params.contrastive.encoders or self.params.models.encoders)
+        """The display names of the models under test (what results and reports carry)."""
+        return [ref.name for ref in self.refs()]
 
     def units(self, suite: pd.DataFrame) -> list[Unit]:
         """One unit per model, whatever ``runtime.shards`` says (see the class docstring)."""
@@ -138,13 +186,14 @@ class ContrastiveMethod(Method):
         run = (params.models.offline, params.runtime.device, params.contrastive, params.seed,
                extra, params.runtime.pass_tokens, params.runtime.encoder_precision,
                params.runtime.encoder_backend)
+        root = str(self.workspace.root)
         fan_out(cp.embed_store_shards, [
-            call for model_id in self.model_ids()
-            for call in cp.shard_calls(model_id, texts, self.store_root, *run,
-                                       groups=params.runtime.max_workers)])
+            call for ref in self.refs()
+            for call in cp.shard_calls(ref, texts, self.store_root, *run,
+                                       groups=params.runtime.max_workers, root=root)])
         steps = []
-        for model_id in self.model_ids():
-            info, embedded = cp.embed(model_id, texts, self.store_root, *run)
+        for ref in self.refs():
+            info, embedded = cp.embed(ref, texts, self.store_root, *run, root=root)
             steps += [(cp.nearest_neighbour_distances, args)
                       for args in self._nearest_neighbour_calls(info, embedded)]
             steps += [(cp.train_classifiers, args)
@@ -163,17 +212,18 @@ class ContrastiveMethod(Method):
             _logger().warning(
                 "suite seeds that are training sentences of the downstream classifiers (their "
                 "ground truth is judged on seen data), per relation: %s", overlap)
-        info, embedded = cp.embed(unit.model_id, texts, self.store_root, params.models.offline,
-                                  params.runtime.device, c, params.seed, extra,
-                                  params.runtime.pass_tokens,
-                                  **params.runtime.encoder_path())
+        info, embedded = cp.embed(self.ref_for(unit.model_id), texts, self.store_root,
+                                  params.models.offline, params.runtime.device, c, params.seed,
+                                  extra, params.runtime.pass_tokens,
+                                  **params.runtime.encoder_path(),
+                                  root=str(self.workspace.root))
         thetas, nn_rows = self._thresholds(info, embedded)
         banks = {args[0]: cp.train_classifiers(*args)
                  for args in self._classifier_calls(data, embedded)}
         cases = unit.take(suite)
         truth = cp.triple_truth(cases, embedded, banks, c.alpha, mode)
         results = contract_rows(cp.validate(cases, embedded, info, c, thetas, truth))
-        accuracy = pd.concat([spec_table(bank).assign(model_id=unit.model_id, task=kind)
+        accuracy = pd.concat([spec_table(bank).assign(model_id=info["model_id"], task=kind)
                               for kind, bank in banks.items()], ignore_index=True)
         info["training_overlap"] = overlap
         return UnitResult(unit, results, {"info": info, "thresholds": pd.DataFrame(nn_rows),
@@ -233,10 +283,13 @@ class ContrastiveMethod(Method):
         models = self._per_model(runs)
         infos = [run.extra["info"] for run in models]
         out = Report(self.stage, metrics=report.headline_metrics(results),
-                     substitutes=SUBSTITUTES, provenance=provenance(
+                     substitutes=substitutes(infos, self.params.contrastive.n_classifiers),
+                     provenance=provenance(
                          self.params, self.workspace, "contrastive", inputs=self.suite_inputs(),
-                         models=[f"{i['model_id']} @ {i['revision']} ({i['pooling']})"
+                         models=[i.get("describe") or
+                                 f"{i['model_id']} @ {i['revision']} ({i['pooling']})"
                                  for i in infos],
+                         **self._encoder_notes(infos),
                          **{OVERLAP_KEY: "; ".join(f"{i['model_id']}: "
                                                    f"{i['training_overlap'] or 'none'}"
                                                    for i in infos)}))
@@ -265,6 +318,24 @@ class ContrastiveMethod(Method):
                 "Violations at L2, θ = μ−σ (vocabulary dictionary), largest margin first; "
                 "every setting's list: data/interim/contrastive/violations.parquet")
         return out
+
+    @staticmethod
+    def _encoder_notes(infos: list[dict]) -> dict[str, str]:
+        """Provenance lines only a run with other encoders than lingtest's own needs (so the
+        default reports stay as they were): which models ran without exact-length passes,
+        and a ``vocab`` dictionary not taken from a tokenizer."""
+        notes = {}
+        own = [i for i in infos if not i.get("exact_length", True)]
+        if own:
+            notes[EXACT_LENGTH_KEY] = "; ".join(
+                f"{i['model_id']}: not applied ({i['pooling']}: a vector may depend on its "
+                f"batch's company in the last bits)" for i in own)
+        odd = [i for i in infos if i.get("vocabulary", "the model's tokenizer")
+               != "the model's tokenizer"]
+        if odd:
+            notes["vocab dictionary"] = "; ".join(f"{i['model_id']}: {i['vocabulary']}"
+                                                  for i in odd)
+        return notes
 
     def summary(self, suite: pd.DataFrame, results: pd.DataFrame,
                 runs: list[UnitResult]) -> dict:

