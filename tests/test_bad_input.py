@@ -37,6 +37,12 @@ def unlabelled(texts):
 """
 
 
+ENCODER = b"""import numpy as np
+def embed(texts):
+    return np.ones((len(texts), 4))
+"""
+
+
 def py(attr: str, file: str = "lex") -> str:
     return f"python:inputs/models/{file}.py:{attr}"
 
@@ -256,6 +262,17 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
      {"inputs/s.jsonl": b'{"text": "ok", "bad": 0.5, "good": 0.5}\n'}, "models.label_map"),
     ("predictions-not-json", run("adaptive", "adaptive.models=[predictions:inputs/s.jsonl]"),
      {"inputs/s.jsonl": b'{"text": "ok", \n'}, "cannot be read as jsonl"),
+    ("encoder-attribute-missing",
+     run("contrastive", "contrastive.encoders=[python:inputs/models/enc.py:nope]"),
+     {"inputs/models/enc.py": ENCODER}, "has no attribute `nope`"),
+    ("encoder-no-vocabulary", run("contrastive", "contrastive.encoders=[python:inputs/models/"
+                                                 "enc.py:embed]"),
+     {"inputs/models/enc.py": ENCODER}, "contrastive.dictionary_file"),
+    ("encoder-is-a-classifier", run("contrastive", "contrastive.encoders=[vader]"), {},
+     "contrastive.encoders"),
+    ("repair-python-encoder", run("repair", "contrastive.encoders=[python:inputs/models/enc.py:"
+                                            "embed]", "repair.models=[embed]"),
+     {"inputs/models/enc.py": ENCODER}, "repair.models"),
     ("label-map-target-unknown", run("capabilities", "models.label_map={vader: {a: good}}"), {},
      "models.label_map"),
     ("label-map-on-builtin", run("capabilities", "models.label_map={vader: {neg: neg, pos: pos}}"),

@@ -403,3 +403,19 @@ def test_predictions_file_round_trip(own_runs, monkeypatch, capsys, tmp_path) ->
     pd.read_csv(scores).iloc[3:].to_csv(scores, index=False)  # three texts lose their score
     with pytest.raises(LingtestError, match=r"3 of \d+ texts have no score, first '"):
         load_sentiment_model(spec, label_maps=label_map).predict(texts["text"].tolist())
+
+
+def test_an_edited_importable_module_is_reloaded(tmp_path, monkeypatch) -> None:
+    """python:MODULE:ATTR: a process that imported the module before (a long-lived Dask
+    worker) runs the edited code, under the new revision."""
+    package = tmp_path / "own_pkg_reload"
+    package.mkdir()
+    module = package / "scorer.py"
+    module.write_text("import numpy as np\nlabels = ['negative', 'positive']\n"
+                      "def f(t):\n    return np.tile([0.2, 0.8], (len(t), 1))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = load_sentiment_model("python:own_pkg_reload.scorer:f")
+    module.write_text(module.read_text().replace("[0.2, 0.8]", "[0.7, 0.3]"))
+    second = load_sentiment_model("python:own_pkg_reload.scorer:f")
+    assert first.revision != second.revision
+    assert second.predict_proba(["x"]).tolist() == [[0.7, 0.3]]

@@ -207,7 +207,7 @@ def test_repair_refuses_a_python_encoder_by_name_or_spec(tmp_path: Path):
     """A python: encoder the contrastive stage tested cannot be fine-tuned: one error naming
     repair.models and the reason, whether it is chosen by display name or by spec."""
     (tmp_path / "enc.py").write_text("def embed(texts):\n    return [[1.0, 2.0] for _ in texts]\n")
-    spec = "python:enc.py:embed?name=toy"
+    spec = "python:enc.py:embed#name=toy"
     params = load_params(PACKAGE_ROOT, [f"contrastive.encoders=[{MINILM}, '{spec}']",
                                         "repair.models=[toy]"])
     tested = [MINILM, "toy"]

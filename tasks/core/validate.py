@@ -76,6 +76,12 @@ def _check_model(key: str, model_id: str, kind: str, params: Params,
         ref = parse_model(model_id, key, names, workspace.root)
         return {**row, **check_classifier(ref, offline, workspace.root, params.models.label_map,
                                           trainable=kind == "trainable classifier")}
+    if kind == "encoder":
+        from tasks.models.any_encoder import check_contrastive_encoder
+        c = params.contrastive
+        ref = parse_model(model_id, key, names, workspace.root)
+        return {**row, **check_contrastive_encoder(ref, offline, workspace.root,
+                                                   c.dictionary_file, c.pooling)}
     if kind == "fill":
         from tasks.capabilities.fill import fill_kind
         kind = fill_kind(model_id)
@@ -98,6 +104,8 @@ def _check_repair(model_id: str, params: Params, workspace: Workspace, row: dict
         raise LingtestError(
             f"`{model_id}` is not among the encoders the contrastive stage tests "
             f"({', '.join(ref.name for ref in refs)}); fix: name one of those, or [{REPAIR_ALL}]")
+    from tasks.models.any_encoder import check_repairable
+    check_repairable(match[0], params.models.offline, workspace.root)
     return {**row, "name": match[0].name, "source": "contrastive", "path": match[0].bare}
 
 

@@ -24,6 +24,7 @@ from tasks.core.errors import LingtestError
 from tasks.models.model_spec import ModelRef
 
 _IMPORT_LOCK = threading.Lock()
+_IMPORTED: dict[str, bytes] = {}  # module name → the source bytes it was imported from
 
 
 @dataclass(frozen=True)
@@ -76,13 +77,22 @@ def _import_module(ref: ModelRef, module_name: str, root: Path | None) -> tuple[
     if root is not None and str(root) not in sys.path:
         sys.path.append(str(root))
     try:
-        module = importlib.import_module(module_name)
+        with _IMPORT_LOCK:
+            module = importlib.import_module(module_name)
+            source = _source(module)
+            if _IMPORTED.setdefault(module_name, source) != source:  # edited since imported
+                module = importlib.reload(module)  # a long-lived worker runs the new code
+                _IMPORTED[module_name] = source
     except Exception as exc:
         raise LingtestError(f"model `{ref.bare}`: cannot import module `{module_name}` "
                             f"({type(exc).__name__}: {exc}); fix: install it, or name its file "
                             f"as python:path/to/file.py:ATTR") from exc
+    return module, source
+
+
+def _source(module: Any) -> bytes:
     file = getattr(module, "__file__", None)
-    return module, Path(file).read_bytes() if file and Path(file).is_file() else b""
+    return Path(file).read_bytes() if file and Path(file).is_file() else b""
 
 
 def load_user_object(ref: ModelRef, root: Path | None = None) -> UserObject:
