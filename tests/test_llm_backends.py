@@ -47,9 +47,11 @@ def test_specs_route_to_backends_with_env_urls(monkeypatch):
     assert isinstance(ollama, OllamaLLM) and isinstance(ollama, LLMBackend)
     assert (ollama.model_id, ollama.model) == ("ollama:llama3.2:1b", "llama3.2:1b")
     assert ollama.base_url == "http://127.0.0.1:11434"
-    openai = load_llm("openai:gpt-4o-mini", LLMSettings())
+    with pytest.raises(LingtestError, match="would go to the public OpenAI API"):
+        load_llm("openai:gpt-4o-mini", LLMSettings())  # no @URL, no OPENAI_BASE_URL
+    openai = load_llm("openai:gpt-4o-mini@https://api.openai.com/v1", LLMSettings())
     assert isinstance(openai, OpenAILLM) and openai.model == "gpt-4o-mini"
-    assert openai.base_url == "https://api.openai.com/v1"
+    assert openai.base_url == "https://api.openai.com/v1"  # only when named
     monkeypatch.setenv("OLLAMA_HOST", "gpu-box:11500")  # Ollama's bare host:port form
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1/")
     assert load_llm("ollama:x", LLMSettings()).base_url == "http://gpu-box:11500"
