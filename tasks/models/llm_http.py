@@ -240,11 +240,12 @@ class HTTPBackend:
     # ------------------------------------------------------------------ public
 
     def parameters(self) -> dict:
-        """Everything that determines the answers; the base URL without credentials."""
+        """Everything that determines the answers; the base URL without credentials. (Not
+        the key's variable: a result store keys a model by these, and which variable holds
+        the key changes no answer.)"""
         s = self.settings
         return {"backend": self.backend, "spec": self.model_id, "model": self.model,
-                "base_url": public_url(self.base_url), "key_env": self.key_env,
-                "key": "set" if self._key else "none", "temperature": s.temperature,
+                "base_url": public_url(self.base_url), "temperature": s.temperature,
                 "seed": s.seed, "max_tokens": s.max_new_tokens, "system": s.system,
                 "decoding": "greedy" if s.temperature == 0 else "sampling"}
 
