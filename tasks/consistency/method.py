@@ -205,7 +205,8 @@ class ConsistencyMethod(Method):
 
     def _extras(self, ref: ModelRef, done: dict) -> dict:
         """A unit's extras: the store's spec, the display name, its answering counts."""
-        return {"spec": answering.store_key(ref), "name": ref.name, **done}
+        return {"spec": answering.store_key(ref), "name": ref.name, "key_env": ref.key_env,
+                **done}
 
     def prepare(self, suite: pd.DataFrame) -> None:
         """Under a process runner: every model's pending prompts, in runs of whole batches
@@ -300,7 +301,7 @@ class ConsistencyMethod(Method):
             metrics=report.metrics_json(table, {m["name"]: m["total"] for m in models}),
             provenance=provenance(
                 params, self.workspace, "consistency",
-                models=[report.model_line(record, m, self.ref(m["name"]).key_env, root)
+                models=[report.model_line(record, m, m.get("key_env"), root)
                         for record, m in zip(records, models)],
                 **{"spaCy / offline": f"{params.models.spacy} / {params.models.offline}",
                    "questions (sha256)": f"{Path(source).name}="

@@ -99,8 +99,10 @@ class LLMBackend(Protocol):
 class LocalLLM:
     """A transformers causal LM (GGUF included) answering greedily through its chat template."""
 
-    def __init__(self, model_id: str, lm: CausalLM, settings: LLMSettings):
+    def __init__(self, model_id: str, lm: CausalLM, settings: LLMSettings,
+                 name: str | None = None):
         self.model_id = model_id
+        self.name = name or model_id
         self.lm = lm
         self.settings = settings
         if settings.temperature > 0:
@@ -188,10 +190,8 @@ def load_llm(spec: "str | ModelRef", settings: LLMSettings | None = None,
         from tasks.models.user_code import load_user_object
         return UserLLM(load_user_object(ref, root), settings)
     from tasks.models.causal_lm import load_causal_lm
-    llm = LocalLLM(ref.bare, load_causal_lm(ref.target, settings.offline, settings.device),
-                   settings)
-    llm.name = ref.name
-    return llm
+    return LocalLLM(ref.bare, load_causal_lm(ref.target, settings.offline, settings.device),
+                    settings, ref.name)
 
 
 # ---------------------------------------------------------------------- the user's own code

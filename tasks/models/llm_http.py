@@ -171,15 +171,25 @@ class EndpointLimit:
         digest = hashlib.sha256(self.endpoint.encode()).hexdigest()[:16]
         self.folder = (root or slots_root()) / digest
         self._local = threading.Semaphore(n)
+        self._warned = False
 
     @contextlib.contextmanager
     def slot(self) -> Iterator[int]:
-        """Hold one slot while the body runs; yields its index."""
+        """Hold one slot while the body runs; yields its index (-1: this process's limit
+        only, when the slot folder cannot be written)."""
         with self._local:
-            if fcntl is None:
-                yield 0
+            try:
+                acquired = self._acquire() if fcntl is not None else None
+            except OSError as exc:
+                if not self._warned:
+                    self._warned = True
+                    log.warning("%s: no slot files in %s (%s); the in-flight limit holds "
+                                "per process only", self.endpoint, self.folder, exc)
+                acquired = None
+            if acquired is None:
+                yield -1
                 return
-            handle, index = self._acquire()
+            handle, index = acquired
             try:
                 yield index
             finally:
