@@ -53,7 +53,7 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
                     "label_maps": label_maps, "names": names}
     under_test = load_sentiment_model(model, (0.5, 0.5), offline, Path(root), pass_tokens,
                                       **encoder_path)
-    suggester = make_generator(generator, offline=offline, base_url=base_url)
+    suggester = make_generator(generator, offline=offline, base_url=base_url, root=Path(root))
     labels = tuple(binary_labels) if binary_labels else None
     settings = PromptSettings(prompt_diversity=diversity)
     # one encoder for every round: prompt diversity and the oracle's topic membership

@@ -2,6 +2,7 @@
 SmolLM2 sampled locally, dedupe and scoring of suggestions."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -183,3 +184,75 @@ def test_smollm2_samples_as_before_for_a_fixed_seed(smollm2):
     raw = smollm2.lm.sample(FIXED_PROMPTS[0], 3, seed=5, temperature=1.0, top_p=0.95,
                             max_new_tokens=12, stop_strings=['"', "\n"])
     assert raw == ['The dead animals was dead"', 'The room was too small"', 'Overwhelmed"']
+
+
+GENERATORS = '''
+class Lines:
+    """Completions as a server gives them: text, the stop quote, then whatever follows."""
+
+    revision = "r2"
+
+    def generate(self, prompts, n, seed):
+        return [[f'{p.strip().splitlines()[-2].strip(chr(34))} {seed} {k}" tail' for k in range(n + 1)]
+                for p in prompts]
+
+
+def one_line(prompt, seed):
+    return f"Pool was cold {seed}\\nsecond line"
+
+
+class Miscount:
+    def generate(self, prompts, n):
+        return [["a"]] * (len(prompts) + 1)
+
+
+def nested(prompt):
+    return [["not", "text"]]
+
+
+def crash(prompt):
+    raise ValueError("no model here")
+'''
+
+
+def test_python_generator_completes_through_make_generator(tmp_path):
+    (tmp_path / "gens.py").write_text(GENERATORS, encoding="utf-8")
+    prompts = ['"Sheets were dirty"\n"Bed was hard"\n"', '"Pool was cold"\n"Staff was rude"\n"']
+    lines = make_generator("python:gens.py:Lines", root=tmp_path)
+    out = lines.complete(prompts, n=2, seed=5)
+    # cut at the stop quote, at most n kept per prompt; one call with every prompt
+    assert out == [["Bed was hard 5 0", "Bed was hard 5 1"],
+                   ["Staff was rude 5 0", "Staff was rude 5 1"]]
+    assert lines.generator_id.startswith("python:Lines@python@sha256:")
+    assert lines.generator_id.endswith("+r2")
+    frame = suggestions_frame(prompts, out, lines.generator_id, 5)
+    assert set(frame["generator"]) == {lines.generator_id}
+    # a function: once per prompt, seeded seed + prompt index, cut at the line break
+    func = make_generator("python:gens.py:one_line?name=pool", root=tmp_path)
+    assert func.complete(prompts, n=3, seed=10) == [["Pool was cold 10"], ["Pool was cold 11"]]
+    assert func.generator_id.startswith("python:pool@python@sha256:")
+    (tmp_path / "gens.py").write_text(GENERATORS + "\n# edited\n", encoding="utf-8")
+    assert make_generator("python:gens.py:Lines", root=tmp_path).generator_id \
+        != lines.generator_id  # an edited module is another revision
+    with pytest.raises(LingtestError, match=r"gave 3 entries for 2 prompts.*Sheets"):
+        make_generator("python:gens.py:Miscount", root=tmp_path).complete(prompts, 1, 0)
+    with pytest.raises(LingtestError, match=r"gave list \[\['not', 'text'\]\] for prompt "
+                                            r"'\"Sheets"):
+        make_generator("python:gens.py:nested", root=tmp_path).complete(prompts, 1, 0)
+    with pytest.raises(LingtestError, match=r"python:gens.py:crash.*ValueError: no model here"
+                                            r".*Sheets were dirty"):
+        make_generator("python:gens.py:crash", root=tmp_path).complete(prompts, 1, 0)
+
+
+def test_http_generator_endpoint_from_the_spec_and_key_from_key_env(monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("GEN_KEY", "sk-generator-secret")
+    with pytest.raises(LingtestError, match="public OpenAI API"):
+        make_generator("openai:gpt-test")  # no @URL, --base-url or OPENAI_BASE_URL
+    with CompletionsServer() as server:
+        generator = make_generator(f"openai:gpt-test@{server.url}?key_env=GEN_KEY")
+        assert generator.complete(['"A"\n"'], n=1, seed=0) == [["The towels were dirty"]]
+        with pytest.raises(LingtestError, match="keep one of them"):
+            make_generator(f"openai:gpt-test@{server.url}", base_url="http://127.0.0.1:9/v1")
+    assert server.generations()[0].headers["authorization"] == "Bearer sk-generator-secret"
+    assert "sk-generator-secret" not in repr(generator) + json.dumps(generator.parameters())

@@ -114,8 +114,9 @@ def test_one_unit_per_model_whatever_the_shards(tmp_path) -> None:
                                         "consistency.llms=[ollama:a, openai:b]"])
     method = ConsistencyMethod(params, Workspace(tmp_path))
     units = method.units(_suite())
-    assert [(u.model_id, u.shard, u.shards) for u in units] == [("ollama:a", 0, 1),
-                                                               ("openai:b", 0, 1)]
+    # units (and so Prefect task names) carry the display names; the specs stay reachable
+    assert [(u.model_id, u.shard, u.shards) for u in units] == [("a", 0, 1), ("b", 0, 1)]
+    assert [method.ref(u.model_id).spec for u in units] == ["ollama:a", "openai:b"]
     assert method.suite_path == tmp_path / "data" / "interim" / "consistency" / "queries.parquet"
 
 

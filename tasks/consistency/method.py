@@ -27,16 +27,19 @@ from tasks.consistency.oracle import oracle_version
 from tasks.consistency.store import redact
 from tasks.core import io
 from tasks.core.config import Params
-from tasks.core.errors import check_calls
+from tasks.core.errors import LingtestError, check_calls
 from tasks.core.method import (Method, Unit, UnitResult, by_model, fan_out,
                                runner_uses_processes)
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance, slug
 from tasks.core.runtime import git_commit
 from tasks.core.schema import Contract
+from tasks.models.llm import DEFAULT_LOCAL_MODEL, parse_llm
+from tasks.models.model_spec import ModelRef
 
 SUBSTITUTES = ("Substitute: the guide's LLMs → the packaged SmolLM2-135M-Instruct (Q4_1 GGUF, "
                "de-quantised to float32, greedy decoding on CPU) in the default profile.")
+LLMS_KEY = "consistency.llms"
 GUIDE_GENERATOR = "guide import"  # the provenance generator of imported ca-N.csv arrays
 
 
@@ -55,6 +58,11 @@ class ConsistencyMethod(Method):
     """The ``consistency`` stage (KomMKonLLM): questions → IPMs → covering arrays → derived
     prompts → per LLM: pending prompts answered in batches → oracle → per-model and
     per-question summaries, Table 4, bar charts, results.csv and DVC metrics.
+
+    Models are named by their display name (``ModelRef.name``: ``?name=``, ``models.names``
+    or a short default) in units, Prefect task names, result rows, report tables and metric
+    keys; the store keys answers by the spec (``answering.store_key``) so a rename re-asks
+    nothing, and the provenance names spec, endpoint, key variable and revision.
 
     One unit per LLM, whatever ``runtime.shards`` says (``units``). Under a process runner
     (Dask) ``prepare`` spreads each model's pending prompts first: one ``register-model``
@@ -76,6 +84,7 @@ class ConsistencyMethod(Method):
         self.run_id: int | None = None  # the store's open run record, while ``running``
         self.last_run_id: int | None = None  # the latest one (the summary names it)
         self.answered: dict[str, dict] = {}  # per model, what ``prepare``'s tasks sent
+        self._refs: list[ModelRef] | None = None
 
     @property
     def suite_path(self) -> Path:
@@ -134,12 +143,35 @@ class ConsistencyMethod(Method):
         return cp.derive_queries(questions, ipms, arrays, c.prompt_prefix, c.prompt_suffix,
                                  c.prompt_join)
 
+    def refs(self) -> list[ModelRef]:
+        """``consistency.llms`` parsed (``models.names`` applied), two models never sharing
+        a display name."""
+        if self._refs is None:
+            refs = [parse_llm(spec, LLMS_KEY, self.params.models.names, self.workspace.root)
+                    for spec in self.params.consistency.llms]
+            seen: dict[str, str] = {}
+            for ref in refs:
+                if seen.setdefault(ref.name, ref.spec) != ref.spec:
+                    raise LingtestError(f"{LLMS_KEY}: `{seen[ref.name]}` and `{ref.spec}` are "
+                                        f"both named `{ref.name}`; fix: add ?name=<another> "
+                                        f"to one of them, or set models.names")
+            self._refs = refs
+        return self._refs
+
+    def ref(self, model_id: str) -> ModelRef:
+        """The model a unit names: a configured display name or spec, else any LLM spec
+        (``retest`` of a model outside ``consistency.llms``)."""
+        for ref in self.refs():
+            if model_id in (ref.name, ref.spec, ref.bare):
+                return ref
+        return parse_llm(model_id, LLMS_KEY, self.params.models.names, self.workspace.root)
+
     def model_ids(self) -> list[str]:
-        return list(self.params.consistency.llms)
+        return [ref.name for ref in self.refs()]
 
     def units(self, suite: pd.DataFrame) -> list[Unit]:
         """One unit per LLM, whatever ``runtime.shards`` says (see the class docstring)."""
-        return [Unit(spec) for spec in self.model_ids()]
+        return [Unit(name) for name in self.model_ids()]
 
     # ------------------------------------------------------------------ runs
 
@@ -164,36 +196,43 @@ class ConsistencyMethod(Method):
             self.run_id = None  # answers sent later belong to another run record
         cp.finish_run(url, run_id, "completed")
 
-    def _answering(self, spec: str) -> tuple[str, dict, dict, str]:
-        """The database URL, LLM settings, prompt settings and identity of ``spec``."""
+    def _answering(self, ref: ModelRef) -> tuple[str, dict, dict, str]:
+        """The database URL, LLM settings, prompt settings and identity of ``ref``."""
         settings = cp.llm_settings(self.params)
         prompts = cp.prompt_settings(self.params.consistency)
-        return self._url(), settings, prompts, answering.identity(spec, settings, prompts)
+        return self._url(), settings, prompts, answering.identity(
+            ref, settings, prompts, self.workspace.root)
+
+    def _extras(self, ref: ModelRef, done: dict) -> dict:
+        """A unit's extras: the store's spec, the display name, its answering counts."""
+        return {"spec": answering.store_key(ref), "name": ref.name, "key_env": ref.key_env,
+                **done}
 
     def prepare(self, suite: pd.DataFrame) -> None:
         """Under a process runner: every model's pending prompts, in runs of whole batches
         spread over the workers (the class docstring says why only there)."""
         if not runner_uses_processes():
             return
-        queries, calls = str(self.suite_path), []
+        queries, calls, root = str(self.suite_path), [], str(self.workspace.root)
         self.answered = {}
-        for spec in self.model_ids():
-            url, settings, prompts, ident = self._answering(spec)
-            state = answering.check_model(url, spec, ident, queries)
+        for ref in self.refs():
+            url, settings, prompts, ident = self._answering(ref)
+            state = answering.check_model(url, ref, ident, queries)
             if state["pending"] == 0:
                 continue
             key, ids = state["model_key"], state["pending_ids"]
             if key is None:
-                (key,) = fan_out(answering.register_model, [(url, spec, ident, settings, prompts)])
+                (key,) = fan_out(answering.register_model,
+                                 [(url, ref, root, ident, settings, prompts)])
                 ids = answering.pending_ids(url, key, queries)
             parts = answering.batch_runs(ids, answering.answer_chunk(settings),
                                          2 * self.params.runtime.max_workers)
-            calls += [(spec, (url, spec, ident, settings, prompts, queries, self.run_id, part))
-                      for part in parts]
+            calls += [(ref, (url, ref, root, ident, settings, prompts, queries, self.run_id,
+                             part)) for part in parts]
         done = fan_out(answering.answer_pending, [args for _, args in calls])
-        for (spec, _), part in zip(calls, done):
-            into = self.answered.setdefault(spec, {**part, "sent": 0, "errors": 0,
-                                                   "system_fingerprints": []})
+        for (ref, _), part in zip(calls, done):
+            into = self.answered.setdefault(ref.name, {**part, "sent": 0, "errors": 0,
+                                                       "system_fingerprints": []})
             into["sent"] += part["sent"]
             into["errors"] += part["errors"]
             into["system_fingerprints"] = sorted({*into["system_fingerprints"],
@@ -206,24 +245,24 @@ class ConsistencyMethod(Method):
         the prompts that are sent. Extras: ``spec``, ``model_key``, ``sent``, ``errors``,
         ``total``, ``system_fingerprints``."""
         logger = _logger()
-        spec, queries = unit.model_id, str(self.suite_path)
-        if spec in self.answered:  # prepare's tasks sent them (failed ones wait for a rerun)
-            return UnitResult(unit, None, {"spec": spec, **self.answered[spec]})
-        url, settings, prompts, ident = self._answering(spec)
-        state = answering.check_model(url, spec, ident, queries)
+        ref, queries = self.ref(unit.model_id), str(self.suite_path)
+        if ref.name in self.answered:  # prepare's tasks sent them (failed ones: a rerun)
+            return UnitResult(unit, None, self._extras(ref, self.answered[ref.name]))
+        url, settings, prompts, ident = self._answering(ref)
+        state = answering.check_model(url, ref, ident, queries)
         if state["model_key"] is not None and state["pending"] == 0:
             logger.info("%s (model key %d): all %d prompts already answered; not loading it",
-                        spec, state["model_key"], state["total"])
+                        ref.name, state["model_key"], state["total"])
             done = {"model_key": state["model_key"], "sent": 0, "errors": 0,
                     "total": state["total"], "system_fingerprints": []}
-            return UnitResult(unit, None, {"spec": spec, **done})
+            return UnitResult(unit, None, self._extras(ref, done))
         if self.run_id is None:
             with self.running(suite):
                 return self.run_unit(suite, unit)
-        logger.info("%s: %d of %d prompts pending", spec, state["pending"], state["total"])
-        done = answering.answer_pending(url, spec, ident, settings, prompts, queries,
-                                        self.run_id)
-        return UnitResult(unit, None, {"spec": spec, **done})
+        logger.info("%s: %d of %d prompts pending", ref.name, state["pending"], state["total"])
+        done = answering.answer_pending(url, ref, str(self.workspace.root), ident, settings,
+                                        prompts, queries, self.run_id)
+        return UnitResult(unit, None, self._extras(ref, done))
 
     def collect(self, suite: pd.DataFrame, runs: list[UnitResult]) -> pd.DataFrame:
         """The oracle over every answer it has not read, then one contract row per model ×
@@ -232,8 +271,10 @@ class ConsistencyMethod(Method):
         url = self._url()
         self.answered = {}  # this run's; a later ``retest`` asks the database again
         keys = list(dict.fromkeys(int(run.extra["model_key"]) for run in runs))
+        names = {int(run.extra["model_key"]): run.extra["name"] for run in runs}
         cp.judge(url, c.oracle)
         results = cp.collect_results(url, keys, str(self.suite_path), c.oracle)
+        results["model_id"] = results["model_key"].map(names)  # display names, not specs
         revisions = {key: contract.revision(cp.model_record(url, key)) for key in keys}
         return contract.contract_results(results, suite, revisions)
 
@@ -253,13 +294,15 @@ class ConsistencyMethod(Method):
                                c.consistency_definition)
         source = self.questions_source()
         metric_definitions = definitions(c.recall_definition, c.consistency_definition)
+        records = [cp.model_record(url, m["model_key"]) for m in models]
+        root = str(self.workspace.root.resolve())
         out = Report(
-            self.stage, substitutes=SUBSTITUTES,
-            metrics=report.metrics_json(table, {m["spec"]: m["total"] for m in models}),
+            self.stage, substitutes=SUBSTITUTES if any(map(packaged_smollm2, records)) else "",
+            metrics=report.metrics_json(table, {m["name"]: m["total"] for m in models}),
             provenance=provenance(
                 params, self.workspace, "consistency",
-                models=[report.model_line(cp.model_record(url, m["model_key"]), m)
-                        for m in models],
+                models=[report.model_line(record, m, m.get("key_env"), root)
+                        for record, m in zip(records, models)],
                 **{"spaCy / offline": f"{params.models.spacy} / {params.models.offline}",
                    "questions (sha256)": f"{Path(source).name}="
                                          f"{io.sha256_file(source)[:16]}",
@@ -296,7 +339,7 @@ class ConsistencyMethod(Method):
         raise ``FailedCalls`` after everything is written: a non-zero exit, so DVC reruns
         the stage and only the failed prompts are sent again."""
         models = self._per_model(runs)
-        sent = {m["spec"]: m["sent"] for m in models}
+        sent = {m["name"]: m["sent"] for m in models}
         out = {"run_id": self.last_run_id,
                "questions": len(pd.read_parquet(self.questions_path, columns=["question_id"])),
                "array_rows": len(suite),
@@ -306,3 +349,9 @@ class ConsistencyMethod(Method):
                "database": redact(self._url())}
         io.write_json(self.workspace.state / "consistency" / "last-run.json", out)
         return check_calls("consistency", out)
+
+
+def packaged_smollm2(record: dict) -> bool:
+    """Whether a model record is the packaged SmolLM2 (the stage's substitute), whatever
+    spec named it: only then do the reports name the substitute."""
+    return record.get("source") == "package" and record.get("model_id") == DEFAULT_LOCAL_MODEL

@@ -9,6 +9,8 @@ every call failed) and correct.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -125,16 +127,41 @@ def chart(table: pd.DataFrame, path: Path, title: str) -> Path:
     return path
 
 
-def model_line(record: dict, run: dict) -> str:
-    """One model's provenance: id, revision, source, file, dtype, backend, store key, output
-    budget and, for an HTTP model, where it answered (``record``: ``pipeline.model_record``;
-    ``run``: the unit's ``model_key`` and ``system_fingerprints``)."""
-    return (f"{record['model_id']} @ {record.get('revision')} "
-            f"({record.get('source')}, {record.get('gguf_file') or '-'}, "
-            f"{record.get('dtype')}, {record.get('backend')}, model key "
-            f"{run['model_key']}, max_new_tokens "
-            f"{record.get('max_new_tokens', record.get('max_tokens'))}"
-            + endpoint_note(record, run) + ")")
+def model_line(record: dict, run: dict, key_env: str | None = None,
+               root: str | None = None) -> str:
+    """One model's provenance: display name, spec, the revision actually tested, what ran
+    it, store key and output budget. A local model adds source, file, dtype; an HTTP model
+    its endpoint (no credentials), the *name* of its key's variable and whether it was set
+    (never the key), digest and system fingerprints; a ``python:`` model its file (relative
+    to the project root ``root``) and protocol. ``record``: ``pipeline.model_record``;
+    ``run``: the unit's extras (``name``, ``model_key``, ``system_fingerprints``)."""
+    from tasks.consistency.contract import revision
+
+    backend = record.get("backend")
+    spec = record.get("spec") or record["model_id"]
+    if backend == "transformers":
+        what = (f"{record['model_id']}, {record.get('source')}, "
+                f"{record.get('gguf_file') or '-'}, {record.get('dtype')}, transformers")
+    elif backend == "python":
+        file = str(record.get("file") or "-")
+        if root and Path(file).is_absolute():  # shown relative to the project, if inside
+            with contextlib.suppress(ValueError):
+                file = "<root>/" + Path(file).resolve().relative_to(root).as_posix()
+        what = f"python {record.get('protocol')}, {file}"
+    else:
+        what = f"{backend}{endpoint_note(record, run)}{key_note(backend, key_env)}"
+    return (f"{run.get('name') or record['model_id']}: {spec} @ {revision(record)} ({what}, "
+            f"model key {run['model_key']}, max_new_tokens "
+            f"{record.get('max_new_tokens', record.get('max_tokens'))})")
+
+
+def key_note(backend: str | None, key_env: str | None) -> str:
+    """Which variable an HTTP model's key came from and whether it was set; the value
+    never. Ollama sends a key only when the spec names one (``?key_env=``)."""
+    if backend == "ollama" and not key_env:
+        return ", no API key"
+    name = key_env or "OPENAI_API_KEY"
+    return f", key ${name} ({'set' if os.environ.get(name) else 'unset'})"
 
 
 def endpoint_note(record: dict, run: dict) -> str:

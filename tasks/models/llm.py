@@ -6,27 +6,39 @@ in order, reports a failed prompt as an ``LLMResponse`` with ``error`` instead o
 (one flaky call must not lose a whole run), and says in ``parameters()`` everything that
 determines its answers, so results can be traced to the exact model and decoding.
 
-Spec grammar for ``load_llm``: ``ollama:<model>``, ``openai:<model>``, ``hf:<id-or-path>``
-or a bare Hugging Face id / local folder (the local backend).
+Spec grammar for ``load_llm`` (``tasks.models.model_spec``): ``ollama:<model>[@URL]``,
+``openai:<model>[@URL]`` (``openai-chat:`` is the same chat API here), ``?key_env=VAR`` for
+the key's variable; ``hf:<id-or-path>`` or a bare Hugging Face id / local folder (the local
+backend); ``python:<module or file.py>:<attr>`` for the user's own code (``UserLLM``). Every
+backend carries its display ``name``; ``model_id`` is the spec without options or URL
+credentials, the key under which a result store keeps its answers.
 """
 from __future__ import annotations
 
+import contextlib
+import inspect
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from tasks.core.errors import LingtestError
+from tasks.models.model_spec import ModelRef, parse_model
 
 if TYPE_CHECKING:
     from tasks.models.causal_lm import CausalLM
+    from tasks.models.user_code import UserObject
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCAL_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
-SPEC_FORMS = ("ollama:<model>", "openai:<model>", "hf:<hub id or folder>",
+SPEC_FORMS = ("ollama:<model>[@URL]", "openai:<model>[@URL]", "openai-chat:<model>[@URL]",
+              "python:<module or file.py>:<attr>", "hf:<hub id or folder>",
               "<hub id or folder>")
+LLM_PREFIXES = ("hf", "ollama", "openai", "openai-chat", "python")
+HTTP_FORMS = ("ollama", "openai", "openai-chat")
+LOCAL_FORMS = ("hf", "hub", "folder")
 
 
 @dataclass(frozen=True)
@@ -87,8 +99,10 @@ class LLMBackend(Protocol):
 class LocalLLM:
     """A transformers causal LM (GGUF included) answering greedily through its chat template."""
 
-    def __init__(self, model_id: str, lm: CausalLM, settings: LLMSettings):
+    def __init__(self, model_id: str, lm: CausalLM, settings: LLMSettings,
+                 name: str | None = None):
         self.model_id = model_id
+        self.name = name or model_id
         self.lm = lm
         self.settings = settings
         if settings.temperature > 0:
@@ -139,21 +153,200 @@ def _split_spec(spec: str) -> tuple[str, str]:
     return prefix.lower(), rest
 
 
-def load_llm(spec: str, settings: LLMSettings | None = None) -> LLMBackend:
-    """The backend a spec names; HTTP backends connect lazily, the local one loads now."""
-    settings = settings or LLMSettings()
-    prefix, name = _split_spec(spec.strip())
-    if not name:
-        raise LingtestError(f"LLM spec `{spec}` names no model; accepted forms: "
+def parse_llm(spec: "str | ModelRef", key: str = "consistency.llms",
+              names: dict[str, str] | None = None, root: Path | None = None) -> ModelRef:
+    """A spec read as an LLM (``SPEC_FORMS``): one LingtestError naming ``key``, the spec
+    and the accepted forms when it is none of them."""
+    if isinstance(spec, ModelRef):
+        return spec
+    prefix, name = _split_spec(str(spec).strip())
+    if prefix not in LLM_PREFIXES:
+        raise LingtestError(f"{key}: LLM spec `{spec}`: unknown backend prefix `{prefix}:`; "
+                            f"accepted forms: {', '.join(SPEC_FORMS)} (default: "
+                            f"{DEFAULT_LOCAL_MODEL})")
+    if not name.split("?", 1)[0]:
+        raise LingtestError(f"{key}: LLM spec `{spec}` names no model; accepted forms: "
                             f"{', '.join(SPEC_FORMS)}")
-    if prefix == "ollama":
+    ref = parse_model(str(spec), key, names, root)
+    if ref.form not in (*LOCAL_FORMS, *HTTP_FORMS, "python"):
+        raise LingtestError(f"{key}: `{spec}` is a {ref.form} model, not an LLM; accepted "
+                            f"forms: {', '.join(SPEC_FORMS)}")
+    return ref
+
+
+def load_llm(spec: "str | ModelRef", settings: LLMSettings | None = None,
+             root: Path | None = None, names: dict[str, str] | None = None) -> LLMBackend:
+    """The backend a spec names; HTTP backends connect lazily, the local one loads now, a
+    ``python:`` one imports its module (``root``: where relative files are)."""
+    settings = settings or LLMSettings()
+    ref = parse_llm(spec, names=names, root=root)
+    if ref.form == "ollama":
         from tasks.models.llm_http import OllamaLLM
-        return OllamaLLM(spec, name, settings)
-    if prefix == "openai":
+        return OllamaLLM(ref, settings)
+    if ref.form in ("openai", "openai-chat"):
         from tasks.models.llm_http import OpenAILLM
-        return OpenAILLM(spec, name, settings)
-    if prefix == "hf":
-        from tasks.models.causal_lm import load_causal_lm
-        return LocalLLM(spec, load_causal_lm(name, settings.offline, settings.device), settings)
-    raise LingtestError(f"LLM spec `{spec}`: unknown backend prefix `{prefix}:`; accepted "
-                        f"forms: {', '.join(SPEC_FORMS)} (default: {DEFAULT_LOCAL_MODEL})")
+        return OpenAILLM(ref, settings)
+    if ref.form == "python":
+        from tasks.models.user_code import load_user_object
+        return UserLLM(load_user_object(ref, root), settings)
+    from tasks.models.causal_lm import load_causal_lm
+    return LocalLLM(ref.bare, load_causal_lm(ref.target, settings.offline, settings.device),
+                    settings, ref.name)
+
+
+# ---------------------------------------------------------------------- the user's own code
+
+def accepted_keywords(fn: Callable, wanted: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of ``wanted`` that ``fn`` takes (all of them when it takes ``**kw``): a
+    user's ``generate(prompts)`` need not list settings it ignores."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: pass nothing extra
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return dict(wanted)
+    names = {p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                 inspect.Parameter.KEYWORD_ONLY)}
+    return {k: v for k, v in wanted.items() if k in names}
+
+
+def _short(prompt: str, chars: int = 80) -> str:
+    return repr(prompt if len(prompt) <= chars else prompt[:chars] + "…")
+
+
+class UserLLM:
+    """A ``python:`` LLM behind ``LLMBackend``: an object with ``generate(prompts,
+    **settings) -> list[str]`` (called per batch, with the keywords of ``max_new_tokens``,
+    ``temperature``, ``seed``, ``system`` its signature takes), or a function ``prompt ->
+    str`` (called per prompt, same keywords).
+
+    Failure semantics, as for the other backends: an **exception** in the user's code is an
+    error response for the prompts it hit (a batch that raises is asked again one prompt at
+    a time, so only the prompts that fail are lost); the run goes on, the failed prompts are
+    recorded and asked again next run, and the stage ends with ``FailedCalls``. An empty
+    string is an error response too ("empty response"). A **broken contract** — a
+    non-string answer, or not one answer per prompt — is a bug no retry fixes: one
+    ``LingtestError`` naming the model and the first bad prompt, raised at once.
+    """
+
+    backend = "python"
+
+    def __init__(self, user: "UserObject", settings: LLMSettings):
+        from tasks.core.secrets import redact_text
+        from tasks.models.user_code import protocol_method
+
+        self.user, self.settings = user, settings
+        self.model_id = redact_text(user.ref.bare)
+        self.name = user.ref.name
+        generate = getattr(user.obj, "generate", None)
+        self.batched = callable(generate)
+        self._fn = protocol_method(user, "generate")
+        self._kwargs = accepted_keywords(self._fn, {
+            "max_new_tokens": settings.max_new_tokens, "temperature": settings.temperature,
+            "seed": settings.seed, "system": settings.system})
+
+    def parameters(self) -> dict:
+        """The module's revision (file hash + ``revision`` attribute) and the settings the
+        code is given: what decides its answers."""
+        s = self.settings
+        return {"backend": self.backend, "spec": self.model_id, "revision": self.user.revision,
+                "file": self.user.file, "protocol": "generate" if self.batched else "function",
+                "max_new_tokens": s.max_new_tokens, "temperature": s.temperature,
+                "seed": s.seed, "system": s.system}
+
+    def answer(self, prompts: list[str]) -> list[LLMResponse]:
+        size = self.settings.batch_size if self.batched else 1
+        out: list[LLMResponse] = []
+        for start in range(0, len(prompts), size):
+            out += self._batch(prompts[start:start + size])
+        return out
+
+    def _call(self, prompts: list[str]) -> list:
+        if self.batched:
+            texts = self._fn(list(prompts), **self._kwargs)
+            if isinstance(texts, (str, bytes)) or not hasattr(texts, "__len__"):
+                raise self.user.fail(
+                    f"generate() returned {type(texts).__name__} for {len(prompts)} prompts "
+                    f"(first: {_short(prompts[0])}); fix: return a list of one str per prompt")
+            texts = list(texts)
+            if len(texts) != len(prompts):
+                raise self.user.fail(
+                    f"generate() returned {len(texts)} answers for {len(prompts)} prompts "
+                    f"(first prompt: {_short(prompts[0])}); fix: one str per prompt, in order")
+            return texts
+        return [self._fn(prompts[0], **self._kwargs)]
+
+    def _batch(self, prompts: list[str]) -> list[LLMResponse]:
+        began = time.perf_counter()
+        try:
+            texts = self._call(prompts)
+        except LingtestError:
+            raise
+        except Exception as exc:  # the user's code: any error is that call's failure
+            if len(prompts) > 1:  # which prompts fail? ask them one at a time
+                return [r for p in prompts for r in self._batch([p])]
+            message = (f"model `{self.name}` ({self.model_id}) raised {type(exc).__name__}: "
+                       f"{exc} on prompt {_short(prompts[0])}")
+            log.warning("%s", message)
+            return [LLMResponse(None, message, time.perf_counter() - began, 1)]
+        share = (time.perf_counter() - began) / len(prompts)
+        out = []
+        for prompt, text in zip(prompts, texts):
+            if not isinstance(text, str):
+                raise self.user.fail(
+                    f"answered {type(text).__name__} {text!r:.60} to prompt {_short(prompt)}; "
+                    f"fix: return a str per prompt")
+            out.append(LLMResponse(text or None, None if text else "empty response", share, 1))
+        return out
+
+    def __repr__(self) -> str:
+        return f"UserLLM({self.model_id!r}, revision={self.user.revision!r})"
+
+
+# ---------------------------------------------------------------------- up-front check
+
+def check_llm(ref: ModelRef, offline: bool, root: Path, key: str = "consistency.llms",
+              base_url: str | None = None) -> dict:
+    """The ``lingtest models`` row of one LLM (``id``, ``name``, ``kind``, ``source``,
+    ``revision``, ``path``: endpoint or file, without secrets), or one LingtestError naming
+    the problem and its fix. Loads no weights and opens no connection (a ``python:`` module
+    is imported: its revision and protocol are only known then), so a run refuses a bad
+    spec in well under a second instead of after the suite is built."""
+    from tasks.core.secrets import redact_text
+
+    ref = parse_llm(ref, key, root=root)
+    row = {"id": redact_text(ref.bare), "name": ref.name, "kind": "llm", "source": "",
+           "revision": None, "path": None}
+    if ref.form in HTTP_FORMS:
+        from tasks.models.llm_http import resolve_endpoint
+
+        end = resolve_endpoint(ref, base_url, key)
+        via = "" if end.source in ("spec", "option") else f" (from {end.source})"
+        return {**row, "kind": f"llm:{ref.form}", "source": "http",
+                "revision": "from the server (Ollama: model digest)" if ref.form == "ollama"
+                else "unversioned (system_fingerprint recorded per run)",
+                "path": f"{end.public}{via}; key {end.key_env}"
+                        f" ({'set' if end.key() else 'unset'})"}
+    if ref.form == "python":
+        from tasks.models.user_code import load_user_object, protocol_method
+
+        try:
+            user = load_user_object(ref, root)
+            protocol_method(user, "generate")
+        except LingtestError as error:
+            raise LingtestError(f"{key}: {error}") from None
+        path = user.file
+        if ref.is_file_module:  # shown relative to the project, as the database is
+            with contextlib.suppress(ValueError):
+                path = "<root>/" + Path(path).resolve().relative_to(
+                    Path(root).resolve()).as_posix()
+        return {**row, "kind": "llm:python", "source": "python", "revision": user.revision,
+                "path": path}
+    from tasks.models.registry import resolve
+
+    try:
+        found = resolve(ref.target, "causal_lm", offline=offline).require()
+    except LingtestError as error:
+        raise LingtestError(f"{key}: {error}") from None
+    return {**row, "kind": "causal_lm", "source": found.source, "revision": found.revision,
+            "path": found.path}

@@ -2,25 +2,44 @@
 
 Both share one request loop: a per-call timeout, bounded exponential back-off (honouring
 ``Retry-After``) on connection errors, timeouts, 429 and 5xx, no retry on other 4xx, and a
-semaphore that bounds in-flight requests across all ``answer`` calls of one backend. A
-prompt that finally fails becomes ``LLMResponse(text=None, error=...)``. The API key is held
-only for the Authorization header and scrubbed from any error text; it never appears in
-``parameters()``, ``repr`` or logs.
+limit of in-flight requests **per endpoint across every process** of the machine
+(``EndpointLimit``: the Dask runner's worker processes and the flow's own threads share
+it). A prompt that finally fails becomes ``LLMResponse(text=None, error=...)``. The API key
+is held only for the Authorization header and scrubbed from any error text; it never appears
+in ``parameters()``, ``repr`` or logs, only the name of the variable it came from.
+
+Where a model answers (``resolve_endpoint``): the spec's ``@URL``, else ``OLLAMA_HOST`` /
+``OPENAI_BASE_URL``; Ollama defaults to its local port, while an ``openai:`` model without
+either is refused rather than sent to the public API (name ``@https://api.openai.com/v1``
+to mean it). The key comes from the spec's ``?key_env=VAR``, else ``OPENAI_API_KEY``.
 """
 from __future__ import annotations
 
+import contextlib
 import email.utils
+import hashlib
 import logging
 import os
 import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
 
 import httpx
 
+from tasks.core.errors import LingtestError
 from tasks.models.llm import LLMResponse, LLMSettings
+
+if TYPE_CHECKING:
+    from tasks.models.model_spec import ModelRef
+
+try:  # POSIX; elsewhere the limit holds per process only (EndpointLimit says so)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +78,158 @@ def public_url(url: str) -> str:
                ).rstrip("/")
 
 
+# ---------------------------------------------------------------------- endpoints and keys
+
+OLLAMA_DEFAULT = "http://127.0.0.1:11434"
+OPENAI_PUBLIC = "https://api.openai.com/v1"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one model answers and which variable holds its key (the key itself is read
+    only when a backend is built, never stored here)."""
+
+    base_url: str
+    key_env: str
+    source: str  # "spec", "OPENAI_BASE_URL", "OLLAMA_HOST" or "default"
+
+    @property
+    def public(self) -> str:
+        return public_url(self.base_url)
+
+    def key(self) -> str | None:
+        return os.environ.get(self.key_env) or None
+
+
+def resolve_endpoint(ref: "ModelRef", base_url: str | None = None,
+                     key: str = "consistency.llms") -> Endpoint:
+    """The endpoint of an ``openai:``/``openai-chat:``/``ollama:`` spec: its ``@URL``, else
+    ``base_url`` (a command's ``--base-url``), else the protocol's environment variable.
+    An ``openai:`` model with none of them is refused: it would silently go to the public
+    API (and spend the key there); ``@https://api.openai.com/v1`` says so explicitly. A
+    ``?key_env=VAR`` whose variable is unset is refused too (the user said a key exists)."""
+    if ref.base_url and base_url and public_url(ref.base_url) != public_url(base_url):
+        raise LingtestError(f"{key}: model `{ref.name}` names its endpoint "
+                            f"{public_url(ref.base_url)} and --base-url names "
+                            f"{public_url(base_url)}; fix: keep one of them")
+    url, source = (ref.base_url, "spec") if ref.base_url else (base_url, "option")
+    if not url and ref.form == "ollama":
+        host = os.environ.get("OLLAMA_HOST")
+        url, source = (host, "OLLAMA_HOST") if host else (OLLAMA_DEFAULT, "default")
+        if "://" not in url:  # Ollama accepts a bare host:port in OLLAMA_HOST
+            url = f"http://{url}"
+    elif not url:
+        url, source = os.environ.get("OPENAI_BASE_URL"), "OPENAI_BASE_URL"
+        if not url:
+            raise LingtestError(
+                f"{key}: model `{ref.name}` ({ref.bare}) names no server and OPENAI_BASE_URL "
+                f"is not set, so it would go to the public OpenAI API; fix: "
+                f"{ref.form}:{ref.target}@http://HOST:PORT/v1 (your server), set "
+                f"OPENAI_BASE_URL, or write {ref.form}:{ref.target}@{OPENAI_PUBLIC} to mean "
+                f"the public API")
+    key_env = ref.key_env or DEFAULT_KEY_ENV
+    if ref.key_env and not os.environ.get(ref.key_env):
+        raise LingtestError(f"{key}: model `{ref.name}` reads its API key from ${ref.key_env} "
+                            f"(key_env), which is not set; fix: export {ref.key_env}=<key>, "
+                            f"or drop ?key_env= for a server without keys")
+    return Endpoint(url.rstrip("/"), key_env, source)
+
+
+# ---------------------------------------------------------------------- in-flight limit
+
+def slots_root() -> Path:
+    """``$LINGTEST_CACHE/http-slots`` (default ``~/.cache/lingtest/http-slots``)."""
+    base = os.environ.get("LINGTEST_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "lingtest")
+    return Path(base) / "http-slots"
+
+
+class EndpointLimit:
+    """At most ``n`` requests in flight to one endpoint (base URL) from every process and
+    thread on this machine: a semaphore of ``n`` slot files, each held by ``flock``.
+
+    Why files and not Prefect's global concurrency limits: a limit must hold wherever a
+    backend runs — Dask workers, the flow's threads, ``lingtest adapt``, a test without a
+    Prefect server — and cost nothing per request; Prefect's limits need an API server, a
+    limit object created (and kept in sync with ``concurrency``) beforehand, pass silently
+    when the limit is missing (``strict=False``), poll the server to acquire and hold a
+    lease renewed in a thread (a killed holder blocks the slot until its lease expires,
+    300 s by default). A ``flock`` is released by the kernel when its holder dies, so a
+    killed worker never leaves a slot taken, and an acquire is a system call. The cost: the
+    limit is per machine; a remote Dask cluster (``runtime.dask_address``) gets one limit
+    per machine (flock over network file systems is not dependable). Processes that ask
+    with different ``n`` share slots ``0..n-1``, so the largest ``n`` among them is the
+    bound. A per-process semaphore in front keeps threads from polling the files.
+    """
+
+    POLL_S = (0.005, 0.1)  # first and longest wait between attempts when all slots are held
+
+    def __init__(self, base_url: str, n: int, root: Path | None = None):
+        self.n = n
+        self.endpoint = public_url(base_url)
+        digest = hashlib.sha256(self.endpoint.encode()).hexdigest()[:16]
+        self.folder = (root or slots_root()) / digest
+        self._local = threading.Semaphore(n)
+        self._warned = False
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[int]:
+        """Hold one slot while the body runs; yields its index (-1: this process's limit
+        only, when the slot folder cannot be written)."""
+        with self._local:
+            try:
+                acquired = self._acquire() if fcntl is not None else None
+            except OSError as exc:
+                if not self._warned:
+                    self._warned = True
+                    log.warning("%s: no slot files in %s (%s); the in-flight limit holds "
+                                "per process only", self.endpoint, self.folder, exc)
+                acquired = None
+            if acquired is None:
+                yield -1
+                return
+            handle, index = acquired
+            try:
+                yield index
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+
+    def _acquire(self):
+        if not self.folder.is_dir():  # endpoint.txt: which server a folder of slots is for
+            self.folder.mkdir(parents=True, exist_ok=True)
+            (self.folder / "endpoint.txt").write_text(self.endpoint + "\n", encoding="utf-8")
+        wait = self.POLL_S[0]
+        while True:
+            for index in range(self.n):
+                handle = open(self.folder / f"slot-{index}.lock", "a+b")
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    handle.close()
+                    continue
+                return handle, index
+            time.sleep(wait)
+            wait = min(wait * 2, self.POLL_S[1])
+
+
 class HTTPBackend:
     """Shared request loop of the HTTP backends; subclasses build the body and read the text."""
 
     backend = "http"
 
     def __init__(self, spec: str, model: str, base_url: str, settings: LLMSettings,
-                 api_key: str | None = None):
-        self.model_id = spec
+                 api_key: str | None = None, key_env: str | None = None,
+                 name: str | None = None):
+        self.model_id = spec  # the spec without options or credentials (the store's key)
+        self.name = name or spec
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.settings = settings
         self._key = api_key or None
-        self._slots = threading.Semaphore(settings.concurrency)
+        self.key_env = key_env
+        self._limit = EndpointLimit(self.base_url, settings.concurrency)
         self._client = httpx.Client(
             timeout=settings.timeout_s,
             limits=httpx.Limits(max_connections=settings.concurrency),
@@ -92,7 +250,9 @@ class HTTPBackend:
     # ------------------------------------------------------------------ public
 
     def parameters(self) -> dict:
-        """Everything that determines the answers; the base URL without credentials."""
+        """Everything that determines the answers; the base URL without credentials. (Not
+        the key's variable: a result store keys a model by these, and which variable holds
+        the key changes no answer.)"""
         s = self.settings
         return {"backend": self.backend, "spec": self.model_id, "model": self.model,
                 "base_url": public_url(self.base_url), "temperature": s.temperature,
@@ -151,7 +311,7 @@ class HTTPBackend:
         """One request; the text, or a _Failure saying whether to retry."""
         url = f"{self.base_url}{self._endpoint()}"
         try:
-            with self._slots:
+            with self._limit.slot():
                 response = self._client.post(url, json=self._body(prompt))
         except httpx.TimeoutException as exc:
             raise _Failure(f"timeout after {self.settings.timeout_s} s "
@@ -193,6 +353,13 @@ class HTTPBackend:
         """Hook: note provenance a reply carries (OpenAI's system_fingerprint)."""
 
 
+def _store_spec(ref: "ModelRef") -> str:
+    """The spec as stores and logs may keep it: no ``?`` options, no URL password."""
+    from tasks.core.secrets import redact_text
+
+    return redact_text(ref.bare)
+
+
 _HTML_START = re.compile(r"^\s*(?:<!doctype\s+html|<html[\s>])", re.IGNORECASE)
 
 
@@ -207,11 +374,11 @@ class OllamaLLM(HTTPBackend):
 
     backend = "ollama"
 
-    def __init__(self, spec: str, model: str, settings: LLMSettings):
-        host = os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
-        if "://" not in host:  # Ollama accepts bare host:port in OLLAMA_HOST
-            host = f"http://{host}"
-        super().__init__(spec, model, host, settings)
+    def __init__(self, ref: "ModelRef", settings: LLMSettings, key: str = "consistency.llms"):
+        end = resolve_endpoint(ref, key=key)
+        # Ollama itself takes no key; one named by key_env is sent (a proxy in front may ask)
+        super().__init__(_store_spec(ref), ref.target, end.base_url, settings,
+                         end.key() if ref.key_env else None, ref.key_env, ref.name)
         self._digest: str | None = None
         self._digest_looked_up = False
 
@@ -238,9 +405,10 @@ class OllamaLLM(HTTPBackend):
             self._digest_looked_up = True
             names = {self.model, self.model if ":" in self.model else f"{self.model}:latest"}
             try:
-                response = self._client.get(f"{self.base_url}/api/tags",
-                                            timeout=min(self.settings.timeout_s,
-                                                        METADATA_TIMEOUT_S))
+                with self._limit.slot():  # a single-threaded server counts this one too
+                    response = self._client.get(f"{self.base_url}/api/tags",
+                                                timeout=min(self.settings.timeout_s,
+                                                            METADATA_TIMEOUT_S))
                 models = response.json().get("models", []) if response.is_success else []
                 self._digest = next((m.get("digest") for m in models
                                      if names & {m.get("name"), m.get("model")}), None)
@@ -261,9 +429,10 @@ class OpenAILLM(HTTPBackend):
 
     backend = "openai"
 
-    def __init__(self, spec: str, model: str, settings: LLMSettings):
-        base = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        super().__init__(spec, model, base, settings, os.environ.get("OPENAI_API_KEY"))
+    def __init__(self, ref: "ModelRef", settings: LLMSettings, key: str = "consistency.llms"):
+        end = resolve_endpoint(ref, key=key)
+        super().__init__(_store_spec(ref), ref.target, end.base_url, settings, end.key(),
+                         end.key_env, ref.name)
         # Known only after replies, so recorded with the run, not in the model's identity.
         self.fingerprints: set[str] = set()
         self._lock = threading.Lock()

@@ -109,7 +109,8 @@ def load_user_object(ref: ModelRef, root: Path | None = None) -> UserObject:
         if not hasattr(obj, part):
             public = sorted(n for n in vars(module) if not n.startswith("_"))[:12]
             raise LingtestError(f"model `{ref.bare}`: `{module_name}` has no attribute "
-                                f"`{attr}`; it defines: {', '.join(public) or 'nothing'}")
+                                f"`{attr}`; it defines: {', '.join(public) or 'nothing'}; "
+                                f"fix: name one of them after the last `:`")
         obj = getattr(obj, part)
     if isinstance(obj, type):
         try:
