@@ -228,7 +228,7 @@ def test_python_generator_completes_through_make_generator(tmp_path):
     frame = suggestions_frame(prompts, out, lines.generator_id, 5)
     assert set(frame["generator"]) == {lines.generator_id}
     # a function: once per prompt, seeded seed + prompt index, cut at the line break
-    func = make_generator("python:gens.py:one_line?name=pool", root=tmp_path)
+    func = make_generator("python:gens.py:one_line#name=pool", root=tmp_path)
     assert func.complete(prompts, n=3, seed=10) == [["Pool was cold 10"], ["Pool was cold 11"]]
     assert func.generator_id.startswith("python:pool@python@sha256:")
     (tmp_path / "gens.py").write_text(GENERATORS + "\n# edited\n", encoding="utf-8")
@@ -250,7 +250,7 @@ def test_http_generator_endpoint_from_the_spec_and_key_from_key_env(monkeypatch)
     with pytest.raises(LingtestError, match="public OpenAI API"):
         make_generator("openai:gpt-test")  # no @URL, --base-url or OPENAI_BASE_URL
     with CompletionsServer() as server:
-        generator = make_generator(f"openai:gpt-test@{server.url}?key_env=GEN_KEY")
+        generator = make_generator(f"openai:gpt-test@{server.url}#key_env=GEN_KEY")
         assert generator.complete(['"A"\n"'], n=1, seed=0) == [["The towels were dirty"]]
         with pytest.raises(LingtestError, match="keep one of them"):
             make_generator(f"openai:gpt-test@{server.url}", base_url="http://127.0.0.1:9/v1")

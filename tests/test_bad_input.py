@@ -273,6 +273,19 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
     ("repair-python-encoder", run("repair", "contrastive.encoders=[python:inputs/models/enc.py:"
                                             "embed]", "repair.models=[embed]"),
      {"inputs/models/enc.py": ENCODER}, "repair.models"),
+    ("llm-python-not-callable", run("consistency", "consistency.llms=[python:inputs/models/"
+                                                   "lex.py:THRESHOLD]"),
+     {LEX: LEXICON}, "consistency.llms"),
+    ("llm-openai-no-server", run("consistency", "consistency.llms=[openai:gpt-x]"), {},
+     "OPENAI_BASE_URL"),
+    ("llm-key-variable-unset",
+     run("consistency", "consistency.llms=['openai:m@http://127.0.0.1:9/v1#key_env="
+                        "LINGTEST_NO_SUCH_KEY']"), {}, "LINGTEST_NO_SUCH_KEY"),
+    ("llm-is-a-classifier", run("consistency", "consistency.llms=[vader]"), {},
+     "consistency.llms"),
+    ("adapt-generator-unknown-prefix",
+     ["adapt", "--topic", "/Rooms", "--tree", "t.csv", "--generator", "gpt:x", "--oracle",
+      "vader"], {}, "--generator"),
     ("label-map-target-unknown", run("capabilities", "models.label_map={vader: {a: good}}"), {},
      "models.label_map"),
     ("label-map-on-builtin", run("capabilities", "models.label_map={vader: {neg: neg, pos: pos}}"),

@@ -76,8 +76,8 @@ def test_two_servers_in_one_dask_run_get_one_request_at_a_time(tmp_path, mirror,
     workspace, overrides = _project(tmp_path / "project", mirror)
     with FakeLLMServer("openai", sleep_s=0.15) as one, \
             FakeLLMServer("openai", sleep_s=0.15) as two:
-        specs = [f"openai:my-smol@{one.url}?name=server-a",
-                 f"openai:my-smol@{two.url}?name=server-b"]
+        specs = [f"openai:my-smol@{one.url}#name=server-a",
+                 f"openai:my-smol@{two.url}#name=server-b"]
         params = load_params(workspace.root, [
             *overrides, _llms(*specs), "consistency.concurrency=1", "consistency.batch_size=2",
             *dask_overrides(tmp_path / "results")])
@@ -119,7 +119,7 @@ def test_python_llm_is_asked_again_only_when_its_module_changes(tmp_path, mirror
     module = workspace.root / "my_llm" / "rules.py"
     module.parent.mkdir()
     module.write_text(RULES, encoding="utf-8")
-    spec = "python:my_llm/rules.py:answer?name=rules"
+    spec = "python:my_llm/rules.py:answer#name=rules"
     params = load_params(workspace.root, [*overrides, _llms(spec),
                                           "runtime.task_runner=threads"])
     url = f"sqlite:///{workspace.root / 'data' / 'consistency' / 'results.sqlite'}"
@@ -215,7 +215,7 @@ def test_check_llm_names_each_problem_and_its_fix(tmp_path, monkeypatch):
         "python:mine.py:CONSTANT": "no `generate` method and is not callable",
         "no-such-org/no-such-llm": "no-such-org/no-such-llm",
         "openai:gpt-x": "would go to the public OpenAI API",
-        "openai:gpt-x@http://127.0.0.1:9/v1?key_env=MY_LLM_KEY": "$MY_LLM_KEY",
+        "openai:gpt-x@http://127.0.0.1:9/v1#key_env=MY_LLM_KEY": "$MY_LLM_KEY",
         "vader": "not an LLM",
     }
     for spec, fragment in bad.items():
@@ -233,7 +233,7 @@ def test_check_llm_names_each_problem_and_its_fix(tmp_path, monkeypatch):
 def test_check_llm_rows_carry_no_secret(tmp_path, monkeypatch):
     (tmp_path / "mine.py").write_text(BATCHED, encoding="utf-8")
     monkeypatch.setenv("MY_LLM_KEY", "sk-do-not-print")
-    spec = "openai:gpt-x@http://user:pw-secret@127.0.0.1:9/v1?key_env=MY_LLM_KEY&name=remote"
+    spec = "openai:gpt-x@http://user:pw-secret@127.0.0.1:9/v1#key_env=MY_LLM_KEY&name=remote"
     row = check_llm(parse_llm(spec), True, tmp_path)
     assert row == {"id": "openai:gpt-x@http://user:***@127.0.0.1:9/v1", "name": "remote",
                    "kind": "llm:openai", "source": "http",

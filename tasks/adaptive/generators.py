@@ -15,7 +15,7 @@ prompt), named by the model spec grammar (``tasks.models.model_spec``):
   bounded back-off, Retry-After, scrubbed keys, the per-endpoint in-flight limit) over
   httpx; no ``openai`` package needed. The endpoint is the spec's ``@URL``, else
   ``--base-url``, else ``OPENAI_BASE_URL`` (none of them: refused, see
-  ``llm_http.resolve_endpoint``); the key comes from ``?key_env=VAR``, else
+  ``llm_http.resolve_endpoint``); the key comes from ``#key_env=VAR``, else
   ``OPENAI_API_KEY``.
 - ``UserGenerator``: the user's ``python:`` object with ``generate(prompts, n=, seed=)`` (one
   list of completions, or one string, per prompt) or a function ``prompt -> text`` (one

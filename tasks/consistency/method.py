@@ -59,7 +59,7 @@ class ConsistencyMethod(Method):
     prompts → per LLM: pending prompts answered in batches → oracle → per-model and
     per-question summaries, Table 4, bar charts, results.csv and DVC metrics.
 
-    Models are named by their display name (``ModelRef.name``: ``?name=``, ``models.names``
+    Models are named by their display name (``ModelRef.name``: ``#name=``, ``models.names``
     or a short default) in units, Prefect task names, result rows, report tables and metric
     keys; the store keys answers by the spec (``answering.store_key``) so a rename re-asks
     nothing, and the provenance names spec, endpoint, key variable and revision.
@@ -153,7 +153,7 @@ class ConsistencyMethod(Method):
             for ref in refs:
                 if seen.setdefault(ref.name, ref.spec) != ref.spec:
                     raise LingtestError(f"{LLMS_KEY}: `{seen[ref.name]}` and `{ref.spec}` are "
-                                        f"both named `{ref.name}`; fix: add ?name=<another> "
+                                        f"both named `{ref.name}`; fix: add #name=<another> "
                                         f"to one of them, or set models.names")
             self._refs = refs
         return self._refs

@@ -157,7 +157,7 @@ def model_line(record: dict, run: dict, key_env: str | None = None,
 
 def key_note(backend: str | None, key_env: str | None) -> str:
     """Which variable an HTTP model's key came from and whether it was set; the value
-    never. Ollama sends a key only when the spec names one (``?key_env=``)."""
+    never. Ollama sends a key only when the spec names one (``#key_env=``)."""
     if backend == "ollama" and not key_env:
         return ", no API key"
     name = key_env or "OPENAI_API_KEY"

@@ -237,8 +237,9 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
           rounds: int = typer.Option(1, help="Rounds of suggest → review."),
           generator: str = typer.Option(
               "HuggingFaceTB/SmolLM2-135M-Instruct",
-              help="A causal LM id (offline: the packaged SmolLM2), openai:<model> or "
-                   "openai-chat:<model> with --base-url."),
+              help="A model spec: a causal LM id or folder (offline: the packaged SmolLM2), "
+                   "openai:MODEL@URL (completions API), openai-chat:MODEL@URL, or "
+                   "python:file.py:ATTR (generate(prompts, n=, seed=))."),
           base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
           model: str = typer.Option("vader", help="Model under test."),
           reviewer: str = typer.Option("reviewer", help="Your name: the accepted rows' labeler."),
@@ -270,8 +271,11 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     params = _params(None, None)
     from tasks.core.validate import check_model
     for key, spec in (("--model", model), ("--oracle", oracle)):
-        if spec is not None:  # both checked before Prefect starts or the tree is touched
+        if spec is not None:  # all checked before Prefect starts or the tree is touched
             check_model(key, spec, "classifier", params, workspace)
+    from tasks.models.llm import check_llm, parse_llm
+    check_llm(parse_llm(generator, "--generator", params.models.names, workspace.root),
+              params.models.offline, workspace.root, key="--generator", base_url=base_url)
     api = configure_environment(workspace)
     if api is None and oracle is None:
         raise LingtestError("lingtest adapt: no `lingtest ui` server runs for this project, so "

@@ -249,7 +249,9 @@ class ConsistencyParams(Section):
         None, description="path of the external generator; null: look it up on PATH")
     llms: list[str] = Field(
         default_factory=lambda: ["HuggingFaceTB/SmolLM2-135M-Instruct"], min_length=1,
-        description="LLM specs: a hub/packaged id, ollama:<model>, openai:<model>")
+        description="LLM specs: a hub/packaged id or folder, hf:<id>, openai:MODEL@URL, "
+        "openai-chat:MODEL@URL, ollama:MODEL@URL (#key_env=VAR, #name=...), "
+        "python:file.py:ATTR")
     prompt_prefix: str = ""
     prompt_suffix: str = "Return a JSON Boolean."
     prompt_join: Literal["space", "none"] = Field(
@@ -259,7 +261,8 @@ class ConsistencyParams(Section):
     timeout_s: float = Field(60.0, gt=0, description="per HTTP request")
     retries: int = Field(3, ge=0, description="extra attempts after a failed HTTP call")
     backoff_s: float = Field(1.0, ge=0, description="first retry delay (doubles)")
-    concurrency: int = Field(4, ge=1, description="parallel HTTP requests")
+    concurrency: int = Field(4, ge=1, description="requests in flight to one endpoint (base "
+                             "URL), across every process on this machine")
     batch_size: int = Field(8, ge=1, description="prompts per local forward pass")
     database_url: str | None = Field(
         None, description="SQLAlchemy URL; null: sqlite:///<root>/data/consistency/results.sqlite")

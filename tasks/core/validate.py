@@ -27,18 +27,13 @@ def _keyed(key: str, error: LingtestError) -> LingtestError:
 
 def configured_models(params: Params) -> list[tuple[str, str, str]]:
     """(parameter key, model spec, kind) of every model a stage may load."""
-    from tasks.models.llm import _split_spec
-
     out = [("models.encoders", m, "encoder") for m in params.models.encoders]
     out += [("contrastive.encoders", m, "encoder") for m in params.contrastive.encoders or []]
     out += [("models.causal_lm", params.models.causal_lm, "causal_lm"),
             ("models.spacy", params.models.spacy, "spacy")]
     out += [("capabilities.models", m, "classifier") for m in params.capabilities.models]
     out.append(("capabilities.fill_model", params.capabilities.fill_model, "fill"))
-    for spec in params.consistency.llms:
-        prefix, name = _split_spec(spec.strip())
-        out.append(("consistency.llms", spec if prefix != "hf" else name,
-                    "causal_lm" if prefix == "hf" else f"llm:{prefix}"))
+    out += [("consistency.llms", spec, "llm") for spec in params.consistency.llms]
     out += [("adaptive.models", m, "classifier") for m in params.adaptive.models]
     out.append(("adaptive.debug.model", params.adaptive.debug.model, "trainable classifier"))
     out += [("repair.models", m, "repair") for m in params.repair.models or []]
@@ -65,12 +60,10 @@ def _check_model(key: str, model_id: str, kind: str, params: Params,
            "revision": None, "pooling": None, "path": None, "reason": ""}
     if kind == "repair":
         return _check_repair(model_id, params, workspace, row)
-    if kind.startswith("llm:"):
-        from tasks.models.llm import SPEC_FORMS
-        prefix = kind[4:]
-        if prefix not in ("ollama", "openai") or not model_id.partition(":")[2]:
-            raise LingtestError(f"LLM spec `{model_id}` is not one of {', '.join(SPEC_FORMS)}")
-        return {**row, "source": "http", "path": model_id}
+    if kind == "llm":  # an LLM under test, or a suggestion generator
+        from tasks.models.llm import check_llm, parse_llm
+        ref = parse_llm(model_id, key, names, workspace.root)
+        return {**row, **check_llm(ref, offline, workspace.root, key=key)}
     if kind in ("classifier", "trainable classifier"):
         from tasks.models.checks import check_classifier
         ref = parse_model(model_id, key, names, workspace.root)

@@ -7,7 +7,7 @@ in order, reports a failed prompt as an ``LLMResponse`` with ``error`` instead o
 determines its answers, so results can be traced to the exact model and decoding.
 
 Spec grammar for ``load_llm`` (``tasks.models.model_spec``): ``ollama:<model>[@URL]``,
-``openai:<model>[@URL]`` (``openai-chat:`` is the same chat API here), ``?key_env=VAR`` for
+``openai:<model>[@URL]`` (``openai-chat:`` is the same chat API here), ``#key_env=VAR`` for
 the key's variable; ``hf:<id-or-path>`` or a bare Hugging Face id / local folder (the local
 backend); ``python:<module or file.py>:<attr>`` for the user's own code (``UserLLM``). Every
 backend carries its display ``name``; ``model_id`` is the spec without options or URL
@@ -164,7 +164,7 @@ def parse_llm(spec: "str | ModelRef", key: str = "consistency.llms",
         raise LingtestError(f"{key}: LLM spec `{spec}`: unknown backend prefix `{prefix}:`; "
                             f"accepted forms: {', '.join(SPEC_FORMS)} (default: "
                             f"{DEFAULT_LOCAL_MODEL})")
-    if not name.split("?", 1)[0]:
+    if not name.split("#", 1)[0]:
         raise LingtestError(f"{key}: LLM spec `{spec}` names no model; accepted forms: "
                             f"{', '.join(SPEC_FORMS)}")
     ref = parse_model(str(spec), key, names, root)

@@ -11,7 +11,7 @@ in ``parameters()``, ``repr`` or logs, only the name of the variable it came fro
 Where a model answers (``resolve_endpoint``): the spec's ``@URL``, else ``OLLAMA_HOST`` /
 ``OPENAI_BASE_URL``; Ollama defaults to its local port, while an ``openai:`` model without
 either is refused rather than sent to the public API (name ``@https://api.openai.com/v1``
-to mean it). The key comes from the spec's ``?key_env=VAR``, else ``OPENAI_API_KEY``.
+to mean it). The key comes from the spec's ``#key_env=VAR``, else ``OPENAI_API_KEY``.
 """
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def resolve_endpoint(ref: "ModelRef", base_url: str | None = None,
     ``base_url`` (a command's ``--base-url``), else the protocol's environment variable.
     An ``openai:`` model with none of them is refused: it would silently go to the public
     API (and spend the key there); ``@https://api.openai.com/v1`` says so explicitly. A
-    ``?key_env=VAR`` whose variable is unset is refused too (the user said a key exists)."""
+    ``#key_env=VAR`` whose variable is unset is refused too (the user said a key exists)."""
     if ref.base_url and base_url and public_url(ref.base_url) != public_url(base_url):
         raise LingtestError(f"{key}: model `{ref.name}` names its endpoint "
                             f"{public_url(ref.base_url)} and --base-url names "
@@ -132,7 +132,7 @@ def resolve_endpoint(ref: "ModelRef", base_url: str | None = None,
     if ref.key_env and not os.environ.get(ref.key_env):
         raise LingtestError(f"{key}: model `{ref.name}` reads its API key from ${ref.key_env} "
                             f"(key_env), which is not set; fix: export {ref.key_env}=<key>, "
-                            f"or drop ?key_env= for a server without keys")
+                            f"or drop #key_env= for a server without keys")
     return Endpoint(url.rstrip("/"), key_env, source)
 
 
@@ -354,7 +354,7 @@ class HTTPBackend:
 
 
 def _store_spec(ref: "ModelRef") -> str:
-    """The spec as stores and logs may keep it: no ``?`` options, no URL password."""
+    """The spec as stores and logs may keep it: no ``#`` options, no URL password."""
     from tasks.core.secrets import redact_text
 
     return redact_text(ref.bare)
