@@ -259,11 +259,11 @@ def own_run(data_project, tmp_path_factory):
     encoders = f"contrastive.encoders=[python:models/hashing.py:HashingEncoder, {dense}]"
     params = load_params(project.root, overrides + SMALL + [encoders])
     summary = run_stage("contrastive", params, project)
-    return project, params, summary, dense
+    return project, params, summary, dense, overrides + SMALL + [encoders]
 
 
 def test_own_models_run_under_their_display_names(own_run):
-    project, _, summary, dense = own_run
+    project, _, summary, dense, _ = own_run
     names = ["HashingEncoder", "minilm-dense"]
     results = pd.read_parquet(project.interim / "contrastive" / "results.parquet")
     assert list(dict.fromkeys(results["model_id"])) == names
@@ -289,7 +289,7 @@ def test_own_models_run_under_their_display_names(own_run):
 
 
 def test_the_report_says_what_ran(own_run):
-    project, _, _, dense = own_run
+    project, _, _, dense, _ = own_run
     table2 = (project.reports / "contrastive" / "costello-table2-minilm-dense.md").read_text()
     assert "exact-length passes do not apply" in table2
     assert "minilm-dense: not applied (own encode" in table2
@@ -306,7 +306,7 @@ def test_the_report_says_what_ran(own_run):
 def test_an_unchanged_module_is_a_hit_and_an_edited_one_a_miss(own_run):
     from flows.stage import run_stage
 
-    project, params, first, _ = own_run
+    project, params, first, _, _ = own_run
     out = project.interim / "contrastive" / "results.parquet"
     before = pd.read_parquet(out)
     again = run_stage("contrastive", params, project)
@@ -331,3 +331,42 @@ def test_an_unchanged_module_is_a_hit_and_an_edited_one_a_miss(own_run):
     stores = sorted(p.name for p in (project.data / "cache" / "embeddings" /
                                      "HashingEncoder").iterdir())
     assert len(stores) == 2  # one store key per revision
+
+
+def test_lingtest_test_puts_a_new_encoder_beside_the_stored_ones(own_run):
+    """``lingtest test`` on another python: encoder: its contrastive reports under
+    runs/<name>/, the project's models beside it from their stored rows, the pipeline's
+    files untouched."""
+    import hashlib
+
+    from flows.own_models import Gates, plan, run_own_models
+
+    project, params, _, _, sets = own_run
+
+    def state() -> dict[str, str]:
+        return {str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+                for top in (project.reports, project.interim) for p in sorted(top.rglob("*"))
+                if p.is_file()}
+
+    before = state()
+    (project.root / "models" / "hash128.py").write_text(HASHING.format(n=128))
+    the_plan = plan(["python:models/hash128.py:HashingEncoder#name=hash128"], None, None,
+                    params, project.root)
+    assert (the_plan.methods, the_plan.name) == (["contrastive"], "hash128")
+    [comparison] = run_own_models(the_plan, sets, None, project.root, Gates(max_broken=10**6))
+    assert state() == before
+    assert comparison["baseline"] == ["HashingEncoder", "minilm-dense"]
+    assert comparison["breaches"] == [] and comparison["shared"] > 0
+    run = project.root / "runs" / "hash128" / "reports"
+    assert (run / "contrastive" / "costello-table2-hash128.md").is_file()
+    side = pd.read_csv(run / "contrastive-vs-baseline" / "hash128-contrastive-side-by-side.csv")
+    assert {"hash128 fail %", "HashingEncoder fail %", "minilm-dense fail %"} <= set(side.columns)
+    assert {"relation", "distance", "threshold_kind"} <= set(side.columns)
+    stored = pd.read_parquet(project.interim / "contrastive" / "results.parquet")
+    row = side[(side["relation"] == "all") & (side["distance"] == "l2")
+               & (side["threshold_kind"] == "zero") & (side["dictionary"] == "vocab")].iloc[0]
+    base = stored[(stored["model_id"] == "minilm-dense") & (stored["distance"] == "l2")
+                  & (stored["threshold_kind"] == "zero") & (stored["dictionary"] == "vocab")]
+    base = base[base["rule"] == row["rule"]] if "rule" in side.columns else base
+    assert row["minilm-dense fail %"] == pytest.approx(
+        round(100 * base["verdict"].eq("fail").mean(), 2))
