@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -93,7 +95,8 @@ def test_two_models_cross_table_and_diff_with_the_previous_run(mirror, tmp_path,
     summary = run(params, workspace)
     assert summary["results"] == 380
     cross = pd.read_csv(tmp_path / "reports/adaptive/adatest-models.csv")
-    assert list(cross.columns) == ["tree", "topic", "vader", tiny_classifier]
+    # a folder is named by its folder's name, never its path (``models.names`` can rename it)
+    assert list(cross.columns) == ["tree", "topic", "vader", Path(tiny_classifier).name]
     assert len(cross) == 7 and set(cross["topic"]) == {"/", "/Rooms", "/Price", "/Location",
                                                        "/Service", "/Facilities/Restaurant",
                                                        "/Facilities/Pool"}  # "/": one root test
@@ -103,7 +106,7 @@ def test_two_models_cross_table_and_diff_with_the_previous_run(mirror, tmp_path,
                        by_topic.xs("vader", level="model_id").loc[cross["topic"]])
     diff = pd.read_csv(tmp_path / "reports/adaptive/adatest-diff.csv").set_index("model_id")
     assert diff.loc["vader", "unchanged"] == 190 and diff.loc["vader", "added"] == 0
-    assert diff.loc[tiny_classifier, "added"] == 190  # new model: every case is new
+    assert diff.loc[Path(tiny_classifier).name, "added"] == 190  # new model: all cases new
 
 
 def test_bad_band_names_the_key():

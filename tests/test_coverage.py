@@ -240,7 +240,7 @@ def test_coverage_task_measures_a_hub_checkpoint(tmp_path):
                      ["I love it", "I hate it"])}
     low_high = neuron_bounds.fn(model, train, None)
     curve, by_lc, info = coverage_task.fn(model, low_high, suites, pairs, [1, 5], 2, 0)
-    assert set(curve["model_id"]) == {str(tmp_path)} and sorted(curve["size"].unique()) == [1, 2]
+    assert set(curve["model_id"]) == {tmp_path.name} and sorted(curve["size"].unique()) == [1, 2]
     assert by_lc[["capability", "size"]].values.tolist() == [["LC2", 2]]
     assert info["neurons"] == 16 and info["layers"] == 2
     assert curve[["boundcov", "sactcov"]].stack().between(0, 1).all()

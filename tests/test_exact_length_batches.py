@@ -127,7 +127,7 @@ def classifier(encoder) -> TorchClassifier:
     torch.manual_seed(0)
     model = build_classifier(encoder.model, len(LABELS2))
     return TorchClassifier("test/minilm-head", "test", LABELS2, model, encoder.tokenizer,
-                           [0, 1], max_length=128)
+                           [[0], [1]], max_length=128)
 
 
 def test_classifier_probabilities_are_the_same_bytes_in_any_order(classifier, companions):
@@ -189,7 +189,7 @@ def test_training_accuracy_runs_the_classifiers_unpadded_passes(encoder):
     gold = np.ones(len(texts), dtype=np.int64)
     assert accuracy(PaddingDetector(), encoder.tokenizer, texts, gold) == 1.0
     reloaded = TorchClassifier("test/padding", "test", LABELS2, PaddingDetector(),
-                               encoder.tokenizer, [0, 1], max_length=128)
+                               encoder.tokenizer, [[0], [1]], max_length=128)
     assert (reloaded.predict_proba(texts).argmax(1) == gold).all()
 
 
