@@ -36,7 +36,8 @@ def configured_models(params: Params) -> list[tuple[str, str, str]]:
     out += [("consistency.llms", spec, "llm") for spec in params.consistency.llms]
     out += [("adaptive.models", m, "classifier") for m in params.adaptive.models]
     out.append(("adaptive.debug.model", params.adaptive.debug.model, "trainable classifier"))
-    out += [("repair.models", m, "repair") for m in params.repair.models or []]
+    first = (params.contrastive.encoders or params.models.encoders)[0]  # repair's default
+    out += [("repair.models", m, "repair") for m in params.repair.models or [first]]
     return out
 
 
@@ -83,21 +84,24 @@ def _check_model(key: str, model_id: str, kind: str, params: Params,
 
 
 def _check_repair(model_id: str, params: Params, workspace: Workspace, row: dict) -> dict:
-    """A ``repair.models`` entry: ``all``, or an encoder the contrastive stage is told to
-    test (by display name or spec)."""
+    """A ``repair.models`` entry (null: the first encoder tested): ``all``, or an encoder the
+    contrastive stage is told to test (by display name or spec), that lingtest can fine-tune."""
     from tasks.core.sections import REPAIR_ALL
     from tasks.models.model_spec import parse_models
 
-    if model_id == REPAIR_ALL:
-        return {**row, "source": "contrastive", "reason": "every encoder tested"}
+    from tasks.models.any_encoder import check_repairable
+
     specs = params.contrastive.encoders or params.models.encoders
     refs = parse_models(specs, "contrastive.encoders", params.models.names, workspace.root)
+    if model_id == REPAIR_ALL:
+        for ref in refs:
+            check_repairable(ref, params.models.offline, workspace.root)
+        return {**row, "source": "contrastive", "reason": "every encoder tested"}
     match = [ref for ref in refs if model_id in (ref.name, ref.bare, ref.spec)]
     if not match:
         raise LingtestError(
             f"`{model_id}` is not among the encoders the contrastive stage tests "
             f"({', '.join(ref.name for ref in refs)}); fix: name one of those, or [{REPAIR_ALL}]")
-    from tasks.models.any_encoder import check_repairable
     check_repairable(match[0], params.models.offline, workspace.root)
     return {**row, "name": match[0].name, "source": "contrastive", "path": match[0].bare}
 
