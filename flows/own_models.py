@@ -129,9 +129,10 @@ def method_class(method: str):
     return getattr(importlib.import_module(module), name)
 
 
-def baseline_rows(root: Path, method: str, mine: list[str]) -> pd.DataFrame | None:
+def baseline_rows(root: Path, method: str, mine: list[str],
+                  params: Params) -> pd.DataFrame | None:
     """The pipeline's stored results of its own models (not the user's names)."""
-    path = Workspace(root).interim / method / "results.parquet"
+    path = method_class(method)(params, Workspace(root)).results_path
     if not path.is_file():
         return None
     rows = pd.read_parquet(path)
@@ -145,11 +146,11 @@ def compare_with_baseline(method: str, run_name: str, mine: list[str], params: P
     """Side-by-side failure rates and per-case changes of ``mine`` against the pipeline's
     baseline models on ``method``'s suite, published under ``runs/<name>/reports``."""
     workspace = Workspace(Path(root), Path(outputs))
-    contract = method_class(method).contract
-    suite = pd.read_parquet(workspace.interim / method / "suite.parquet")
-    results = pd.read_parquet(workspace.interim / method / "results.parquet")
+    ran = method_class(method)(params, workspace)  # where the stage wrote its suite and rows
+    contract = ran.contract
+    suite, results = pd.read_parquet(ran.suite_path), pd.read_parquet(ran.results_path)
     results = results[results["model_id"].isin(mine)]
-    baseline = baseline_rows(Path(root), method, mine)
+    baseline = baseline_rows(Path(root), method, mine, params)
     base_models = list(dict.fromkeys(baseline["model_id"])) if baseline is not None else []
     rows = pd.concat([results, baseline], ignore_index=True) if base_models else results
     models = [*mine, *base_models]
@@ -159,7 +160,7 @@ def compare_with_baseline(method: str, run_name: str, mine: list[str], params: P
     shared = int(table["cases"].max()) if len(table) else 0
     prefix = slug(f"{run_name}-{method}")[:80]
     revision = rows.drop_duplicates("model_id").set_index("model_id")["revision"]
-    stored = f"data/interim/{method}/results.parquet"
+    stored = str(method_class(method)(params, Workspace(Path(root))).results_path.relative_to(root))
     report = Report(f"{method}-vs-baseline", provenance=provenance(
         params, workspace, METHOD_MODELS[method].split(".")[0],
         models=[f"{m} @ {revision.get(m)} (yours)" for m in mine]

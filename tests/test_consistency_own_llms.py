@@ -151,6 +151,28 @@ def test_python_llm_is_asked_again_only_when_its_module_changes(tmp_path, mirror
     assert "<root>/my_llm/rules.py" in md and f"{workspace.root}/my_llm" not in md
     assert "SmolLM2" not in md
 
+    # lingtest test: another python: LLM beside the stored one, in its own answer store
+    from flows.own_models import Gates, plan, run_own_models
+
+    (module.parent / "contrary.py").write_text(RULES, encoding="utf-8")
+    spec = "python:my_llm/contrary.py:answer#name=contrary"
+    with pytest.raises(LingtestError, match="cannot tell whether"):  # a bare function
+        plan([spec], None, None, params, workspace.root)
+    the_plan = plan([spec], ["consistency"], None, params, workspace.root)  # --methods says
+    [comparison] = run_own_models(the_plan, [*overrides, "runtime.task_runner=threads"], None,
+                                  workspace.root, Gates())
+    assert _responses(url) == 12  # the pipeline's answer store is not touched
+    run = workspace.root / "runs" / "contrary"
+    assert _responses(f"sqlite:///{run / 'consistency.sqlite'}") == 6
+    assert (run / "state" / "consistency" / "last-run.json").is_file()
+    assert comparison["baseline"] == ["rules"]
+    changes = {c["against"]: c for c in comparison["changes"]}["rules"]
+    # the edited rules answer every prompt the other way round: what one passes, the other not
+    assert changes["fixed"] + changes["broken"] + changes["unchanged"] == 6
+    side = pd.read_csv(run / "reports" / "consistency-vs-baseline" /
+                       "contrary-consistency-side-by-side.csv")
+    assert {"contrary fail %", "rules fail %"} <= set(side.columns)
+
 
 def _user_llm(tmp_path: Path, source: str, attr: str, **settings) -> UserLLM:
     (tmp_path / "mine.py").write_text(source, encoding="utf-8")
