@@ -116,9 +116,20 @@ def describe_configured(params: Params, workspace: Workspace) -> list[dict[str, 
         try:
             rows.append(check_model(key, model_id, kind, params, workspace))
         except LingtestError as error:
-            rows.append({"key": key, "id": model_id, "name": "", "kind": kind,
-                         "source": "missing", "reason": str(error)})
+            rows.append({"key": key, "id": model_id, "name": _name_of(model_id, params,
+                                                                    workspace),
+                         "kind": kind, "source": "missing", "reason": str(error)})
     return rows
+
+
+def _name_of(spec: str, params: Params, workspace: Workspace) -> str:
+    """A spec's display name when it parses at all (a missing model still has one)."""
+    from tasks.models.model_spec import parse_model
+
+    try:
+        return parse_model(spec, "model", params.models.names, workspace.root).name
+    except LingtestError:
+        return ""
 
 
 # The model parameters each stage loads (its check before the run; the contrastive stage's
