@@ -419,3 +419,28 @@ def test_an_edited_importable_module_is_reloaded(tmp_path, monkeypatch) -> None:
     second = load_sentiment_model("python:own_pkg_reload.scorer:f")
     assert first.revision != second.revision
     assert second.predict_proba(["x"]).tolist() == [[0.7, 0.3]]
+
+
+def test_kinds_are_told_from_the_protocol_or_the_function_name(tmp_path) -> None:
+    from tasks.models.checks import infer_kind
+    from tasks.models.model_spec import parse_model
+
+    (tmp_path / "m.py").write_text(
+        "def generate(prompts):\n    return ['yes' for _ in prompts]\n"
+        "def encode(texts):\n    return [[0.0]] * len(texts)\n"
+        "def score(texts):\n    return None\n"
+        "class Clf:\n    labels = ['neg', 'pos']\n    def predict_proba(self, t):\n"
+        "        return [[0.5, 0.5]] * len(t)\n", encoding="utf-8")
+    kinds = {attr: infer_kind(parse_model(f"python:m.py:{attr}", root=tmp_path), tmp_path)
+             for attr in ("generate", "encode", "Clf")}
+    assert kinds == {"generate": "llm", "encode": "encoder", "Clf": "classifier"}
+    with pytest.raises(LingtestError, match="cannot tell whether"):
+        infer_kind(parse_model("python:m.py:score", root=tmp_path), tmp_path)
+
+
+def test_label_map_keys_may_be_numbers() -> None:
+    """scikit-learn's classes_ are often 0/1: YAML reads {0: neg} with number keys."""
+    from tasks.core.config import Params
+
+    params = Params(models={"label_map": {"m": {0: "neg", 1: "pos"}}})
+    assert params.models.label_map == {"m": {"0": "neg", "1": "pos"}}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, field_validator,
-                      model_serializer, model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
+                      field_validator, model_serializer, model_validator)
 
 from tasks.core.secrets import redact_fields
 
@@ -59,7 +59,8 @@ class ModelsParams(Section):
         default_factory=dict, description="display names by model spec (e.g. {\"python:"
         "my/lex.py:score\": lexicon}); a spec's own #name= wins; default: a hub or built-in "
         "id as written, else the folder's, file's or attribute's name")
-    label_map: dict[str, dict[str, Literal["neg", "neutral", "pos"]]] = Field(
+    label_map: dict[str, dict[Annotated[str, BeforeValidator(str)],
+                              Literal["neg", "neutral", "pos"]]] = Field(
         default_factory=dict, description="per classifier (its display name or spec): its own "
         "labels onto neg / neutral / pos, e.g. {stars: {1 star: neg, 3 stars: neutral, "
         "5 stars: pos, ...}}; labels mapped to one target have their probabilities summed")

@@ -92,9 +92,11 @@ def infer_kind(ref: ModelRef, root: Path) -> str:
         from tasks.models.user_code import load_user_object
 
         obj = load_user_object(ref, root).obj
-        found = [kind for kind, method in (("classifier", "predict_proba"),
-                                           ("encoder", "encode"), ("llm", "generate"))
-                 if callable(getattr(obj, method, None))]
+        protocols = (("classifier", "predict_proba"), ("encoder", "encode"), ("llm", "generate"))
+        found = [kind for kind, method in protocols if callable(getattr(obj, method, None))]
+        attr = ref.module_and_attr[1].rsplit(".", 1)[-1]
+        if not found:  # a plain function named after its protocol's method
+            found = [kind for kind, method in protocols if attr == method and callable(obj)]
         if len(found) == 1:
             return found[0]
         raise LingtestError(f"model `{ref.spec}`: cannot tell whether it is a classifier "
