@@ -444,3 +444,24 @@ def test_label_map_keys_may_be_numbers() -> None:
 
     params = Params(models={"label_map": {"m": {0: "neg", 1: "pos"}}})
     assert params.models.label_map == {"m": {"0": "neg", "1": "pos"}}
+
+
+@pytest.mark.slow
+def test_a_python_model_runs_on_dask_workers_as_on_threads(own_runs) -> None:
+    """Each worker process imports the module file itself: the adaptive stage on two Dask
+    workers gives the lexicon model the same rows as the thread run."""
+    from tasks.core.paths import Workspace
+
+    workspace, _, overrides = own_runs
+    params = load_params(workspace.root, [*overrides, *SMALL, LABEL_MAP,
+                                          f"adaptive.models=['{SPEC}']",
+                                          "runtime.task_runner=dask", "runtime.shards=2"])
+    elsewhere = Workspace(workspace.root, workspace.root / "runs" / "dask-check")
+    run_stage("adaptive", params, elsewhere)
+    on_dask = pd.read_parquet(elsewhere.interim / "adaptive" / "results.parquet")
+    on_threads = pd.read_parquet(workspace.interim / "adaptive" / "results.parquet")
+    on_threads = on_threads[on_threads["model_id"] == "lexicon"]
+    columns = ["case_id", "output", "verdict", "score", "revision"]
+    pd.testing.assert_frame_equal(
+        on_dask[columns].sort_values("case_id").reset_index(drop=True),
+        on_threads[columns].sort_values("case_id").reset_index(drop=True))
