@@ -140,8 +140,8 @@ def model_line(record: dict, run: dict, key_env: str | None = None,
     backend = record.get("backend")
     spec = record.get("spec") or record["model_id"]
     if backend == "transformers":
-        what = (f"{record['model_id']}, {record.get('source')}, "
-                f"{record.get('gguf_file') or '-'}, {record.get('dtype')}, transformers")
+        what = (f"{record.get('source')}, {record.get('gguf_file') or '-'}, "
+                f"{record.get('dtype')}, transformers")
     elif backend == "python":
         file = str(record.get("file") or "-")
         if root and Path(file).is_absolute():  # shown relative to the project, if inside
@@ -150,7 +150,9 @@ def model_line(record: dict, run: dict, key_env: str | None = None,
         what = f"python {record.get('protocol')}, {file}"
     else:
         what = f"{backend}{endpoint_note(record, run)}{key_note(backend, key_env)}"
-    return (f"{run.get('name') or record['model_id']}: {spec} @ {revision(record)} ({what}, "
+    name = run.get("name") or record["model_id"]
+    named = spec if name == spec else f"{name}: {spec}"  # the spec once when it is the name
+    return (f"{named} @ {revision(record)} ({what}, "
             f"model key {run['model_key']}, max_new_tokens "
             f"{record.get('max_new_tokens', record.get('max_tokens'))})")
 
