@@ -55,7 +55,9 @@ def project(folder: Path) -> dict:
     (folder / "inputs" / "models").mkdir(exist_ok=True)
     (folder / "inputs" / "models" / "bench_lexicon.py").write_text(LEXICON)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    mirror = os.environ.get("LINGTEST_MIRROR") or str((ROOT / ".." / "shared" / "mirror").resolve())
     env.update(LINGTEST_ROOT=str(folder), LINGTEST_CACHE=str(folder / "cache"),
+               LINGTEST_MIRROR=mirror,
                PREFECT_HOME=str(folder / ".prefect"), HF_HUB_OFFLINE="1",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     return env

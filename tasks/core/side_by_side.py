@@ -6,6 +6,8 @@ results, never recomputed.
 """
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from tasks.core.schema import Contract, change_counts, compare_results
@@ -37,9 +39,22 @@ def side_by_side(results: pd.DataFrame, suite: pd.DataFrame, contract: Contract,
     table = rates.unstack("model_id").reindex(columns=models)
     table = table.join(both.groupby(keys)["case_id"].nunique().rename("cases")).reset_index()
     table["_all"] = table[contract.group].eq("all")  # the overall rows last
-    table = table.sort_values(["_all", *keys], kind="stable").drop(columns="_all")
+    table = table.sort_values(["_all", *keys], kind="stable", key=_natural).drop(columns="_all")
     return table[[*keys, "cases", *models]].round(2).reset_index(drop=True).rename(
         columns={m: f"{m} fail %" for m in models})
+
+
+def _natural(column: pd.Series) -> pd.Series:
+    """Sort key: LC2 before LC10 (digit runs compared as numbers), as ranks."""
+    if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
+        return column
+
+    def parts(text: object) -> tuple:
+        return tuple((0, int(p), "") if p.isdigit() else (1, 0, p)
+                     for p in re.split(r"(\d+)", str(text)))
+
+    order = {value: rank for rank, value in enumerate(sorted(set(column), key=parts))}
+    return column.map(order)
 
 
 def case_changes(results: pd.DataFrame, contract: Contract, mine: list[str],
