@@ -8,7 +8,7 @@ from tasks.models.registry import (
 )
 
 __all__ = ["KINDS", "KNOWN", "Resolution", "describe_models", "known_ids", "resolve",
-           "load_encoder", "load_any_encoder", "load_causal_lm", "load_spacy"]
+           "load_encoder", "load_causal_lm", "load_spacy"]
 
 
 def __getattr__(name: str):
@@ -16,9 +16,6 @@ def __getattr__(name: str):
     if name == "load_encoder":
         from tasks.models.encoders import load_encoder
         return load_encoder
-    if name == "load_any_encoder":
-        from tasks.models.any_encoder import load_any_encoder
-        return load_any_encoder
     if name == "load_causal_lm":
         from tasks.models.causal_lm import load_causal_lm
         return load_causal_lm
