@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -70,7 +70,6 @@ class Plan:
     methods: list[str]
     name: str
     out: Path
-    kinds: dict[str, str] = field(default_factory=dict)
 
 
 def plan(specs: list[str], methods: list[str] | None, name: str | None, params: Params,
@@ -108,7 +107,7 @@ def plan(specs: list[str], methods: list[str] | None, name: str | None, params: 
     run_name = name or refs[0].name.replace("/", "-")
     if not run_name or "/" in run_name or run_name.startswith("."):
         raise LingtestError(f"lingtest test --name {run_name!r}: one folder name, e.g. my-model")
-    return Plan(specs, [r.name for r in refs], chosen, run_name, root / RUNS / run_name, kinds)
+    return Plan(specs, [r.name for r in refs], chosen, run_name, root / RUNS / run_name)
 
 
 def method_params(the_plan: Plan, method: str, overrides: list[str], profile: str | None,
@@ -129,10 +128,8 @@ def method_class(method: str):
     return getattr(importlib.import_module(module), name)
 
 
-def baseline_rows(root: Path, method: str, mine: list[str],
-                  params: Params) -> pd.DataFrame | None:
-    """The pipeline's stored results of its own models (not the user's names)."""
-    path = method_class(method)(params, Workspace(root)).results_path
+def baseline_rows(path: Path, mine: list[str]) -> pd.DataFrame | None:
+    """The pipeline's stored results (``path``) of its own models (not the user's names)."""
     if not path.is_file():
         return None
     rows = pd.read_parquet(path)
@@ -150,7 +147,8 @@ def compare_with_baseline(method: str, run_name: str, mine: list[str], params: P
     contract = ran.contract
     suite, results = pd.read_parquet(ran.suite_path), pd.read_parquet(ran.results_path)
     results = results[results["model_id"].isin(mine)]
-    baseline = baseline_rows(Path(root), method, mine, params)
+    stored = method_class(method)(params, Workspace(Path(root))).results_path  # the pipeline's
+    baseline = baseline_rows(stored, mine)
     base_models = list(dict.fromkeys(baseline["model_id"])) if baseline is not None else []
     rows = pd.concat([results, baseline], ignore_index=True) if base_models else results
     models = [*mine, *base_models]
@@ -160,11 +158,11 @@ def compare_with_baseline(method: str, run_name: str, mine: list[str], params: P
     shared = int(table["cases"].max()) if len(table) else 0
     prefix = slug(f"{run_name}-{method}")[:80]
     revision = rows.drop_duplicates("model_id").set_index("model_id")["revision"]
-    stored = str(method_class(method)(params, Workspace(Path(root))).results_path.relative_to(root))
     report = Report(f"{method}-vs-baseline", provenance=provenance(
         params, workspace, METHOD_MODELS[method].split(".")[0],
         models=[f"{m} @ {revision.get(m)} (yours)" for m in mine]
-        + [f"{m} @ {revision.get(m)} (baseline: the pipeline's {stored})" for m in base_models]))
+        + [f"{m} @ {revision.get(m)} (baseline: the pipeline's {stored.relative_to(root)})"
+           for m in base_models]))
     note = ("No baseline: the pipeline has no stored results for this method yet (make run)."
             if not base_models else
             f"Baseline rows read from the pipeline's stored results, not recomputed; "

@@ -1,4 +1,4 @@
-"""S²LCT expansion of seed cases (DESIGN.md, Method 1, steps 4–6): parse → masks → fill.
+"""S²LCT expansion of seed cases (ALiCT Algorithm 1, steps 4–6): parse → masks → fill.
 
 Each seed case's text is tagged by spaCy and parsed into a PTB-style tree (the induced PCFG,
 or benepar); Algorithm 1 (``masks.masked_sentences``) proposes up to k masked sentences from
@@ -163,7 +163,7 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tup
 
 
 def write_suite_jsonl(suite: pd.DataFrame, path) -> None:
-    """The generated suite as JSONL test cases (DESIGN.md's contract), provenance as an object."""
+    """The generated suite as JSONL test cases (the case contract, tasks/core/schema.py), provenance as an object."""
     from tasks.core.io import write_text
 
     lines = []

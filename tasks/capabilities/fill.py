@@ -1,4 +1,4 @@
-"""S²LCT fill-in and validation (DESIGN.md, Method 1, step 6): masked seeds → expansions.
+"""S²LCT fill-in and validation (the paper's step 6): masked seeds → expansions.
 
 Why: Algorithm 1 (``masks.py``) only says *which* POS tag may be inserted where; a language
 model has to propose the word, and only words that keep the tag, carry no sentiment and (for

@@ -1,6 +1,6 @@
 """S²LCT seed search and template transformations: SST sentences → seed cases per capability.
 
-Steps (DESIGN.md, Method 1, steps 1–2):
+Steps (the paper's steps 1–2):
 
 1. :func:`tag_sst` tags every SST sentence once (spaCy on the SST tokens themselves, so
    positions line up; parser, NER and lemmatizer off). All capabilities share that table.
@@ -16,7 +16,7 @@ Steps (DESIGN.md, Method 1, steps 1–2):
 A sentence embedded in a template loses its final . ! ? ; or : and its first letter is
 lowercased unless the token is a proper noun (spaCy PROPN), "I" or an all-caps word.
 
-Seed cases (one row per test case; DESIGN.md's test-case contract):
+Seed cases (one row per test case; the case contract, tasks/core/schema.py):
 
 =============  =====  =======================================================================
 case_id        str    ``case_id("capability", [text], expectation)``

@@ -1,4 +1,4 @@
-"""S²LCT validation of proposed fills (DESIGN.md, Method 1, step 6): which candidates stay.
+"""S²LCT validation of proposed fills (the paper's step 6): which candidates stay.
 
 Why a module of its own: proposing words (``fill.py``) needs a language model, judging them
 needs spaCy's tags and the lexicons; the checks themselves live in ``wellformed.py``.

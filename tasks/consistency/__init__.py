@@ -1,1 +1,1 @@
-"""Combinatorial consistency testing of LLMs (KomMKonLLM; DESIGN.md, Method 4)."""
+"""Combinatorial consistency testing of LLMs (KomMKonLLM)."""

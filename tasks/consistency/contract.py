@@ -13,7 +13,7 @@ Decisions:
   only be ``undefined``;
 * ``verdict``: ``undefined`` when the oracle read no answer (``parsed`` "undefined") or none
   arrived (every call failed: ``parsed`` null), ``pass`` when the parsed answer equals the
-  annotation, ``fail`` otherwise — an unparsable answer is never a wrong one (DESIGN.md);
+  annotation, ``fail`` otherwise — an unparsable answer is never a wrong one (the guide's rule);
 * ``revision`` is the model record's resolved revision (package version and file hash for a
   local model); an HTTP model has none, so its digest stands in where the server gives one,
   else ``unversioned <base URL>``.

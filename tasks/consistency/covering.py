@@ -1,4 +1,4 @@
-"""Covering arrays for combinatorial consistency testing (KomMKonLLM; DESIGN.md, Method 4).
+"""Covering arrays for combinatorial consistency testing (KomMKonLLM).
 
 A covering array CA(N; t, levels) has N rows (tests) and one column per input parameter; every
 combination of values of every t columns occurs in some row. Row 0 is always all zeros: value 0

@@ -27,7 +27,7 @@ from tasks.consistency.oracle import oracle_version
 from tasks.consistency.store import redact
 from tasks.core import io
 from tasks.core.config import Params
-from tasks.core.errors import LingtestError, check_calls
+from tasks.core.errors import check_calls
 from tasks.core.method import (Method, Unit, UnitResult, by_model, fan_out,
                                runner_uses_processes)
 from tasks.core.paths import Workspace
@@ -35,7 +35,7 @@ from tasks.core.publish import Report, provenance, slug
 from tasks.core.runtime import git_commit
 from tasks.core.schema import Contract
 from tasks.models.llm import DEFAULT_LOCAL_MODEL, parse_llm
-from tasks.models.model_spec import ModelRef
+from tasks.models.model_spec import ModelRef, unique_names
 
 SUBSTITUTES = ("Substitute: the guide's LLMs → the packaged SmolLM2-135M-Instruct (Q4_1 GGUF, "
                "de-quantised to float32, greedy decoding on CPU) in the default profile.")
@@ -147,15 +147,9 @@ class ConsistencyMethod(Method):
         """``consistency.llms`` parsed (``models.names`` applied), two models never sharing
         a display name."""
         if self._refs is None:
-            refs = [parse_llm(spec, LLMS_KEY, self.params.models.names, self.workspace.root)
-                    for spec in self.params.consistency.llms]
-            seen: dict[str, str] = {}
-            for ref in refs:
-                if seen.setdefault(ref.name, ref.spec) != ref.spec:
-                    raise LingtestError(f"{LLMS_KEY}: `{seen[ref.name]}` and `{ref.spec}` are "
-                                        f"both named `{ref.name}`; fix: add #name=<another> "
-                                        f"to one of them, or set models.names")
-            self._refs = refs
+            self._refs = unique_names(
+                [parse_llm(spec, LLMS_KEY, self.params.models.names, self.workspace.root)
+                 for spec in self.params.consistency.llms], LLMS_KEY)
         return self._refs
 
     def ref(self, model_id: str) -> ModelRef:

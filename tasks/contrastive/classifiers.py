@@ -1,6 +1,6 @@
 """COSTELLO's downstream classifiers (DCs): 14 small MLPs trained on a model's embeddings.
 
-The ground truth of contrastive testing (DESIGN.md, Method 2, step 6) asks whether the
+The ground truth of contrastive testing (COSTELLO §4, step 6) asks whether the
 embedding of s⁺ really stays closer to s than s⁻ does *for tasks built on the embeddings*:
 several differently shaped classifiers trained on the same features vote through their
 probabilities. This module trains and stores those classifiers; ``ground_truth.py`` runs the

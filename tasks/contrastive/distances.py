@@ -1,7 +1,7 @@
 """Row-wise semantic distances between embeddings and COSTELLO's violation rule.
 
 A triple (s, s⁺, s⁻) says s⁺ must stay closer to s than s⁻ does. With SemD a distance, the
-triple is a violation when SemD(e, e⁺) − SemD(e, e⁻) > θ (DESIGN.md, Method 2, step 4).
+triple is a violation when SemD(e, e⁺) − SemD(e, e⁻) > θ (COSTELLO's test oracle).
 
 Differences from the reference code (lenijwp/COSTELLO, ``Testing.py``), on purpose:
 

@@ -4,7 +4,7 @@ For each triple and each of the n downstream classifiers (``classifiers.py``),
 F = |DC(e) − DC(e⁺)| and G = |DC(e) − DC(e⁻)|, DC = P(positive class). A triple violates the
 contrastive relation in the eyes of the tasks when the "close" sentence moves the classifiers
 more than the "far" one. One-sided paired Wilcoxon signed-rank tests on F − G over the n
-classifiers decide (DESIGN.md, Method 2, step 6):
+classifiers decide (COSTELLO §4, step 6):
 
 - GT_A, clearly buggy:      F > G significantly     (alternative "greater", p < α);
 - GT_B, potentially buggy:  F < G is not significant (alternative "less",   p ≥ α).

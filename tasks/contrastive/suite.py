@@ -24,7 +24,7 @@ provenance   str    JSON: source table (or imported file and its sha256), seed i
                     operators with their edits (position, original, replacement), parameters
 ===========  =====  ==========================================================================
 
-Relations (DESIGN.md, Method 2), as COSTELLO's generators build them:
+Relations, as COSTELLO's generators build them:
 
 - CR1 (SST ``sst_split``): s⁺ synonym, s⁻ antonym of the SAME word, both sentiment-guided;
   one triple per qualifying word (``cr1_triples: word``, COSTELLO's ``SenWordFuzz``) or one

@@ -1,6 +1,6 @@
 """Raw assets: the catalogue, where each comes from, and their import into ``data/raw``.
 
-Resolution order (DESIGN.md): the mirror folder (``data.mirror``, ``$LINGTEST_MIRROR``, else
+Resolution order: the mirror folder (``data.mirror``, ``$LINGTEST_MIRROR``, else
 ``../shared/mirror``), then the canonical online source, else one error naming every
 missing asset and where to put it. Nothing is written unless every asset resolves: files
 are staged in a temporary folder that replaces ``data/raw`` whole.

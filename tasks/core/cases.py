@@ -1,6 +1,6 @@
 """Test cases as data: the content-hashed ``case_id`` every method's cases carry.
 
-DESIGN.md's contract: every generated case has ``case_id`` (hash of method, inputs and
+The contract: every generated case has ``case_id`` (hash of method, inputs and
 expectation), ``method``, a grouping column, the text(s), the expectation and
 ``provenance`` (operator, seed id, generator, parameters) as a JSON string.
 """

@@ -46,8 +46,8 @@ def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stage
     run_stage(stage, params, workspace)
 
 
-@app.command("test")
-def test_models(
+@app.command()
+def test(
         models: List[str] = typer.Argument(..., help="Model specs: a hub id, a folder, "
                                            "python:MODULE:ATTR, python:file.py:ATTR, "
                                            "predictions:PATH, openai:MODEL@URL (#name=...)."),

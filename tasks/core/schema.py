@@ -1,4 +1,4 @@
-"""The case/result contract every method writes (DESIGN.md's data contracts), checked at write.
+"""The case/result contract every method writes (one contract for every method), checked at write.
 
 A *case* is one test: ``case_id`` (content hash of method, inputs and expectation), ``method``,
 the method's grouping column, its text column(s), the ``expectation`` (text) and the

@@ -112,7 +112,7 @@ RELATIONS = ("CR1", "CR2", "CR3", "CR4")
 
 
 class ContrastiveParams(Section):
-    """COSTELLO: test generation, embedding, thresholds, ground truth (DESIGN.md, Method 2)."""
+    """COSTELLO: test generation, embedding, thresholds, ground truth (Jiang et al., FSE 2024)."""
 
     suite: str | None = Field(
         None, description="a COSTELLO JSON suite to run instead of generating one")
@@ -313,7 +313,7 @@ class DebugParams(Section):
 
 
 class AdaptiveParams(Section):
-    """AdaTest (DESIGN.md, Method 3): the ``adaptive`` stage re-scores the tracked trees."""
+    """AdaTest: the ``adaptive`` stage re-scores the tracked trees."""
 
     trees: list[str] = Field(
         ["data/raw/adatest/imdb_hotel_conversion.csv"], min_length=1,
@@ -335,7 +335,7 @@ REPAIR_ALL = "all"  # repair.models: [all] repairs every encoder the contrastive
 class RepairParams(Section):
     """COSTELLO §5.4 repair: fine-tune each chosen encoder on its violated triples (triplet
     loss) mixed with benign ones (MSE to the original embeddings), then re-test it
-    (DESIGN.md, Method 2)."""
+    (Jiang et al., FSE 2024)."""
 
     models: list[str] | None = Field(
         None, min_length=1, description="encoders to repair, one after the other (Table 3 "

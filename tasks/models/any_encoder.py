@@ -29,7 +29,6 @@ report files, metric keys, result rows and task names carry it.
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -70,25 +69,10 @@ def _resolution(ref: ModelRef, offline: bool) -> Resolution:
 def _light_user_attr(ref: ModelRef, root: Path | None) -> tuple[Any, str, str]:
     """(attribute, revision, file) of a python: spec without instantiating a class (its
     ``__init__`` may load weights): the module is imported, the attribute looked up."""
-    from tasks.models import user_code
+    from tasks.models.user_code import load_user_object
 
-    module_name, attr = ref.module_and_attr
-    path = user_code.module_file(ref, root)
-    module, source = (user_code._import_file(ref, path) if path is not None
-                      else user_code._import_module(ref, module_name, root))
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            public = sorted(n for n in vars(module) if not n.startswith("_"))[:12]
-            raise LingtestError(f"model `{ref.bare}`: `{module_name}` has no attribute "
-                                f"`{attr}`; it defines: {', '.join(public) or 'nothing'}; "
-                                f"fix: python:{module_name}:<one of them>")
-        obj = getattr(obj, part)
-    revision = f"python@sha256:{hashlib.sha256(source).hexdigest()[:16]}"
-    own = getattr(obj, "revision", None)
-    if own is not None and not callable(own) and not isinstance(own, property):
-        revision += f"+{own}"
-    return obj, revision, str(path) if path is not None else module_name
+    user = load_user_object(ref, root, instantiate=False)
+    return user.obj, user.revision, user.file
 
 
 def _can_encode(obj: Any) -> bool:

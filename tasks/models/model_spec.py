@@ -194,13 +194,17 @@ def parse_model(spec: str, key: str = "model", names: dict[str, str] | None = No
 def parse_models(specs: list[str], key: str, names: dict[str, str] | None = None,
                  root: Path | None = None) -> list[ModelRef]:
     """Every spec of one parameter, refusing two models with one display name."""
-    refs = [parse_model(spec, key, names, root) for spec in specs]
+    return unique_names([parse_model(spec, key, names, root) for spec in specs], key)
+
+
+def unique_names(refs: list[ModelRef], key: str) -> list[ModelRef]:
+    """``refs``, or one error when two different specs share a display name."""
     seen: dict[str, str] = {}
     for ref in refs:
-        if ref.name in seen and seen[ref.name] != ref.spec:
+        if seen.setdefault(ref.name, ref.spec) != ref.spec:
             raise LingtestError(f"{key}: `{seen[ref.name]}` and `{ref.spec}` are both named "
-                                f"`{ref.name}`; fix: add #name=<another> to one of them")
-        seen[ref.name] = ref.spec
+                                f"`{ref.name}`; fix: add #name=<another> to one of them, or "
+                                f"set models.names")
     return refs
 
 

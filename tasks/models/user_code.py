@@ -95,9 +95,11 @@ def _source(module: Any) -> bytes:
     return Path(file).read_bytes() if file and Path(file).is_file() else b""
 
 
-def load_user_object(ref: ModelRef, root: Path | None = None) -> UserObject:
+def load_user_object(ref: ModelRef, root: Path | None = None,
+                     instantiate: bool = True) -> UserObject:
     """Import the spec's module, take ATTR (a dotted path inside it) and instantiate it when
-    it is a class (with no arguments)."""
+    it is a class (with no arguments; ``instantiate=False``: a check that must not run an
+    ``__init__`` that may load weights)."""
     if ref.form != "python":
         raise LingtestError(f"model `{ref.spec}` is not a python: spec")
     module_name, attr = ref.module_and_attr
@@ -112,7 +114,7 @@ def load_user_object(ref: ModelRef, root: Path | None = None) -> UserObject:
                                 f"`{attr}`; it defines: {', '.join(public) or 'nothing'}; "
                                 f"fix: name one of them after the last `:`")
         obj = getattr(obj, part)
-    if isinstance(obj, type):
+    if isinstance(obj, type) and instantiate:
         try:
             obj = obj()
         except Exception as exc:
@@ -121,7 +123,7 @@ def load_user_object(ref: ModelRef, root: Path | None = None) -> UserObject:
                                 f"no arguments; give an instance or a function instead)") from exc
     revision = f"python@sha256:{hashlib.sha256(source).hexdigest()[:16]}"
     own = getattr(obj, "revision", None)
-    if own is not None and not callable(own):
+    if own is not None and not callable(own) and not isinstance(own, property):
         revision += f"+{own}"
     return UserObject(ref, obj, revision, str(path) if path is not None else module_name,
                       module)
