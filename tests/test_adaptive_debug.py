@@ -1,5 +1,7 @@
-"""AdaTest's debugging loop: topic changes by hand, training sets that never touch the
-evaluation, reproducible continued training, and the stage end to end on the real MiniLM."""
+"""AdaTest's debugging experiment: topic splits that never touch the held-out tests, the
+nearest-example oracle on real MiniLM embeddings, label corrections of the hotel tree,
+topic changes (fixed / broken / worsened) and Figure 7 by hand, reproducible continued
+training, and the stage end to end on a tiny real configuration (1 topic, 1 round)."""
 from __future__ import annotations
 
 import json
@@ -10,17 +12,24 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from tasks.adaptive.debug import checklist_training_set, tree_training_set
-from tasks.adaptive.debug_report import scatter_figure, table1, topic_changes
+from tasks.adaptive.corrections import apply_corrections, read_corrections
+from tasks.adaptive.debug import tree_training_set
+from tasks.adaptive.debug_protocol import checklist_sample, split_topic
+from tasks.adaptive.debug_report import figure7_figure, figure7_table, topic_changes
 from tasks.capabilities.checklist_run import sample_suite
 from tasks.core.errors import LingtestError
+from tasks.core.paths import PACKAGE_ROOT
 
 HOTEL = "adatest/imdb_hotel_conversion.csv"
+CORRECTIONS = PACKAGE_ROOT / "inputs" / "adatest-label-corrections.csv"
+USED_TO = "used to, but now"
+NEGATION = "Hard: Negation of positive with neutral stuff in the middle (should be negative)"
 
 
 def results_frame(rows: list[tuple[str, str, str, int, str]]) -> pd.DataFrame:
-    """(model_id, condition, topic, case number, verdict) → result rows."""
+    """(model_id, condition, topic, case number, verdict) → result rows (variant t1)."""
     return pd.DataFrame([{"case_id": f"{topic}-{i}", "model_id": model, "condition": cond,
+                          "variant": "" if cond == "before" else "t1",
                           "train_seed": -1 if cond == "before" else int(model[-1]),
                           "set": "checklist", "topic": topic, "verdict": verdict}
                          for model, cond, topic, i, verdict in rows])
@@ -30,98 +39,122 @@ def verdicts(model: str, cond: str, topic: str, fails: int, n: int = 20) -> list
     return [(model, cond, topic, i, "fail" if i < fails else "pass") for i in range(n)]
 
 
-def test_topic_changes_by_hand_fixed_broken_and_unchanged() -> None:
+def test_topic_changes_by_hand_fixed_broken_worsened_and_unchanged() -> None:
     rows = (verdicts("m", "before", "A", 12) + verdicts("m+x@1", "x", "A", 0)      # 60% → 0%
             + verdicts("m", "before", "B", 0) + verdicts("m+x@1", "x", "B", 15)    # 0% → 75%
             + verdicts("m", "before", "C", 5) + verdicts("m+x@1", "x", "C", 5)     # 25% → 25%
             + verdicts("m", "before", "D", 5) + verdicts("m+x@1", "x", "D", 3)     # 25% → 15%
+            + verdicts("m", "before", "W", 8) + verdicts("m+x@1", "x", "W", 18)    # 40% → 90%
             + verdicts("m", "before", "E", 4, 4) + verdicts("m+x@1", "x", "E", 0, 4))  # n = 4
-    table = topic_changes(results_frame(rows), ["x"], 0.2, 2000, 0.05, seed=0).set_index(
-        "topic")
+    table = topic_changes(results_frame(rows), 0.2, 2000, 0.05, seed=0).set_index("topic")
     assert table.loc["A", ["error_before", "error_after", "change_pp"]].tolist() == [
         60.0, 0.0, -60.0]
+    # W failed before and fails more, significantly: worsened (not fixed, not broken)
     assert table["status"].to_dict() == {"A": "fixed", "B": "broken", "C": "", "D": "",
-                                         "E": ""}  # E: too few examples for a status
+                                         "E": "", "W": "worsened"}
     assert table.loc["A", "p"] == round(2 / 2001, 4) > 0  # never 0: (k + 1) / (n + 1)
     assert table.loc["C", "p"] == 1.0  # nothing changed: no resample can move it
-    # D crosses the threshold but 2 of 20 examples is no significant change
-    assert table.loc["D", "q"] > 0.05
-    # q is Benjamini–Hochberg over the condition's topics (scipy's)
+    assert table.loc["D", "q"] > 0.05  # 2 of 20 examples is no significant change
     assert np.allclose(table["q"], stats.false_discovery_control(table["p"]), atol=1e-4)
-
-
-def test_figure7_has_a_panel_per_condition_and_a_legend_for_every_mark() -> None:
-    changes = pd.DataFrame({
-        "condition": ["adatest", "adatest", "checklist-data"], "topic": ["a", "b", "a"],
-        "examples": [20, 20, 20], "error_before": [40.0, 0.0, 10.0],
-        "error_after": [5.0, 30.0, 12.0], "status": ["fixed", "broken", ""]})
-    fig = scatter_figure(changes, 0.2)
-    panels = [ax for ax in fig.axes if ax.get_title()]
-    assert len(panels) == 2 and "1 fixed, 1 broken" in panels[0].get_title()
-    (legend,) = fig.legends
-    labels = [text.get_text() for text in legend.get_texts()]
-    assert labels == ["fixed (now passes, significant)", "broken (now fails, significant)",
-                      "no significant crossing", "failure threshold (20 %)", "no change"]
 
 
 def test_seeds_are_averaged_per_example_and_undefined_left_out() -> None:
     rows = (verdicts("m", "before", "A", 10, 10)
             + verdicts("m+x@1", "x", "A", 10, 10) + verdicts("m+x@2", "x", "A", 0, 10))
     rows[0] = ("m", "before", "A", 0, "undefined")  # filtered before: not compared
-    table = topic_changes(results_frame(rows), ["x"], 0.2, 1000, 0.05, seed=0)
+    table = topic_changes(results_frame(rows), 0.2, 1000, 0.05, seed=0)
     assert table["examples"].tolist() == [9]
     assert table["error_after"].tolist() == [50.0]  # two seeds, one fails everything
 
 
-def test_table1_counts_failing_topics_per_model_and_averages_seeds() -> None:
-    rows = (verdicts("m", "before", "A", 10) + verdicts("m", "before", "B", 2)
-            + verdicts("m+x@1", "x", "A", 2) + verdicts("m+x@1", "x", "B", 2)
-            + verdicts("m+x@2", "x", "A", 10) + verdicts("m+x@2", "x", "B", 10))
-    frame = results_frame(rows)
-    sst = pd.DataFrame([{"case_id": f"s{i}", "model_id": m, "condition": c, "set": "sst",
-                         "topic": "SST-2 validation", "verdict": v}
-                        for m, c, i, v in [("m", "before", 0, "pass"), ("m", "before", 1, "fail"),
-                                           ("m+x@1", "x", 0, "pass"), ("m+x@1", "x", 1, "pass"),
-                                           ("m+x@2", "x", 0, "pass"), ("m+x@2", "x", 1, "fail")]])
-    changes = topic_changes(frame, ["x"], 0.2, 500, 0.05, seed=0)
-    table = table1(pd.concat([frame, sst]), changes, {"x": 40}, ["x"], 0.2).set_index(
-        "condition")
-    assert table.loc["before", "topics_failing"] == 1.0   # A at 50%, B at 10%
-    assert table.loc["x", "topics_failing"] == 1.0        # seed 1: none; seed 2: both
-    assert table.loc["before", "sst2_validation_acc"] == 50.0
-    assert table.loc["x", "sst2_validation_acc"] == 75.0   # (100 + 50) / 2
-    assert table.loc["x", "sst2_validation_sd"] == pytest.approx(35.36, abs=0.01)
-    assert table.loc["x", ["seeds", "training_examples"]].tolist() == [2, 40]
+def test_figure7_counts_trained_and_other_topics_per_k() -> None:
+    def change(cond, variant, topic, before, after, status=""):
+        return {"condition": cond, "variant": variant, "topic": f"CheckList: {topic}",
+                "examples": 30, "error_before": before, "error_after": after,
+                "status": status}
+
+    changes = pd.DataFrame([
+        change("adatest", "t1", "a", 80.0, 10.0, "fixed"), change("adatest", "t1", "b", 60.0, 50.0),
+        change("adatest", "t1", "c", 0.0, 30.0, "broken"),
+        change("adatest", "k2", "a", 80.0, 20.0), change("adatest", "k2", "b", 60.0, 10.0),
+        change("adatest", "k2", "c", 0.0, 10.0),
+        change("adatest", "t2", "a", 80.0, 70.0), change("adatest", "t2", "b", 60.0, 5.0),
+        change("adatest", "t2", "c", 0.0, 0.0)])
+    table = figure7_table(changes, ["a", "b"]).set_index(["condition", "k"])
+    assert table.loc[("before", 0), ["trained_error", "others_error"]].tolist() == [80.0, 30.0]
+    assert table.loc[("adatest", 1), ["trained_error", "others_error", "broken"]].tolist() == [
+        10.0, 40.0, 1]  # others: b 50 %, c 30 %
+    assert table.loc[("adatest", 2), ["trained_error", "others_error"]].tolist() == [15.0, 10.0]
+    assert table.loc[("adatest", 2), "base_trained_error"] == 70.0
+    fig = figure7_figure(table.reset_index())
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_xlabel() for ax in panels] == ["number of topics trained on"] * 2
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "AdaTest (5 seeds + fix rounds)", "base model (same topics)"]
 
 
-def test_tree_training_set_takes_labelled_tests_of_chosen_topics(mirror: Path) -> None:
-    every = tree_training_set(mirror / HOTEL, [], ("neg", "pos"))
-    assert len(every) == 190 and set(every["label"]) == {"neg", "pos"}
-    rooms = tree_training_set(mirror / HOTEL, ["/Rooms"], ("neg", "pos"))
-    assert 0 < len(rooms) < 190 and set(rooms["topic"]) == {"/Rooms"}
-    facilities = tree_training_set(mirror / HOTEL, ["/Facilities"], ("neg", "pos"))
-    assert set(facilities["topic"]) == {"/Facilities/Pool", "/Facilities/Restaurant"}
-    with pytest.raises(LingtestError, match="adaptive.debug.topics.*/Spa"):
-        tree_training_set(mirror / HOTEL, ["/Spa"], ("neg", "pos"))
-
-
-def test_checklist_data_avoids_the_evaluation_sample(table) -> None:
+def test_topic_split_keeps_held_out_tests_out_of_seeds_and_pool(table) -> None:
     checklist = table("checklist_suite")
-    evaluated = sample_suite(checklist, 30, 42)
-    chosen = checklist_training_set(checklist, evaluated, 50, 42)
-    assert set(chosen["label"]) == {"neg", "pos"}
-    per_test = chosen.groupby("test").size()
-    assert (per_test <= 50).all() and per_test.max() == 50
-    # only MFT tests with a label a binary model can learn
-    mft = checklist[checklist["expectation"].eq("label == labels[i]")]
-    assert set(per_test.index) <= set(mft["test"])
-    assert "single neutral words" not in per_test.index
-    # where a test has examples beyond the sample, training takes them, not sampled ones
-    sampled = set(zip(evaluated["test"], evaluated["example_id"]))
-    big = [t for t, n in mft.groupby("test").size().items() if n >= 80]
-    assert big and not any((t, e) in sampled for t, e in zip(chosen["test"],
-                                                              chosen["example_id"]) if t in big)
-    assert chosen.equals(checklist_training_set(checklist, evaluated, 50, 42))  # seeded
+    held_out = sample_suite(checklist, 30, 42)
+    split = split_topic(checklist, held_out, USED_TO, 5, 42)
+    assert len(split.seeds) == 5 and split.held_out == 30
+    held_texts = {t for texts in held_out["texts"] for t in texts}
+    trained = set(split.seeds["text"]) | set(split.pool["text"])
+    assert not trained & held_texts
+    assert not set(split.seeds["text"]) & set(split.pool["text"])
+    own = held_out[held_out["test"] == USED_TO]["example_id"]
+    assert not set(own) & (set(split.seeds["example_id"]) | set(split.pool["example_id"]))
+    assert set(split.seeds["label"]) <= {"neg", "pos"}
+    again = split_topic(checklist, held_out, USED_TO, 5, 42)
+    assert again.seeds.equals(split.seeds)  # seeded
+    assert not split_topic(checklist, held_out, USED_TO, 5, 43).seeds.equals(split.seeds)
+    chosen = checklist_sample(split, 50, 42)
+    assert len(chosen) == 50 and set(chosen["text"]) <= set(split.pool["text"])
+    with pytest.raises(LingtestError, match="adaptive.debug.topics.*no CheckList MFT"):
+        split_topic(checklist, held_out, "single neutral words", 5, 42)  # neutral only
+    with pytest.raises(LingtestError, match="adaptive.debug.topics"):
+        split_topic(checklist, held_out, "no such test", 5, 42)
+
+
+def test_nearest_example_oracle_labels_on_topic_text_and_refuses_the_rest(table) -> None:
+    from tasks.adaptive.debug_protocol import NearestExampleOracle
+    from tasks.adaptive.prompts import minilm_embed
+    from tasks.adaptive.review import ABSTAIN
+
+    checklist = table("checklist_suite")
+    split = split_topic(checklist, sample_suite(checklist, 30, 42), NEGATION, 5, 42)
+    from tasks.training.common import torch_threads
+
+    with torch_threads(1):
+        oracle = NearestExampleOracle(split, minilm_embed(True), 42, reference=40)
+        pool_text = split.pool["text"].iloc[-1]  # beyond the 40 compared with, seeded
+        answers = oracle.expect("/x", [pool_text, "The pool was closed for the season.",
+                                       "very very very"])
+    # the topic's single label; a hotel complaint is off topic; a non-test is refused
+    assert answers[0] == "neg"
+    assert answers[1] is None
+    assert answers[2] in (None, ABSTAIN)
+
+
+def test_corrections_fix_the_hotel_tree_and_refuse_stale_rows(mirror: Path, tmp_path) -> None:
+    corrections = read_corrections(CORRECTIONS)
+    raw, _ = tree_training_set(mirror / HOTEL, [], ("neg", "pos"))
+    fixed, applied = tree_training_set(mirror / HOTEL, [], ("neg", "pos"), corrections)
+    assert len(raw) == 190 and len(fixed) == 189 and len(applied) == 2
+    label = fixed.set_index("text")["label"]
+    assert raw.set_index("text").loc["Expensive for what you get", "label"] == "pos"
+    assert label["Expensive for what you get"] == "neg"
+    assert "New test" not in label.index
+    stale = corrections.assign(old_label="neg")
+    with pytest.raises(LingtestError, match="reads pos, not neg"):
+        apply_corrections(raw, stale.iloc[:1], mirror / HOTEL)
+    bad = tmp_path / "c.csv"
+    bad.write_text("tree,topic,input,old_label,new_label,reason\nx,/a,b,pos,maybe,r\n")
+    with pytest.raises(LingtestError, match="line 2"):
+        read_corrections(bad)
+    with pytest.raises(LingtestError, match="adaptive.debug.tree_topics.*/Spa"):
+        tree_training_set(mirror / HOTEL, ["/Spa"], ("neg", "pos"))
 
 
 @pytest.fixture(scope="module")
@@ -156,90 +189,74 @@ def test_continued_training_is_reproducible_and_changes_the_weights(base_classif
 
 
 def small_debugging(base_classifier) -> list[str]:
-    return [f"adaptive.debug.model={base_classifier}", "adaptive.debug.seeds=2",
-            "adaptive.debug.checklist_examples=6", "adaptive.debug.checklist_n=3",
+    return [f"adaptive.debug.model={base_classifier}", "adaptive.debug.seeds=1",
+            f"adaptive.debug.topics=[{json.dumps(NEGATION)}]", "adaptive.debug.rounds=1",
+            "adaptive.debug.prompts=1", "adaptive.debug.completions=4",
+            "adaptive.debug.checklist_examples=6", "adaptive.debug.checklist_n=8",
             "adaptive.debug.epochs=1", "adaptive.debug.batch_size=16",
-            "adaptive.debug.eval_max=12", "adaptive.debug.bootstrap=200",
-            "adaptive.debug.topics=[/Rooms]"]
+            "adaptive.debug.eval_max=8", "adaptive.debug.bootstrap=200",
+            "adaptive.debug.conditions=[adatest, checklist-data, adatest-tree]",
+            "adaptive.debug.tree_topics=[/Price]"]
 
 
 @pytest.fixture(scope="module")
 def debugging_run(data_project, base_classifier):
-    """The stage on the small configuration, thread runner, in the session's project."""
+    """The stage on the tiny configuration, thread runner, in the session's project."""
     from flows.stage import run_stage
     from tasks.core.config import load_params
 
     workspace, overrides = data_project
+    target = workspace.root / "inputs" / CORRECTIONS.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(CORRECTIONS.read_bytes())
     small = small_debugging(base_classifier)
     return run_stage("adaptive-debug", load_params(workspace.root, overrides + small),
                      workspace)
 
 
 @pytest.mark.slow
-def test_debugging_stage_end_to_end(data_project, base_classifier, debugging_run) -> None:
-    from tasks.core.config import load_params
-
-    workspace, overrides = data_project
-    small = small_debugging(base_classifier)
+def test_debugging_stage_runs_the_protocol_end_to_end(data_project, debugging_run) -> None:
+    workspace, _ = data_project
     summary = debugging_run
     out, reports = workspace.interim / "adaptive-debug", workspace.reports / "adaptive-debug"
     suite = pd.read_parquet(out / "suite.parquet")
     results = pd.read_parquet(out / "results.parquet")
-    t1 = pd.read_csv(reports / "adatest-debug-table1.csv").set_index("condition")
-    training = pd.read_csv(reports / "adatest-debug-training.csv")
-    # five models: the checkpoint, two seeds × two conditions, each on every case
-    assert summary["models"] == 5 and len(results) == 5 * len(suite)
-    assert results.groupby("model_id")["revision"].first().nunique() == 5
-    assert set(suite["set"]) == {"checklist", "sst2-validation", "imdb-contrast"}
-    assert (suite["set"] == "sst2-validation").sum() == 12
-    assert (suite["set"] == "imdb-contrast").sum() == 24  # 12 pairs, both sides
-    # the adatest condition trained on /Rooms only, 1:1 with SST-2; none of it is evaluated
-    rooms = training[training["condition"] == "adatest"]
-    assert rooms["topic"].tolist() == ["/Rooms"]
-    assert t1.loc["adatest", "training_examples"] == 2 * rooms["examples"].sum()
-    cl = training[training["condition"] == "checklist-data"]
-    assert (cl["examples"] <= 3).all()
-    assert t1.loc["checklist-data", "training_examples"] == 2 * cl["examples"].sum()
+    tests = pd.read_csv(reports / "adatest-debug-training-tests.csv")
+    rounds = pd.read_csv(reports / "adatest-debug-rounds.csv")
+    t1 = pd.read_csv(reports / "adatest-debug-table1.csv")
+    # the base model + one model per condition (one topic, one seed): each on every case
+    assert summary["models"] == 4 and len(results) == 4 * len(suite)
+    assert results.groupby("model_id")["revision"].first().nunique() == 4
+    # adatest starts from the topic's 5 seed tests; the one round stops the loop
+    adatest = tests[tests["condition"] == "adatest"]
+    assert (adatest["source"] == "seed").sum() == 5
+    assert set(adatest["topic"]) == {NEGATION} and set(adatest["round"]) <= {0, 1}
+    assert rounds["round"].tolist() == [1] and rounds["stopped"].tolist() == ["after 1 rounds"]
+    assert rounds["fixes"].tolist() == [1]
+    cl = tests[tests["condition"] == "checklist-data"]
+    assert len(cl) == 8 and set(cl["source"]) == {"checklist-pool"}
+    # the hotel tree's /Price tests with the curated correction applied
+    tree = tests[tests["condition"] == "adatest-tree"]
+    assert tree.set_index("text").loc["Expensive for what you get", "label"] == "neg"
+    assert "adatest-debug-corrections" in {p.stem for p in reports.glob("*.csv")}
+    # held-out tests are never trained on: no evaluated text is in any training set
     evaluated = {t for texts in suite.loc[suite["set"] == "checklist", "texts"]
                  for t in json.loads(texts)}
-    from tasks.adaptive.debug import DebuggingLoop
-    loop = DebuggingLoop(load_params(workspace.root, overrides + small), workspace)
-    loop.build_suite()
-    assert not evaluated & {t for f in loop.training.values() for t in f["text"]}
-    # one figure checked by hand: SST-2 accuracy of the checkpoint from the result rows
+    assert not evaluated & set(tests["text"])
+    assert (suite["test"] == NEGATION).sum() > 0  # the fixed topic's own held-out tests
+    # Table 1: the fixed topic per condition, significance against the base model
+    assert set(t1["condition"]) == {"adatest", "checklist-data"}
+    assert {"base_error", "error", "vs_base", "q", "status", "rounds", "others_broken",
+            "others_worsened", "sst2_acc", "base_sst2_acc"} <= set(t1.columns)
     before = results[(results["condition"] == "before")
-                     & (results["topic"] == "SST-2 validation")]
-    assert t1.loc["before", "sst2_validation_acc"] == round(
-        100 * before["verdict"].eq("pass").mean(), 2)
-    assert t1.loc["adatest", "seeds"] == 2
+                     & (results["topic"] == f"CheckList: {NEGATION}")]
+    base_error = 100 * before["verdict"].eq("fail").sum() / before["verdict"].isin(
+        ["pass", "fail"]).sum()
+    assert t1["base_error"].iloc[0] == pytest.approx(base_error, abs=0.01)
+    fig7 = pd.read_csv(reports / "adatest-debug-figure7.csv")
+    assert {"condition", "k", "trained_error", "others_error"} <= set(fig7.columns)
+    assert set(fig7["k"]) == {0, 1}
     assert (reports / "adatest-debug-figure7.png").stat().st_size > 10_000
     provenance = json.loads((reports / "provenance.json").read_text())
     assert "training_seeds" in json.dumps(provenance)
-
-
-@pytest.mark.slow
-def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
-        data_project, base_classifier, debugging_run, tmp_path) -> None:
-    """The fine-tunings (one unit per condition × seed) on two worker processes, each with
-    its own torch generator, give the thread run's revisions and result rows. One training
-    seed here (three units; the thread run has two seeds): each unit seeds itself, so the
-    first seed's models are the thread run's, byte for byte."""
-    pytest.importorskip("prefect_dask")
-    from flows.stage import run_stage
-    from tasks.core.config import load_params
-    from projects import dask_overrides, sibling_project
-
-    threads, overrides = data_project
-    dask = sibling_project(threads, tmp_path / "dask")
-    one_seed = [*small_debugging(base_classifier), "adaptive.debug.seeds=1"]
-    run_stage("adaptive-debug", load_params(dask.root, [
-        *overrides, *one_seed, *dask_overrides(tmp_path / "results")]), dask)
-    expected, found = (pd.read_parquet(w.interim / "adaptive-debug" / "results.parquet")
-                       for w in (threads, dask))
-    assert found["revision"].nunique() == 3
-    expected = expected[expected["model_id"].isin(set(found["model_id"]))]
-    assert len(expected) == len(found)
-    pd.testing.assert_frame_equal(expected.reset_index(drop=True), found, check_exact=True)
-    name = "adatest-debug-training.csv"  # the first seed's training sets, row for row
-    assert ((dask.reports / "adaptive-debug" / name).read_bytes()
-            == (threads.reports / "adaptive-debug" / name).read_bytes()), name
+    assert "oracle labelling each suggestion like the k nearest" in provenance["substitutes"]

@@ -43,6 +43,25 @@ def embed(texts):
 """
 
 
+def _checklist_suite() -> bytes:
+    """A two-test CheckList table as the data stage writes it (Parquet bytes)."""
+    import io
+
+    import pandas as pd
+
+    frame = pd.DataFrame({"test": ["used to, but now", "single neutral words"],
+                          "type": "MFT", "capability": "Temporal", "description": "",
+                          "example_id": [0, 0], "texts": [["I used to hate it, now I love it."],
+                                                          ["the"]],
+                          "label": [2, 1], "expectation": "label == labels[i]"})
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+CHECKLIST_SUITE = _checklist_suite()
+
+
 def py(attr: str, file: str = "lex") -> str:
     return f"python:inputs/models/{file}.py:{attr}"
 
@@ -239,6 +258,32 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
      "adaptive.models"),
     ("debug-model-not-trainable", run("adaptive-debug", f"adaptive.debug.model={py('WordCount')}"),
      {LEX: LEXICON}, "fine-tunes lingtest's own classifier"),
+    ("debug-topics-empty", run("adaptive-debug", "adaptive.debug.topics=[]"), {},
+     "adaptive.debug.topics: empty"),
+    ("debug-topics-repeated", run("adaptive-debug", "adaptive.debug.topics=[a, a]"), {},
+     "appear twice"),
+    ("debug-topics-unknown", run("adaptive-debug", "adaptive.debug.topics=[no such test]"),
+     {"data/processed/checklist_suite.parquet": CHECKLIST_SUITE},
+     "adaptive.debug.topics: ['no such test'] are no CheckList MFT test"),
+    ("debug-topic-neutral-only",
+     run("adaptive-debug", "adaptive.debug.topics=[single neutral words]"),
+     {"data/processed/checklist_suite.parquet": CHECKLIST_SUITE}, "pick from ['used to"),
+    ("debug-condition-unknown", run("adaptive-debug", "adaptive.debug.conditions=[humans]"), {},
+     "adaptive.debug.conditions"),
+    ("debug-rounds-zero", run("adaptive-debug", "adaptive.debug.rounds=0"), {},
+     "adaptive.debug.rounds"),
+    ("debug-seed-tests-zero", run("adaptive-debug", "adaptive.debug.seed_tests=0"), {},
+     "adaptive.debug.seed_tests"),
+    ("debug-oracle-similarity", run("adaptive-debug", "adaptive.debug.oracle_similarity=1.5"),
+     {}, "adaptive.debug.oracle_similarity"),
+    ("debug-corrections-missing",
+     run("adaptive-debug", "adaptive.debug.conditions=[adatest-tree]",
+         "adaptive.debug.corrections=inputs/none.csv"), {}, "inputs/none.csv does not exist"),
+    ("debug-corrections-bad-label",
+     run("adaptive-debug", "adaptive.debug.conditions=[adatest-tree]",
+         "adaptive.debug.corrections=inputs/c.csv"),
+     {"inputs/c.csv": b"tree,topic,input,old_label,new_label,reason\nt.csv,/a,b,pos,meh,r\n"},
+     "new_label neg|pos|drop"),
     ("repair-model-not-tested", run("repair", "repair.models=[nobody/enc]"), {},
      "repair.models: `nobody/enc` is not among the encoders"),
     ("predictions-missing", run("capabilities", "capabilities.models=[predictions:s.csv]"), {},

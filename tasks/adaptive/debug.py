@@ -1,19 +1,24 @@
-"""AdaTest's debugging loop as a stage (``adaptive-debug``; paper §4, the fix step).
+"""AdaTest's debugging experiment as a stage (``adaptive-debug``; paper §4, Table 1, Fig. 7).
 
-The model under test (the SST-2 MiniLM classifier) is fine-tuned further, from its
-checkpoint, in two conditions, each with ``seeds`` training seeds:
+Per CheckList topic to fix (``topics``, CheckList MFT tests), its examples are split into
+5 seed tests, a pool and the evaluated held-out sample (``debug_protocol.split_topic``).
+The model under test (the SST-2 MiniLM classifier) is fine-tuned from its checkpoint in
+each condition, with ``seeds`` training seeds:
 
-- ``adatest``: every test of the chosen topics of a test tree, with its gold label (a
-  passing test's output, a failing test's other class), mixed 1:1 with SST-2 training
-  sentences;
-- ``checklist-data`` (the paper's comparison, its Figure 7): ``checklist_n`` = 50 labelled
-  examples of each CheckList MFT test whose labels a binary model can learn, mixed 1:1 alike.
+- ``adatest``: the paper's protocol — from the topic's seed tests, test–fix–retest rounds
+  (LM suggestions, reviewed by an oracle standing in for the paper's users, failing ones
+  added, fine-tune, re-test) until the topic passes or after ``rounds`` fixes; the model is
+  trained on the tree that loop grew (``debug_protocol.debug_topic``);
+- ``checklist-data`` (the paper's comparison): ``checklist_n`` examples of the topic from
+  its pool;
+- ``adatest-tree`` (optional; the stage's former design): every labelled test of the
+  mirrored hotel tree (``tree``, ``tree_topics``) with the curated label corrections.
 
-Every model — the checkpoint and each fine-tuned copy — is then tested on what no condition
-trained on: CheckList's sentiment tests as topics (a seeded sample per test, minus every
-example whose text either condition trained on), SST-2 validation and the IMDb contrast sets
-(out of domain; the paper used DynaSent). One unit per (condition, seed), so a task runner
-spreads them; ``debug_report`` turns the verdicts into the tables.
+Each condition's data is mixed ``mix_ratio``:1 with SST-2 training sentences. Models: one per
+topic alone (Table 1) and, with ``cumulative``, one per first-k topics (Figure 7). Every
+model is tested on what no condition trained on: the held-out sample of every CheckList
+test (the fixed topics' own included), SST-2 validation and the IMDb contrast sets (out of
+domain; the paper used DynaSent). One unit per model; ``debug_report`` makes the tables.
 """
 from __future__ import annotations
 
@@ -25,6 +30,11 @@ import numpy as np
 import pandas as pd
 
 from tasks.adaptive.cases import INVARIANCE, tree_to_cases
+from tasks.adaptive.corrections import COLUMNS as CORRECTION_COLUMNS
+from tasks.adaptive.corrections import apply_corrections, read_corrections
+from tasks.adaptive.debug_protocol import (LoopSettings, NearestExampleOracle, TopicRun,
+                                           TopicSplit, checklist_sample, debug_topic,
+                                           split_topic)
 from tasks.adaptive.tree import read_tree
 from tasks.capabilities.checklist_run import run_checklist, sample_suite
 from tasks.core.cases import case_id, provenance_json
@@ -38,29 +48,33 @@ from tasks.data.sst import sst2_split
 from tasks.models.model_spec import ModelRef, parse_model
 from tasks.models.sentiment import (LABELS2, MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID,
                                     load_configured)
+from tasks.training.common import torch_threads
 from tasks.training.sentiment import TRAINING_LOCK, continue_training
 
 log = logging.getLogger(__name__)
 METHOD = "adaptive-debug"
 CONTRACT = Contract(method=METHOD, group="topic", texts=("text",))
 BEFORE = "before"
+ADATEST, CHECKLIST_DATA, TREE = "adatest", "checklist-data", "adatest-tree"
 CHECKLIST, SST2, IMDB = "checklist", "sst2-validation", "imdb-contrast"
-LEARNABLE = {0: "neg", 2: "pos"}  # CheckList labels a binary classifier can be taught
 RESULT_COLUMNS = ["case_id", "method", "model_id", "revision", "output", "verdict", "score",
-                  "condition", "train_seed", "set", "topic"]
+                  "condition", "variant", "trained_topics", "train_seed", "set", "topic"]
 
 
 def tree_training_set(tree_path: Path, topics: list[str],
-                      binary_labels: tuple[str, str] | None) -> pd.DataFrame:
+                      binary_labels: tuple[str, str] | None,
+                      corrections: pd.DataFrame | None = None
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(text, label, topic) of the tree's tests under ``topics`` (all when empty) that state
-    one class: invariance and "should not output" tests give no gold label."""
+    one class (invariance and "should not output" tests give no gold label), with the
+    curated ``corrections`` applied; returns (tests, corrections applied)."""
     cases = tree_to_cases(read_tree(tree_path), binary_labels)
     if topics:
         wanted = [t.rstrip("/") for t in topics]
         unknown = [t for t in wanted if not cases["topic"].eq(t).any()
                    and not cases["topic"].str.startswith(t + "/").any()]
         if unknown:
-            raise LingtestError(f"adaptive.debug.topics: {unknown} hold no test in "
+            raise LingtestError(f"adaptive.debug.tree_topics: {unknown} hold no test in "
                                 f"{tree_path}; fix: pick topics of the tree "
                                 f"({sorted(cases['topic'].unique())})")
         cases = cases[cases["topic"].apply(lambda t: any(t == w or t.startswith(w + "/")
@@ -70,39 +84,13 @@ def tree_training_set(tree_path: Path, topics: list[str],
     out = pd.DataFrame({"text": labelled["input"],
                         "label": labelled["expectation"].str.removeprefix("should output "),
                         "topic": labelled["topic"]}).reset_index(drop=True)
+    applied = pd.DataFrame(columns=CORRECTION_COLUMNS)
+    if corrections is not None:
+        out, applied = apply_corrections(out, corrections, tree_path)
     if out.empty:
         raise LingtestError(f"adaptive.debug: {tree_path} has no labelled test under "
                             f"{topics or 'any topic'} to train on")
-    return out
-
-
-def checklist_training_set(checklist: pd.DataFrame, evaluated: pd.DataFrame, n: int,
-                           seed: int) -> pd.DataFrame:
-    """``n`` learnable examples of each labelled MFT test, drawn first from the examples the
-    evaluation sample left out (seeded per test), then from the sample (those leave it)."""
-    mft = checklist[checklist["expectation"].eq("label == labels[i]")
-                    & checklist["label"].isin(list(LEARNABLE))]
-    in_sample = set(zip(evaluated["test"], evaluated["example_id"]))
-    parts = []
-    for test, group in mft.groupby("test", sort=True):
-        key = np.frombuffer(str(test).encode("utf-8"), dtype=np.uint8).tolist()
-        rng = np.random.default_rng([seed, 7, *key])
-        sampled = group.apply(lambda r: (r["test"], r["example_id"]) in in_sample, axis=1)
-        pool, fallback = group[~sampled], group[sampled]
-        take = pool.iloc[np.sort(rng.choice(len(pool), min(n, len(pool)), replace=False))]
-        if len(take) < n and len(fallback):
-            extra = min(n - len(take), len(fallback))
-            take = pd.concat([take, fallback.iloc[np.sort(rng.choice(
-                len(fallback), extra, replace=False))]])
-        parts.append(take)
-    if not parts:
-        raise LingtestError("checklist-data: the CheckList suite has no labelled MFT test")
-    chosen = pd.concat(parts)
-    return pd.DataFrame({"text": chosen["texts"].map(lambda t: str(t[0])),
-                         "label": chosen["label"].map(lambda x: LEARNABLE[int(x)]),
-                         "topic": "CheckList: " + chosen["test"],
-                         "example_id": chosen["example_id"].astype(int),
-                         "test": chosen["test"]}).reset_index(drop=True)
+    return out.assign(source="tree", round=0), applied
 
 
 def checklist_cases(evaluated: pd.DataFrame, trained_texts: set[str]) -> pd.DataFrame:
@@ -162,8 +150,10 @@ def evaluate(suite: pd.DataFrame, model, batch_size: int) -> pd.DataFrame:
     return rows.assign(set=suite["set"], topic=suite["topic"])
 
 
+
+
 class DebuggingLoop(Method):
-    """The ``adaptive-debug`` stage: fine-tune per condition and seed, re-test, compare."""
+    """The ``adaptive-debug`` stage: per topic and condition fine-tune, re-test, compare."""
 
     stage = METHOD
     contract = CONTRACT
@@ -171,13 +161,27 @@ class DebuggingLoop(Method):
     def __init__(self, params: Params, workspace: Workspace):
         super().__init__(params, workspace)
         self.debug = params.adaptive.debug
-        self.training: dict[str, pd.DataFrame] = {}  # condition → (text, label, topic)
+        self.splits: dict[str, TopicSplit] = {}
+        self.topic_runs: dict[tuple[str, int], TopicRun] = {}  # (topic, seed) → AdaTest loop
+        self.checklist_data: dict[tuple[str, int], pd.DataFrame] = {}
+        self.tree_data: pd.DataFrame | None = None
+        self.corrections: pd.DataFrame = pd.DataFrame(columns=CORRECTION_COLUMNS)
+        self.dropped_held_out = 0  # evaluated examples left out: a condition trained on them
+        self._sst_train: pd.DataFrame | None = None
         self.headline: dict = {}  # the report's metrics, returned by ``summary``
 
+    # ------------------------------------------------------------------ configuration
     @property
     def tree_path(self) -> Path:
         tree = self.debug.tree or self.params.adaptive.trees[0]
         path = Path(tree).expanduser()
+        return path if path.is_absolute() else self.workspace.root / path
+
+    @property
+    def corrections_path(self) -> Path | None:
+        if self.debug.corrections is None:
+            return None
+        path = Path(self.debug.corrections).expanduser()
         return path if path.is_absolute() else self.workspace.root / path
 
     @property
@@ -196,6 +200,24 @@ class DebuggingLoop(Method):
     def train_seeds(self) -> list[int]:
         return [self.params.seed + i for i in range(self.debug.seeds)]
 
+    def variants(self, condition: str) -> list[str]:
+        """Model tags of a condition: ``t<i>`` topic i alone, ``k<k>`` the first k topics
+        (``cumulative``; k = 1 is ``t1``), ``tree`` the hotel tree."""
+        if condition == TREE:
+            return ["tree"]
+        k = len(self.debug.topics)
+        cumulative = [f"k{j}" for j in range(2, k + 1)] if self.debug.cumulative else []
+        return [f"t{i}" for i in range(1, k + 1)] + cumulative
+
+    def variant_topics(self, tag: str) -> list[str]:
+        """The CheckList topics a model tag trained on."""
+        topics = self.debug.topics
+        if tag.startswith("t"):
+            return [topics[int(tag[1:]) - 1]]
+        if tag.startswith("k"):
+            return list(topics[:int(tag[1:])])
+        return []
+
     def check_inputs(self) -> None:
         processed = self.workspace.processed
         needed = [processed / f"{t}.parquet" for t in ("checklist_suite", "sst",
@@ -204,40 +226,140 @@ class DebuggingLoop(Method):
         if missing:
             raise LingtestError(f"adaptive-debug: missing tables {missing}; fix: lingtest run "
                                 "data")
-        if not self.tree_path.is_file():
-            raise LingtestError(f"adaptive.debug.tree: no test tree at {self.tree_path}; fix: "
-                                "lingtest run data, or point it at an AdaTest CSV")
+        if TREE in self.debug.conditions:
+            if not self.tree_path.is_file():
+                raise LingtestError(f"adaptive.debug.tree: no test tree at {self.tree_path}; "
+                                    "fix: lingtest run data, or point it at an AdaTest CSV")
+            if self.corrections_path is not None:
+                read_corrections(self.corrections_path)
         if not (self.model_folder / MINILM_CONFIG).is_file():
             raise LingtestError(f"adaptive.debug.model: {self.model_folder} holds no lingtest "
                                 "classifier to continue from; fix: lingtest run train-sentiment "
                                 "(or name a folder it wrote)")
+        if not self.debug.topics and set(self.debug.conditions) - {TREE}:
+            raise LingtestError("adaptive.debug.topics: empty; the adatest and checklist-data "
+                                "conditions fix CheckList topics; fix: name at least one "
+                                "CheckList MFT test (e.g. 'used to, but now')")
 
     def model_ids(self) -> list[str]:
         name = self.model_ref.name
-        return [name] + [f"{name}+{c}@{s}" for c in self.debug.conditions for s in self.train_seeds]
+        return [name] + [f"{name}+{c}:{tag}@{s}" for c in self.debug.conditions
+                         for tag in self.variants(c) for s in self.train_seeds]
 
-    def variant(self, model_id: str) -> tuple[str, int | None]:
-        """(condition, training seed) of a unit's model id."""
+    def variant(self, model_id: str) -> tuple[str, str, int | None]:
+        """(condition, model tag, training seed) of a unit's model id."""
         name = self.model_ref.name
         if model_id == name:
-            return BEFORE, None
-        condition, seed = model_id.removeprefix(f"{name}+").rsplit("@", 1)
-        return condition, int(seed)
+            return BEFORE, "", None
+        rest, seed = model_id.removeprefix(f"{name}+").rsplit("@", 1)
+        condition, tag = rest.rsplit(":", 1)
+        return condition, tag, int(seed)
 
+    # ------------------------------------------------------------------ training data
+    def sst_train(self) -> pd.DataFrame:
+        if self._sst_train is None:
+            self._sst_train = sst2_split(pd.read_parquet(self.workspace.processed
+                                                         / "sst.parquet"), "train")
+        return self._sst_train
+
+    def mixed(self, topic_data: pd.DataFrame, seed: int) -> pd.DataFrame:
+        """The topic data plus ``mix_ratio`` × as many SST-2 training sentences (a sample
+        drawn with the training seed)."""
+        train = self.sst_train()
+        n = min(len(train), round(self.debug.mix_ratio * len(topic_data)))
+        original = train.sample(n=n, random_state=seed)[["text", "label2"]].rename(
+            columns={"label2": "label"})
+        return pd.concat([topic_data[["text", "label"]], original], ignore_index=True)
+
+    def fine_tune(self, topic_data: pd.DataFrame, seed: int, model_id: str):
+        """The checkpoint fine-tuned on ``topic_data`` mixed with SST-2 (``mixed``)."""
+        d = self.debug
+        data = self.mixed(topic_data, seed)
+        return continue_training(self.model_folder, data["text"].tolist(), data["label"],
+                                 seed, epochs=d.epochs, batch_size=d.batch_size, lr=d.lr,
+                                 threads=self.params.runtime.threads,
+                                 neutral_band=tuple(d.neutral_band), model_id=model_id,
+                                 pass_tokens=self.params.runtime.pass_tokens,
+                                 **self.params.runtime.encoder_path())
+
+    def base_model(self):
+        with TRAINING_LOCK:  # building the head draws from torch's global generator
+            return load_configured(self.model_ref, self.params, self.workspace.root,
+                                   self.debug.neutral_band)
+
+    def run_loops(self) -> None:
+        """The AdaTest condition's test–fix–retest loop per topic and training seed."""
+        from tasks.adaptive.generators import make_generator
+        from tasks.adaptive.prompts import minilm_embed
+
+        d, offline = self.debug, self.params.models.offline
+        generator = make_generator(self.params.models.causal_lm, offline=offline,
+                                   root=self.workspace.root, names=self.params.models.names)
+        embed = minilm_embed(offline)
+        base = self.base_model()
+        settings = LoopSettings(d.rounds, d.threshold, d.prompts, d.completions)
+        name = self.model_ref.name
+        for i, topic in enumerate(d.topics, start=1):
+            split = self.splits[topic]
+            with torch_threads(self.params.runtime.threads):
+                oracle = NearestExampleOracle(split, embed, self.params.seed, d.oracle_k,
+                                              d.oracle_similarity)
+            for seed in self.train_seeds:
+                fixes = iter(range(1, d.rounds + 1))
+
+                def fine_tune(tests: pd.DataFrame, seed=seed, i=i, fixes=fixes):
+                    return self.fine_tune(tests, seed, f"{name}+loop{i}r{next(fixes)}@{seed}")
+
+                log.info("adaptive-debug: AdaTest loop on `%s` (seed %d)", topic, seed)
+                # the LM, the encoder and the scoring on runtime.threads (2 threads on 2
+                # shared cores made SmolLM2's sampling 10-20x slower)
+                with torch_threads(self.params.runtime.threads):
+                    self.topic_runs[(topic, seed)] = debug_topic(
+                        split, base, fine_tune, generator, oracle, embed, settings, seed)
+
+    def training_data(self, condition: str, tag: str, seed: int) -> pd.DataFrame:
+        """What a model trained on before mixing: (text, label, topic, source, round)."""
+        if condition == TREE:
+            return self.tree_data
+        topics = self.variant_topics(tag)
+        if condition == ADATEST:
+            return pd.concat([self.topic_runs[(t, seed)].tests for t in topics],
+                             ignore_index=True)
+        if condition == CHECKLIST_DATA:
+            return pd.concat([self.checklist_data[(t, seed)] for t in topics],
+                             ignore_index=True)
+        raise LingtestError(f"adaptive.debug.conditions: unknown condition `{condition}` "
+                            f"({ADATEST}, {CHECKLIST_DATA}, {TREE})")
+
+    def trained_texts(self) -> set[str]:
+        frames = [run.tests for run in self.topic_runs.values()]
+        frames += list(self.checklist_data.values())
+        if self.tree_data is not None:
+            frames.append(self.tree_data)
+        return {t for frame in frames for t in frame["text"]}
+
+    # ------------------------------------------------------------------ suite and units
     def build_suite(self) -> pd.DataFrame:
         d, seed, processed = self.debug, self.params.seed, self.workspace.processed
         checklist = pd.read_parquet(processed / "checklist_suite.parquet")
-        evaluated = sample_suite(checklist, d.checklist_examples, seed)
-        labels = self.params.adaptive.binary_labels
-        self.training["adatest"] = tree_training_set(self.tree_path, d.topics,
-                                                     tuple(labels) if labels else None)
-        if "checklist-data" in d.conditions:
-            chosen = checklist_training_set(checklist, evaluated, d.checklist_n, seed)
-            self.training["checklist-data"] = chosen
-            taken = set(zip(chosen["test"], chosen["example_id"]))
-            evaluated = evaluated[[(t, e) not in taken for t, e in
-                                   zip(evaluated["test"], evaluated["example_id"])]]
-        trained = {t for frame in self.training.values() for t in frame["text"]}
+        held_out = sample_suite(checklist, d.checklist_examples, seed)
+        conditions = set(d.conditions)
+        if conditions & {ADATEST, CHECKLIST_DATA}:
+            self.splits = {t: split_topic(checklist, held_out, t, d.seed_tests, seed)
+                           for t in d.topics}
+        if CHECKLIST_DATA in conditions:
+            self.checklist_data = {(t, s): checklist_sample(self.splits[t], d.checklist_n, s)
+                                   for t in d.topics for s in self.train_seeds}
+        if TREE in conditions:
+            labels = self.params.adaptive.binary_labels
+            corrections = (read_corrections(self.corrections_path)
+                           if self.corrections_path is not None else None)
+            self.tree_data, self.corrections = tree_training_set(
+                self.tree_path, d.tree_topics, tuple(labels) if labels else None, corrections)
+        if ADATEST in conditions:
+            self.run_loops()
+        cases = checklist_cases(held_out, self.trained_texts())
+        self.dropped_held_out = len(held_out) - len(cases)
         sst = sst2_split(pd.read_parquet(processed / "sst.parquet"), "dev")
         pairs = pd.read_parquet(processed / "contrast_pairs.parquet")
         if d.ood_split != "all":
@@ -246,7 +368,7 @@ class DebuggingLoop(Method):
             sst = sst.sample(n=min(d.eval_max, len(sst)), random_state=seed).sort_index()
             pairs = pairs.sample(n=min(d.eval_max, len(pairs)), random_state=seed).sort_index()
         imdb_label = {"Positive": "pos", "Negative": "neg"}
-        parts = [checklist_cases(evaluated, trained),
+        parts = [cases,
                  labelled_cases(sst["text"].tolist(), sst["label2"].tolist(),
                                 "SST-2 validation", SST2, "sst:dev"),
                  labelled_cases(pairs["original"].tolist(),
@@ -268,45 +390,25 @@ class DebuggingLoop(Method):
         suite["example_id"] = suite["example_id"].fillna(-1).astype("int64")
         return suite
 
-    def training_set(self, condition: str, seed: int) -> pd.DataFrame:
-        """The condition's topic data plus ``mix_ratio`` × as many SST-2 training sentences
-        (a sample drawn with the training seed)."""
-        if condition not in self.training:
-            raise LingtestError(f"adaptive.debug.conditions: unknown condition `{condition}` "
-                                "(adatest, checklist-data)")
-        topic = self.training[condition][["text", "label"]]
-        train = sst2_split(pd.read_parquet(self.workspace.processed / "sst.parquet"), "train")
-        n = min(len(train), round(self.debug.mix_ratio * len(topic)))
-        original = train.sample(n=n, random_state=seed)[["text", "label2"]].rename(
-            columns={"label2": "label"})
-        return pd.concat([topic, original], ignore_index=True)
-
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
         d = self.debug
-        condition, seed = self.variant(unit.model_id)
+        condition, tag, seed = self.variant(unit.model_id)
         if condition == BEFORE:
-            with TRAINING_LOCK:  # building the head draws from torch's global generator
-                model = load_configured(self.model_ref, self.params, self.workspace.root,
-                                        d.neutral_band)
-            trained_on = 0
+            model, topic_data = self.base_model(), None
         else:
-            data = self.training_set(condition, seed)
-            model = continue_training(self.model_folder, data["text"].tolist(), data["label"],
-                                      seed, epochs=d.epochs, batch_size=d.batch_size, lr=d.lr,
-                                      threads=self.params.runtime.threads,
-                                      neutral_band=tuple(d.neutral_band),
-                                      model_id=unit.model_id,
-                                      pass_tokens=self.params.runtime.pass_tokens,
-                                      **self.params.runtime.encoder_path())
-            trained_on = len(data)
+            topic_data = self.training_data(condition, tag, seed)
+            model = self.fine_tune(topic_data, seed, unit.model_id)
         if tuple(model.labels) != LABELS2:
             raise LingtestError(f"adaptive.debug.model: `{d.model}` predicts {model.labels}; "
                                 f"the debugging loop fine-tunes a binary {LABELS2} classifier")
         rows = evaluate(unit.take(suite), model, batch_size=64).assign(
             method=METHOD, model_id=unit.model_id, revision=str(model.revision),
-            condition=condition, train_seed=-1 if seed is None else seed)
-        return UnitResult(unit, rows[RESULT_COLUMNS], {"revision": str(model.revision),
-                                                       "trained_on": trained_on})
+            condition=condition, variant=tag, trained_topics=len(self.variant_topics(tag)),
+            train_seed=-1 if seed is None else seed)
+        return UnitResult(unit, rows[RESULT_COLUMNS], {
+            "revision": str(model.revision),
+            "topic_tests": 0 if topic_data is None else len(topic_data),
+            "trained_on": 0 if topic_data is None else len(self.mixed(topic_data, seed))})
 
     def report(self, suite: pd.DataFrame, results: pd.DataFrame,
                runs: list[UnitResult]) -> Report:

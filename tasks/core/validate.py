@@ -204,6 +204,31 @@ def _check_stage_files(stage: str, params: Params, workspace: Workspace) -> None
         if c.import_dir:
             from tasks.consistency.guide_import import read_guide_folder
             _read("consistency.import_dir", read_guide_folder, _path(c.import_dir, workspace))
+    elif stage == "adaptive-debug":
+        _check_debug(params, workspace)
+
+
+def _check_debug(params: Params, workspace: Workspace) -> None:
+    """The debugging experiment's topics name CheckList MFT tests a binary model can learn
+    (when the data stage has written the suite) and its label corrections parse."""
+    d = params.adaptive.debug
+    if set(d.conditions) - {"adatest-tree"} and not d.topics:
+        raise LingtestError("adaptive.debug.topics: empty; the adatest and checklist-data "
+                            "conditions fix CheckList topics; fix: name at least one CheckList "
+                            "MFT test (e.g. 'used to, but now')")
+    suite = workspace.processed / "checklist_suite.parquet"
+    if d.topics and suite.is_file():
+        import pandas as pd
+
+        from tasks.adaptive.checklist_topics import learnable_topics
+        known = learnable_topics(pd.read_parquet(suite))
+        unknown = [t for t in d.topics if t not in known]
+        if unknown:
+            raise LingtestError(f"adaptive.debug.topics: {unknown} are no CheckList MFT test "
+                                f"with a negative or positive label; fix: pick from {known}")
+    if "adatest-tree" in d.conditions and d.corrections is not None:
+        from tasks.adaptive.corrections import read_corrections
+        _read("adaptive.debug.corrections", read_corrections, _path(d.corrections, workspace))
 
 
 def _read(key: str, reader, path: Path) -> None:
