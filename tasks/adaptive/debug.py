@@ -69,6 +69,14 @@ def tree_training_set(tree_path: Path, topics: list[str],
     one class (invariance and "should not output" tests give no gold label), with the
     curated ``corrections`` applied; returns (tests, corrections applied)."""
     cases = tree_to_cases(read_tree(tree_path), binary_labels)
+    labelled = cases[cases["expectation"].str.startswith("should output ")
+                     & cases["expectation"].ne(INVARIANCE)]
+    out = pd.DataFrame({"text": labelled["input"],
+                        "label": labelled["expectation"].str.removeprefix("should output "),
+                        "topic": labelled["topic"]}).reset_index(drop=True)
+    applied = pd.DataFrame(columns=CORRECTION_COLUMNS)
+    if corrections is not None:  # on the whole tree: a stale row is refused whatever is chosen
+        out, applied = apply_corrections(out, corrections, tree_path)
     if topics:
         wanted = [t.rstrip("/") for t in topics]
         unknown = [t for t in wanted if not cases["topic"].eq(t).any()
@@ -77,16 +85,12 @@ def tree_training_set(tree_path: Path, topics: list[str],
             raise LingtestError(f"adaptive.debug.tree_topics: {unknown} hold no test in "
                                 f"{tree_path}; fix: pick topics of the tree "
                                 f"({sorted(cases['topic'].unique())})")
-        cases = cases[cases["topic"].apply(lambda t: any(t == w or t.startswith(w + "/")
-                                                         for w in wanted))]
-    labelled = cases[cases["expectation"].str.startswith("should output ")
-                     & cases["expectation"].ne(INVARIANCE)]
-    out = pd.DataFrame({"text": labelled["input"],
-                        "label": labelled["expectation"].str.removeprefix("should output "),
-                        "topic": labelled["topic"]}).reset_index(drop=True)
-    applied = pd.DataFrame(columns=CORRECTION_COLUMNS)
-    if corrections is not None:
-        out, applied = apply_corrections(out, corrections, tree_path)
+
+        def under(topic: str) -> bool:
+            return any(topic == w or topic.startswith(w + "/") for w in wanted)
+
+        out = out[out["topic"].apply(under)].reset_index(drop=True)
+        applied = applied[applied["topic"].apply(under)].reset_index(drop=True)
     if out.empty:
         raise LingtestError(f"adaptive.debug: {tree_path} has no labelled test under "
                             f"{topics or 'any topic'} to train on")
@@ -211,12 +215,10 @@ class DebuggingLoop(Method):
 
     def variant_topics(self, tag: str) -> list[str]:
         """The CheckList topics a model tag trained on."""
-        topics = self.debug.topics
-        if tag.startswith("t"):
-            return [topics[int(tag[1:]) - 1]]
-        if tag.startswith("k"):
-            return list(topics[:int(tag[1:])])
-        return []
+        topics, kind, number = self.debug.topics, tag[:1], tag[1:]
+        if not number.isdigit():  # "tree", "" (the base model)
+            return []
+        return [topics[int(number) - 1]] if kind == "t" else list(topics[:int(number)])
 
     def check_inputs(self) -> None:
         processed = self.workspace.processed
