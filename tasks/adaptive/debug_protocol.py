@@ -7,7 +7,8 @@ from and what the oracle consults). The AdaTest condition then runs testâ€“fixâ€
 (``debug_topic``): the LM suggests tests under the topic from the tree's tests, the oracle
 labels them, the failing ones join the tree, the model is fine-tuned (from the checkpoint, on
 the tree's tests mixed with SST-2) and the next round's suggestions re-test it; the loop stops
-when the share of failing suggestions is at most ``threshold`` or after ``rounds`` fixes.
+when the share of failing suggestions is at most ``threshold`` (among at least
+``MIN_JUDGED`` = 5 the oracle labelled) or after ``rounds`` fixes.
 
 The paper's users reviewed suggestions by hand. Offline, ``NearestExampleOracle`` stands in
 for them: it labels a suggestion with the label of the topic's CheckList examples nearest to
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 SEED_LABELER = "checklist-seed"
 ORACLE_REFERENCE = 400  # seeded cap on the pool examples the oracle compares with
 TEST_COLUMNS = ["text", "label", "topic", "source", "round"]
+MIN_JUDGED = 5  # a re-test on fewer oracle-labelled suggestions cannot say the topic passes
 
 
 def _rng(seed: int, salt: int, name: str) -> np.random.Generator:
@@ -205,7 +207,8 @@ def debug_topic(split: TopicSplit, base_model, fine_tune: Callable[[pd.DataFrame
             & verdict.isin(["pass", "fail"])
         failing = int((judged & verdict.eq("fail")).sum())
         share = failing / int(judged.sum()) if judged.any() else np.nan
-        passes = round_no > 1 and (not judged.any() or share <= settings.threshold)
+        passes = (round_no > 1 and int(judged.sum()) >= MIN_JUDGED
+                  and share <= settings.threshold)
         counts.append({**result.counts, "tested_model": model.model_id,
                        "judged": int(judged.sum()), "failing": failing,
                        "failing_share": share, "topic": split.topic,
