@@ -188,11 +188,30 @@ class CapabilitiesParams(Section):
         "lexicon", description="word polarity: SST + Hu & Liu lexicon, or SentiWordNet")
     parser: Literal["pcfg", "benepar"] = "pcfg"
     pcfg_heldout: int = Field(200, ge=0, description="treebank sentences held out for bracket F1")
-    max_masks_per_seed: int = Field(10, ge=1, description="k: masked sentences sampled per seed")
+    max_masks_per_seed: int | None = Field(
+        32, ge=1, description="k: masked sentences sampled per seed; null: all of them "
+        "(ALiCT's num_cfg_exp_elem = -1)")
+    max_inserted_words: int = Field(
+        1, ge=1, le=3, description="words one reference production may insert (ALiCT's "
+        "CFGExpander allows 2; more inserted words read worse)")
+    insert_tags: list[str] | None = Field(
+        ["JJ", "JJR", "JJS", "RB", "RBR", "RBS", "CD", "DT", "PRP$"], min_length=1,
+        description="PTB tags a single inserted word may carry: modifiers by default (nouns, "
+        "verbs, pronouns, prepositions and conjunctions inserted alone mostly break the "
+        "sentence); null: every tag (ALiCT)")
+    pos_check: Literal["in_context", "exact"] = Field(
+        "in_context", description="in_context: a fill tagged otherwise in its sentence stands "
+        "when its tag makes another reference production; exact: the tag must equal the "
+        "masked one (ALiCT)")
     fill_model: str = Field("HuggingFaceTB/SmolLM2-135M-Instruct",
                             description="masked LM (fill-mask) or causal LM proposing words")
-    fill_candidates: int = Field(10, ge=1, description="candidates proposed per mask")
-    max_expansions_per_seed: int = Field(5, ge=1)
+    fill_candidates: int = Field(6, ge=1, description="candidates proposed per mask")
+    max_expansions_per_seed: int | None = Field(
+        20, ge=1, description="most expansions kept per seed (best scores first); null: all "
+        "(ALiCT)")
+    pass_to_fail_count: Literal["distinct", "alict"] = Field(
+        "distinct", description="Table 3's #pass→fail: distinct failing expansions of passed "
+        "seeds (the paper's text) | alict (Result.py: duplicates counted)")
     mask_sampling: Literal["alict", "count"] = Field(
         "alict", description="alict: top_productions reference rules per seed production, then "
         "uniform (ALiCT); count: ∝ reference count over all candidates (earlier behaviour)")
@@ -231,6 +250,17 @@ class CapabilitiesParams(Section):
         if any(size < 1 for size in sizes):
             raise ValueError("every suite size must be >= 1")
         return sizes
+
+    @field_validator("insert_tags")
+    @classmethod
+    def _known_tags(cls, tags: list[str] | None) -> list[str] | None:
+        from tasks.capabilities.masks import PTB_TAGS, SKIP_SYMBOLS
+
+        unknown = [t for t in tags or () if t not in PTB_TAGS - SKIP_SYMBOLS]
+        if unknown:
+            raise ValueError(f"not insertable PTB tags: {unknown}; use word tags such as JJ, "
+                             f"RB, NN, VBZ (punctuation is never inserted)")
+        return tags
 
 
 GENERATORS = ("builtin", "pict", "acts", "cagen")
