@@ -190,6 +190,7 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
      {"inputs/mirror/README": b"empty\n"}, "data.assets"),
     # ---- CLI
     ("stage-unknown", ["run", "nope"], {}, "nope"),
+    ("validate-stage-unknown", ["validate", "nope"], {}, "unknown stage `nope`"),
     ("command-unknown", ["frobnicate"], {}, "frobnicate"),
     ("option-unknown", ["run", "data", "--sett", "seed=1"], {}, "--sett"),
     ("ca-values-text", ["covering-array", "--values", "a,b"], {}, "--values"),
