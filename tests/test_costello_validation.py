@@ -65,3 +65,17 @@ def test_lingtest_validate_prints_the_one_line_and_runs_nothing(monkeypatch, cap
     out, err = capsys.readouterr()
     assert out.strip() == "lingtest: stage contrastive, profile paper: inputs and models valid"
     assert len(err.strip().splitlines()) == 1 and "offline: 42 model(s)" in err
+
+
+def test_a_python_encoder_without_vocabulary_needs_no_dictionary_for_zero(tmp_path):
+    """Without a vocabulary θ needs contrastive.dictionary_file, except when only θ = 0 is
+    asked for, which searches no dictionary."""
+    (tmp_path / "params.yaml").write_bytes((PACKAGE_ROOT / "params.yaml").read_bytes())
+    (tmp_path / "enc.py").write_text("import numpy as np\n"
+                                     "def embed(texts):\n    return np.ones((len(texts), 4))\n")
+    workspace = Workspace(tmp_path)
+    sets = ["contrastive.encoders=[python:enc.py:embed]"]
+    with pytest.raises(LingtestError, match="contrastive.dictionary_file"):
+        validate_inputs("contrastive", load_params(tmp_path, sets), workspace)
+    zero = load_params(tmp_path, [*sets, "contrastive.thresholds=[zero]"])
+    assert validate_inputs("contrastive", zero, workspace) is None

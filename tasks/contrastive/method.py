@@ -132,7 +132,8 @@ class ContrastiveMethod(Method):
         c = self.params.contrastive
         for ref in self.refs():
             check_contrastive_encoder(ref, self.params.models.offline, self.workspace.root,
-                                      c.dictionary_file, c.pooling)
+                                      c.dictionary_file, c.pooling,
+                                      thresholds.needs_dictionaries(c.thresholds))
 
     def build_suite(self) -> pd.DataFrame:
         params = self.params
@@ -357,7 +358,7 @@ class ContrastiveMethod(Method):
                 f"{i['model_id']}: not applied ({i['pooling']}: a vector may depend on its "
                 f"batch's company in the last bits)" for i in own)
         odd = [i for i in infos if i.get("vocabulary", "the model's tokenizer")
-               != "the model's tokenizer"]
+               not in ("the model's tokenizer", None)]
         if odd:
             notes["vocab dictionary"] = "; ".join(f"{i['model_id']}: {i['vocabulary']}"
                                                   for i in odd)

@@ -216,7 +216,8 @@ def embed(model: ModelRef, texts: list[str], store_root: str, offline: bool, dev
     info = {"model_id": encoder.model_id, "spec": model.bare, "form": model.form,
             "source": parameters.get("source"), "revision": encoder.revision,
             "pooling": encoder.pooling, "exact_length": bool(encoder.exact_length),
-            "describe": describe_encoder(encoder), "vocabulary": vocabulary_note(encoder),
+            "describe": describe_encoder(encoder),
+            "vocabulary": vocabulary_note(encoder) if words else None,  # None: no θ search
             "dim": int(matrix.shape[1]), "dictionaries": words, "embedded_now": missing,
             "parameters": parameters}
     return info, Embedded(everything, matrix)

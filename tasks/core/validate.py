@@ -71,11 +71,13 @@ def _check_model(key: str, model_id: str, kind: str, params: Params,
         return {**row, **check_classifier(ref, offline, workspace.root, params.models.label_map,
                                           trainable=kind == "trainable classifier")}
     if kind == "encoder":
+        from tasks.contrastive.thresholds import needs_dictionaries
         from tasks.models.any_encoder import check_contrastive_encoder
         c = params.contrastive
         ref = parse_model(model_id, key, names, workspace.root)
         return {**row, **check_contrastive_encoder(ref, offline, workspace.root,
-                                                   c.dictionary_file, c.pooling)}
+                                                   c.dictionary_file, c.pooling,
+                                                   needs_dictionaries(c.thresholds))}
     if kind == "fill":
         from tasks.capabilities.fill import fill_kind
         kind = fill_kind(model_id)
