@@ -111,6 +111,16 @@ THRESHOLDS = ("zero", "min", "mu-2sigma", "mu-sigma")
 RELATIONS = ("CR1", "CR2", "CR3", "CR4")
 
 
+def smallest_signed_rank_n(alpha: float) -> int:
+    """Fewest classifiers at which COSTELLO's one-sided Wilcoxon signed-rank test can give
+    p < ``alpha``: its smallest exact p-value, all n differences of one sign, is 0.5**n
+    (5 for α = 0.05; scipy's ``wilcoxon`` agrees, tests/test_costello_options.py)."""
+    n = 1
+    while 0.5 ** n >= alpha:
+        n += 1
+    return n
+
+
 class ContrastiveParams(Section):
     """COSTELLO: test generation, embedding, thresholds, ground truth (Jiang et al., FSE 2024)."""
 
@@ -165,6 +175,22 @@ class ContrastiveParams(Section):
         "joint", description='CR4 vectors (distances and classifiers): "s1 [SEP] s2" embedded '
         "whole (paper) or pair features [u, v, |u-v|, u*v]")
     alpha: float = Field(0.05, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _classifiers_can_reach_alpha(self) -> "ContrastiveParams":
+        """Below the smallest bank the test can reject at, every P_A would be 0 and every
+        P_B 100 whatever the model does: refused."""
+        need = smallest_signed_rank_n(self.alpha)
+        if self.n_classifiers < need:
+            fix = (f"set contrastive.n_classifiers to {need} or more" if need <= 14 else
+                   "raise contrastive.alpha (14 classifiers reach at best p = 0.5**14)")
+            raise ValueError(
+                f"contrastive.n_classifiers {self.n_classifiers}: a one-sided Wilcoxon test "
+                f"over {self.n_classifiers} classifiers can never reach p < contrastive.alpha "
+                f"{self.alpha} (its smallest p is 0.5**{self.n_classifiers} = "
+                f"{0.5 ** self.n_classifiers:.4g}), so every P_A would be 0 and every P_B 100; "
+                f"fix: {fix}")
+        return self
 
 
 class TrainSentimentParams(Section):
