@@ -319,11 +319,14 @@ def in_context_path(masked: Sequence[Masked], model: FillModel) -> bool:
 def _eligible(model: CausalLM, sentence_start: bool, symbol: str, tags: TagLexicon | None,
               memo: dict) -> tuple[np.ndarray, list[str]]:
     """Vocabulary ids (and words) that may fill a mask of ``symbol``: whole words the tag
-    lexicon has seen with that tag; computed once per capability (``memo``)."""
+    lexicon has seen with that tag, lower-case inside a sentence (the lexicon is
+    lower-cased, so "New" would pass as "new": "The New film"); computed once per
+    capability (``memo``)."""
     key = (sentence_start, symbol)
     if key not in memo:
         ids, words = model.word_table(sentence_start)
-        keep = [i for i, w in enumerate(words) if _can_be(w, symbol, tags)]
+        keep = [i for i, w in enumerate(words) if _can_be(w, symbol, tags)
+                and (sentence_start or w.islower())]
         memo[key] = (ids[keep], [words[i] for i in keep])
     return memo[key]
 
