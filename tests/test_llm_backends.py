@@ -79,7 +79,9 @@ class _StubLM:
     def __init__(self, outputs: list[str]):
         self.outputs, self.calls = outputs, []
 
-    def generate_batch(self, prompts, max_new_tokens, chat=True, system=None, batch_size=8):
+    def generate_batch(self, prompts, max_new_tokens, chat=True, system=None, batch_size=8,
+                       stop_after_json=False):
+        assert stop_after_json  # the consistency backend never lets a cap cut a JSON answer
         self.calls.append((list(prompts), max_new_tokens, chat, system, batch_size))
         return [self.outputs.pop(0) for _ in prompts]
 
@@ -322,3 +324,45 @@ def test_endpoint_limit_holds_across_processes_and_frees_a_killed_holders_slot(t
     finally:
         holder.kill()
         holder.wait(10)
+
+
+# --------------------------------------------------------------------------- output cap
+
+@pytest.mark.parametrize("protocol", ["ollama", "openai"])
+def test_default_cap_leaves_a_long_json_answer_whole(monkeypatch, protocol):
+    """A model that explains its answer inside the JSON object (60 words here): the old
+    16-token cap cut it into unreadable JSON, the stage's default cap does not, and a cut
+    is counted (the server said finish reason "length")."""
+    from tasks.consistency.oracle import read_answer
+    from tasks.core.sections import ConsistencyParams
+
+    default = ConsistencyParams().max_new_tokens
+    with FakeLLMServer(protocol, long_answer=60) as server:
+        whole = _backend(server, monkeypatch, max_new_tokens=default).answer(
+            ["The sky is blue?"])[0]
+        cut_backend = _backend(server, monkeypatch, max_new_tokens=16)
+        cut = cut_backend.answer(["The sky is blue?"])[0]
+    assert json.loads(whole.text)["answer"] == "true"
+    assert read_answer(whole.text, "lenient") == "true"
+    assert read_answer(cut.text, "lenient") == "undefined" and cut_backend.cut == 1
+    sent = [r.body for r in server.generations()]
+    caps = [b["options"]["num_predict"] if protocol == "ollama" else b["max_tokens"]
+            for b in sent]
+    assert caps == [default, 16]
+
+
+@pytest.mark.slow
+def test_packaged_smollm2_json_answer_stops_at_its_closing_brace():
+    """The local model asked for a JSON object: its answer is the whole object and nothing
+    after it, under the stage's default cap (the stop rule ends generation there)."""
+    from tasks.core.sections import ConsistencyParams
+    from tasks.models.json_stop import json_end
+
+    llm = load_llm(SMOLLM, LLMSettings(max_new_tokens=ConsistencyParams().max_new_tokens,
+                                       device="cpu", batch_size=2))
+    prompts = ['Reply with a JSON object {"answer": ..., "reason": ...}. Is the sky blue?',
+               'Return a JSON object with the keys "city" and "country" for Paris.']
+    texts = [r.text for r in llm.answer(prompts)]
+    for text in texts:
+        assert json_end(text) == len(text), texts  # ends with the value (or its fence)
+    assert any(text.rstrip("`").rstrip().endswith("}") for text in texts), texts
