@@ -351,18 +351,72 @@ def test_default_cap_leaves_a_long_json_answer_whole(monkeypatch, protocol):
     assert caps == [default, 16]
 
 
-@pytest.mark.slow
-def test_packaged_smollm2_json_answer_stops_at_its_closing_brace():
-    """The local model asked for a JSON object: its answer is the whole object and nothing
-    after it, under the stage's default cap (the stop rule ends generation there)."""
-    from tasks.core.sections import ConsistencyParams
-    from tasks.models.json_stop import json_end
+@pytest.fixture(scope="module")
+def tiny_causal_lm(tmp_path_factory):
+    """A 1-layer GPT-2 (n_embd 32) with the packaged MiniLM's tokenizer and a plain chat
+    template, taught to answer every prompt with a JSON object and then chatter on: a local
+    causal model whose answer a cap would cut and the stop rule must end at its brace.
+    (The packaged SmolLM2 seldom answers these prompts in JSON at all.)"""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
-    llm = load_llm(SMOLLM, LLMSettings(max_new_tokens=ConsistencyParams().max_new_tokens,
-                                       device="cpu", batch_size=2))
-    prompts = ['Reply with a JSON object {"answer": ..., "reason": ...}. Is the sky blue?',
-               'Return a JSON object with the keys "city" and "country" for Paris.']
+    from tasks.models.registry import resolve
+
+    tok = AutoTokenizer.from_pretrained(resolve("sentence-transformers/all-MiniLM-L6-v2",
+                                                "encoder").path)
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }} [SEP] {% endfor %}"
+    target = tok.encode('{"answer": false, "reason": "no"} and it goes on and on and on',
+                        add_special_tokens=False)
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=tok.vocab_size, n_embd=32, n_layer=1,
+                                       n_head=2, n_positions=512,
+                                       bos_token_id=tok.cls_token_id,
+                                       eos_token_id=tok.pad_token_id))
+    rows, labels = [], []
+    for prompt in ("Is the sky green?", "is water dry? Return a JSON boolean.", "hello"):
+        ids = tok.apply_chat_template([{"role": "user", "content": prompt}],
+                                      add_generation_prompt=True, tokenize=True,
+                                      return_dict=True)["input_ids"]
+        rows.append(list(ids) + target)
+        labels.append([-100] * len(ids) + target)
+    width = max(map(len, rows))
+    ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in rows])
+    mask = (torch.arange(width)[None, :] >= torch.tensor([width - len(r) for r in rows])[:, None])
+    target_ids = torch.tensor([[-100] * (width - len(r)) + r for r in labels])
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # as generate counts them
+    optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is several times faster here
+    try:
+        for _ in range(120):
+            loss = model(input_ids=ids, attention_mask=mask.long(), position_ids=positions,
+                         labels=target_ids).loss
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+    finally:
+        torch.set_num_threads(threads)
+    folder = tmp_path_factory.mktemp("tiny-causal")
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def test_local_model_stops_at_the_json_answers_closing_brace(tiny_causal_lm):
+    """Under the stage's default cap the local backend's answers are the whole JSON object
+    and nothing after it; a 6-token cap (the old default was 16 for SmolLM2) cuts it."""
+    from tasks.consistency.oracle import read_answer
+    from tasks.core.sections import ConsistencyParams
+
+    prompts = ["Is the sky green?", "is water dry? Return a JSON boolean.", "hello"]
+    llm = load_llm(str(tiny_causal_lm), LLMSettings(
+        max_new_tokens=ConsistencyParams().max_new_tokens, device="cpu", batch_size=2))
     texts = [r.text for r in llm.answer(prompts)]
-    for text in texts:
-        assert json_end(text) == len(text), texts  # ends with the value (or its fence)
-    assert any(text.rstrip("`").rstrip().endswith("}") for text in texts), texts
+    assert texts == ['{ " answer " : false, " reason " : " no " }'] * 3, texts
+    assert [read_answer(t, "lenient") for t in texts] == ["false"] * 3
+    assert llm.parameters()["stop"] == "after the JSON answer"
+    # the same model without the stop rule talks on past the brace; a small cap cuts it
+    lm = llm.lm
+    assert "goes on" in lm.generate_batch(prompts[:1], 40, chat=True)[0]
+    cut = lm.generate_batch(prompts[:1], 6, chat=True, stop_after_json=True)[0]
+    assert read_answer(cut, "lenient") == "undefined"
