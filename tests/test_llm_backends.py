@@ -357,12 +357,10 @@ def tiny_causal_lm(tmp_path_factory):
     template, taught to answer every prompt with a JSON object and then chatter on: a local
     causal model whose answer a cap would cut and the stop rule must end at its brace.
     (The packaged SmolLM2 seldom answers these prompts in JSON at all.)"""
-    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+    from tiny_models import fit_and_save, minilm_tokenizer
+    from transformers import GPT2Config, GPT2LMHeadModel
 
-    from tasks.models.registry import resolve
-
-    tok = AutoTokenizer.from_pretrained(resolve("sentence-transformers/all-MiniLM-L6-v2",
-                                                "encoder").path)
+    tok = minilm_tokenizer()
     tok.chat_template = "{% for m in messages %}{{ m['content'] }} [SEP] {% endfor %}"
     target = tok.encode('{"answer": false, "reason": "no"} and it goes on and on and on',
                         add_special_tokens=False)
@@ -384,22 +382,9 @@ def tiny_causal_lm(tmp_path_factory):
     mask = (torch.arange(width)[None, :] >= torch.tensor([width - len(r) for r in rows])[:, None])
     target_ids = torch.tensor([[-100] * (width - len(r)) + r for r in labels])
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # as generate counts them
-    optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: one thread is several times faster here
-    try:
-        for _ in range(120):
-            loss = model(input_ids=ids, attention_mask=mask.long(), position_ids=positions,
-                         labels=target_ids).loss
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-    finally:
-        torch.set_num_threads(threads)
-    folder = tmp_path_factory.mktemp("tiny-causal")
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return fit_and_save(model, tok, {"input_ids": ids, "attention_mask": mask.long(),
+                                     "position_ids": positions, "labels": target_ids},
+                        tmp_path_factory.mktemp("tiny-causal"))
 
 
 def test_local_model_stops_at_the_json_answers_closing_brace(tiny_causal_lm):

@@ -33,12 +33,9 @@ def test_json_end(text, end) -> None:
 
 
 def test_stop_criterion_is_per_row() -> None:
-    from transformers import AutoTokenizer
+    from tiny_models import minilm_tokenizer
 
-    from tasks.models.registry import resolve
-
-    tok = AutoTokenizer.from_pretrained(resolve("sentence-transformers/all-MiniLM-L6-v2",
-                                                "encoder").path)
+    tok = minilm_tokenizer()
     rows = [tok.encode(t, add_special_tokens=False) for t in ("x {", "x { } y")]
     width = max(map(len, rows))
     ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
@@ -49,12 +46,10 @@ def test_stop_criterion_is_per_row() -> None:
 @pytest.fixture(scope="module")
 def tiny_t5(tmp_path_factory):
     """A 1-layer T5 (d_model 32) that answers TARGET to every prompt, saved to a folder."""
-    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
+    from tiny_models import fit_and_save, minilm_tokenizer
+    from transformers import T5Config, T5ForConditionalGeneration
 
-    from tasks.models.registry import resolve
-
-    tok = AutoTokenizer.from_pretrained(resolve("sentence-transformers/all-MiniLM-L6-v2",
-                                                "encoder").path)
+    tok = minilm_tokenizer()
     torch.manual_seed(0)
     config = T5Config(vocab_size=tok.vocab_size, d_model=32, d_ff=64, d_kv=16, num_layers=1,
                       num_decoder_layers=1, num_heads=2, pad_token_id=tok.pad_token_id,
@@ -63,22 +58,8 @@ def tiny_t5(tmp_path_factory):
     prompts = ["is the sky blue? Return a JSON boolean.", "is water wet?", "hello"]
     batch = tok(prompts, return_tensors="pt", padding=True, return_token_type_ids=False)
     labels = tok([TARGET] * len(prompts), return_tensors="pt")["input_ids"][:, 1:].contiguous()  # no [CLS]
-    optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
-    model.train()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: one thread is several times faster here
-    try:
-        for _ in range(120):
-            loss = model(**batch, labels=labels).loss
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-    finally:
-        torch.set_num_threads(threads)
-    folder = tmp_path_factory.mktemp("tiny-t5")
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return fit_and_save(model, tok, {**batch, "labels": labels},
+                        tmp_path_factory.mktemp("tiny-t5"))
 
 
 def test_seq2seq_backend_answers_and_stops_after_the_json(tiny_t5) -> None:
