@@ -387,7 +387,7 @@ def tiny_causal_lm(tmp_path_factory):
                         tmp_path_factory.mktemp("tiny-causal"))
 
 
-def test_local_model_stops_at_the_json_answers_closing_brace(tiny_causal_lm):
+def test_local_model_stops_at_the_json_answers_closing_brace(tiny_causal_lm, caplog):
     """Under the stage's default cap the local backend's answers are the whole JSON object
     and nothing after it; a 6-token cap (the old default was 16 for SmolLM2) cuts it."""
     from tasks.consistency.oracle import read_answer
@@ -403,5 +403,7 @@ def test_local_model_stops_at_the_json_answers_closing_brace(tiny_causal_lm):
     # the same model without the stop rule talks on past the brace; a small cap cuts it
     lm = llm.lm
     assert "goes on" in lm.generate_batch(prompts[:1], 40, chat=True)[0]
+    assert "max_new_tokens" not in caplog.text  # nothing reached the default cap
     cut = lm.generate_batch(prompts[:1], 6, chat=True, stop_after_json=True)[0]
     assert read_answer(cut, "lenient") == "undefined"
+    assert "1 of 1 answers reached max_new_tokens=6 unfinished" in caplog.text

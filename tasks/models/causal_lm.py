@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from tasks.models.encoders import pick_device
 from tasks.models.json_stop import JSONAnswerStop, json_end
 from tasks.models.registry import Resolution, hub_offline, resolve, transformers_classes
 
+log = logging.getLogger(__name__)
 _CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -113,7 +115,14 @@ class CausalLM:
             texts = [self.tokenizer.decode(row[width:], skip_special_tokens=True)
                      for row in out]
             if stop_after_json:  # a row that stopped keeps going until the batch is done
-                texts = [text[:json_end(text) or len(text)] for text in texts]
+                ends = [json_end(text) for text in texts]
+                capped = sum(end is None and int(row[-1]) not in (pad, self.tokenizer.eos_token_id)
+                             for end, row in zip(ends, out)) if out.shape[1] - width >= \
+                    max_new_tokens else 0
+                if capped:  # prose or a JSON value that never closes (a repetition loop)
+                    log.warning("%s: %d of %d answers reached max_new_tokens=%d unfinished",
+                                self.model_id, capped, len(rows), max_new_tokens)
+                texts = [text[:end or len(text)] for text, end in zip(texts, ends)]
             answers += [text.strip() for text in texts]
         return answers
 
