@@ -100,7 +100,7 @@ def test_spec_rule_callback_for_lc1(nlp, polarity):
     assert rule(t_neutral) and not rule(t_good)
     # with a label the rule does not accept, even the neutral expansion fails
     assert not spec_still_matches(spec, "pos", polarity)(t_neutral)
-    assert check(neutral, t_neutral, lambda w, p: None, rule) is None
+    assert check(neutral, t_neutral, lambda w, p: None, rule) is neutral.masked
 
 
 def test_ranking_is_deterministic(lm, nlp, polarity, or_both):

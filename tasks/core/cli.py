@@ -26,6 +26,15 @@ def _params(overrides: list[str] | None, profile: str | None):
     return load_params(Workspace.current().root, overrides or [], profile)
 
 
+def _validate(stage: str, params, workspace: Workspace) -> None:
+    """``validate_inputs``; its notice (models that need an unreachable hub) as one line."""
+    from tasks.core.validate import validate_inputs
+
+    notice = validate_inputs(stage, params, workspace)
+    if notice:
+        typer.secho(f"lingtest: {notice}", fg="yellow", err=True)
+
+
 @app.command()
 def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stages`)."),
         set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
@@ -33,17 +42,27 @@ def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stage
     """Run one stage's Prefect flow (DVC's stages call this)."""
     from tasks.core.runtime import configure_environment
 
-    from tasks.core.validate import validate_inputs
-
     workspace = Workspace.current()
     params = _params(set_, profile)
-    validate_inputs(stage, params, workspace)  # before Prefect starts or anything is written
+    _validate(stage, params, workspace)  # before Prefect starts or anything is written
     api = configure_environment(workspace)
     typer.echo(f"lingtest: stage {stage}, profile {params.profile}, seed {params.seed}, "
                f"Prefect API {api or 'temporary local server'}", err=True)
     from flows.stage import run_stage
 
     run_stage(stage, params, workspace)
+
+
+@app.command()
+def validate(stage: str = typer.Argument(..., help="Stage to check (see `lingtest stages`)."),
+             set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+             profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)
+             ) -> None:
+    """Check a stage's parameters, input files and models as `lingtest run` does first,
+    without running it (loads no weights)."""
+    params = _params(set_, profile)
+    _validate(stage, params, Workspace.current())
+    typer.echo(f"lingtest: stage {stage}, profile {params.profile}: inputs and models valid")
 
 
 @app.command()

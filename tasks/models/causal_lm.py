@@ -9,6 +9,7 @@ load in any process writes the de-quantised weights as a safetensors copy
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -261,6 +262,20 @@ class CausalLM:
                 out.append([(words[j], float(values[j])) for j in top])
         return out
 
+    def word_table(self, sentence_start: bool) -> tuple[np.ndarray, list[str]]:
+        """Token ids that begin a whole alphabetic word, with the word (see ``_word_table``)."""
+        return self._word_table(sentence_start)
+
+    def text_pass(self, text: str) -> "TextPass":
+        """One forward pass over ``text`` (after the start token), kept for what S²LCT asks of
+        a seed: the next-token distribution at every word gap, and the log-probabilities of
+        variants of the text scored on its cached keys and values."""
+        ids = self._start + self.tokenizer(text)["input_ids"]
+        with self._lock, torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True)
+        logp = torch.log_softmax(out.logits[0].float(), dim=-1)
+        return TextPass(self, text, ids, logp, out["cache"])
+
     # ------------------------------------------------------------------ recording
 
     def parameters(self) -> dict[str, object]:
@@ -277,6 +292,84 @@ class CausalLM:
 
     def __repr__(self) -> str:
         return f"CausalLM({self.model_id!r}, revision={self.revision!r}, device={self.device})"
+
+
+class TextPass:
+    """A text's forward pass: ``logp[i]`` is log P(next token | ids[:i + 1]) over the vocabulary.
+
+    Why: S²LCT inserts one word into a seed at many gaps. The proposals at a gap are the
+    next-token distribution after the words before it, which this one pass holds for every
+    gap; each filled sentence shares the seed's tokens up to its insertion, so only its
+    tokens from there on need a forward pass, on the seed's cached keys and values. The
+    result equals scoring the filled sentence whole (to float rounding)."""
+
+    def __init__(self, model: CausalLM, text: str, ids: list[int], logp: torch.Tensor,
+                 cache):
+        self.model, self.text, self.ids, self.logp, self.cache = model, text, ids, logp, cache
+
+    def token_logprobs(self) -> np.ndarray:
+        """log P(token | all before it) for each of the text's tokens after the start."""
+        ids = torch.tensor(self.ids[1:], device=self.logp.device)
+        return self.logp[:-1].gather(-1, ids.unsqueeze(-1)).squeeze(-1).double().cpu().numpy()
+
+    def next_logprobs(self, cut: int) -> np.ndarray | None:
+        """log P(next token | text[:cut].rstrip()) over the vocabulary, when that prefix's
+        tokens begin the text's tokens (true at a space for GPT-2-style tokenizers); else None."""
+        ids = self.model._start + self.model.tokenizer(self.text[:cut].rstrip())["input_ids"]
+        if not ids or ids != self.ids[:len(ids)]:
+            return None
+        return self.logp[len(ids) - 1].cpu().numpy()
+
+    def variants(self, texts: list[str], after: int | None = None
+                 ) -> list[tuple[list[int], int, np.ndarray]]:
+        """Per variant text: its token ids (start token first), ``n`` the length of the token
+        prefix it shares with this text (≥ 1), and log P(token | all before it) for its tokens
+        from ``n`` on — computed on this text's cached keys and values, so only those tokens
+        run. ``after``: for a variant that is this text with tokens inserted at ``n``, stop
+        that many tokens past the insertion (the rest is this text's own tokens, whose
+        log-probabilities the caller may take as unchanged); None: to the end. Variants
+        sharing a prefix length run as one right-padded batch."""
+        tok, start, base = self.model.tokenizer, self.model._start, self.ids
+        rows = [start + tok(t)["input_ids"] for t in texts]
+        shared, ends = [], []
+        for row in rows:
+            n = 0
+            while n < min(len(row), len(base)) - 1 and row[n] == base[n]:
+                n += 1
+            n = max(n, 1)
+            grown = len(row) - len(base)
+            pure = grown > 0 and row[n + grown:] == base[n:]
+            shared.append(n)
+            ends.append(min(len(row), n + grown + after) if pure and after is not None
+                        else len(row))
+        out: list[tuple[list[int], int, np.ndarray] | None] = [None] * len(rows)
+        pad = tok.pad_token_id
+        device = self.logp.device
+        for n in sorted(set(shared)):
+            group = [i for i, s in enumerate(shared) if s == n]
+            tails = [rows[i][n:ends[i]] for i in group]
+            width = max(len(t) for t in tails)
+            logits = None
+            if width > 1:
+                cache = copy.deepcopy(self.cache)
+                cache.crop(n - len(base))
+                cache.batch_repeat_interleave(len(group))
+                ids = torch.tensor([t[:-1] + [pad] * (width - len(t)) for t in tails],
+                                   device=device)
+                mask = torch.tensor([[1] * (n + len(t) - 1) + [0] * (width - len(t))
+                                     for t in tails], device=device)
+                with self.model._lock, torch.inference_mode():
+                    logits = self.model.model(input_ids=ids, cache=cache,
+                                              attention_mask=mask).logits.float()
+                logits = torch.log_softmax(logits, dim=-1)
+            for row_at, i in enumerate(group):
+                tail = tails[row_at]
+                first = [float(self.logp[n - 1, tail[0]])]
+                rest = [] if len(tail) < 2 else logits[row_at, :len(tail) - 1].gather(
+                    -1, torch.tensor(tail[1:], device=device).unsqueeze(-1)
+                ).squeeze(-1).double().cpu().tolist()
+                out[i] = (rows[i], n, np.array(first + rest, dtype=np.float64))
+        return out
 
 
 CONVERTED_FORMAT = 1
