@@ -334,12 +334,16 @@ def classify_answers(
         file: str = typer.Argument(..., help="CSV with one LLM response per row."),
         column: str = typer.Option(..., "--column", help="Column holding the responses."),
         output: str | None = typer.Option(None, "--output",
-                                        help="Write here (default: replace FILE).")) -> None:
+                                        help="Write here (default: replace FILE)."),
+        oracle: str = typer.Option("guide", "--oracle",
+                                   help="guide (the guide's first-word rule) | lenient | "
+                                   "strict, as consistency.oracle")) -> None:
     """Add a `parsed` column (true/false/undefined, the consistency oracle) to a CSV."""
-    from tasks.consistency.oracle import ORACLE_VERSION, classify_csv
+    from tasks.consistency.oracle import classify_csv, oracle_version
 
-    counts = classify_csv(file, column, output)
-    typer.echo(f"oracle v{ORACLE_VERSION}: wrote {output or file}")
+    version = oracle_version(oracle)  # an unknown mode: one error naming the choices
+    counts = classify_csv(file, column, output, oracle)
+    typer.echo(f"oracle {oracle} v{version}: wrote {output or file}")
     for value, count in counts.items():
         typer.echo(f"{value}\t{count}")
 

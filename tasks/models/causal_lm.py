@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -21,11 +22,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from transformers import StoppingCriteriaList
 
 from tasks.core.errors import LingtestError
 from tasks.models.encoders import pick_device
+from tasks.models.json_stop import JSONAnswerStop, json_end
 from tasks.models.registry import Resolution, hub_offline, resolve, transformers_classes
 
+log = logging.getLogger(__name__)
 _CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -88,8 +92,11 @@ class CausalLM:
         return self.generate_batch([prompt], max_new_tokens, chat, system, batch_size=1)[0]
 
     def generate_batch(self, prompts: list[str], max_new_tokens: int = 32, chat: bool = True,
-                       system: str | None = None, batch_size: int = 8) -> list[str]:
-        """Greedy continuations of several prompts, left-padded batches of ``batch_size``."""
+                       system: str | None = None, batch_size: int = 8,
+                       stop_after_json: bool = False) -> list[str]:
+        """Greedy continuations of several prompts, left-padded batches of ``batch_size``;
+        ``stop_after_json``: each row ends with its complete JSON answer
+        (``tasks.models.json_stop``), so a large ``max_new_tokens`` costs nothing then."""
         if max_new_tokens < 1:
             raise LingtestError(f"max_new_tokens must be >= 1 (got {max_new_tokens})")
         answers: list[str] = []
@@ -100,13 +107,24 @@ class CausalLM:
             ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=self.device)
             mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows],
                                 device=self.device)
+            stop = [JSONAnswerStop(self.tokenizer, width)] if stop_after_json else []
             with self._lock, torch.inference_mode():
                 out = self.model.generate(
                     input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                     do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None,
-                    pad_token_id=pad)
-            answers += [self.tokenizer.decode(row[width:], skip_special_tokens=True).strip()
-                        for row in out]
+                    pad_token_id=pad, stopping_criteria=StoppingCriteriaList(stop))
+            texts = [self.tokenizer.decode(row[width:], skip_special_tokens=True)
+                     for row in out]
+            if stop_after_json:  # a row that stopped keeps going until the batch is done
+                ends = [json_end(text) for text in texts]
+                capped = sum(end is None and int(row[-1]) not in (pad, self.tokenizer.eos_token_id)
+                             for end, row in zip(ends, out)) if out.shape[1] - width >= \
+                    max_new_tokens else 0
+                if capped:  # prose or a JSON value that never closes (a repetition loop)
+                    log.warning("%s: %d of %d answers reached max_new_tokens=%d unfinished",
+                                self.model_id, capped, len(rows), max_new_tokens)
+                texts = [text[:end or len(text)] for text, end in zip(texts, ends)]
+            answers += [text.strip() for text in texts]
         return answers
 
     def sample(self, prompt: str, n: int, seed: int, temperature: float = 1.0,

@@ -27,7 +27,7 @@ from tasks.core.io import sha256_file
 if TYPE_CHECKING:
     from tasks.core.config import ModelsParams
 
-KINDS = ("encoder", "causal_lm", "masked_lm", "classifier", "spacy")
+KINDS = ("encoder", "causal_lm", "masked_lm", "classifier", "spacy", "seq2seq")
 SOURCES = ("package", "hub-cache", "hub", "local", "missing")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "tf_model.h5", "model.ckpt.index")
 # Plain (non-sentence-transformers) encoders: COSTELLO's Testing.py takes the pooler output
