@@ -4,8 +4,10 @@ Each records the requests it gets, answers deterministically (a JSON object with
 "true" when the prompt says the sky is blue, and the prompt itself so tests can check order),
 can fail the first N generation calls with a status (and Retry-After), always fail, sleep
 past the client's timeout, answer empty text, answer with an HTML error page and status 200
-(``html_page``), serve another model digest (``digest``), and tracks the peak of in-flight
-requests.
+(``html_page``), serve another model digest (``digest``), answer a long JSON object that a
+small token cap cuts (``long_answer``: that many filler words, one token each, cut at the
+request's max_tokens / num_predict, finish reason "length"), and tracks the peak of
+in-flight requests.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ class FakeLLMServer:
     sleep_s: float = 0.0
     html_page: bool = False
     digest: str = DIGEST
+    long_answer: int = 0
     requests: list[Recorded] = field(default_factory=list, init=False)
     max_in_flight: int = field(default=0, init=False)
     _in_flight: int = field(default=0, init=False)
@@ -119,12 +122,27 @@ class FakeLLMServer:
 
     def _reply(self, body: dict[str, Any]) -> dict[str, Any]:
         if self.protocol == "ollama":
-            return {"model": body["model"], "response": verdict(body["prompt"]), "done": True}
+            text, reason = self._capped(verdict(body["prompt"]),
+                                        body.get("options", {}).get("num_predict"))
+            return {"model": body["model"], "response": text, "done": True,
+                    "done_reason": reason}
         prompt = body["messages"][-1]["content"]
+        text, reason = self._capped(verdict(prompt), body.get("max_tokens"))
         return {"id": "chatcmpl-test", "object": "chat.completion", "model": body["model"],
                 "system_fingerprint": "fp_test",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": verdict(prompt)}}]}
+                "choices": [{"index": 0, "finish_reason": reason,
+                             "message": {"role": "assistant", "content": text}}]}
+
+    def _capped(self, text: str, cap: int | None) -> tuple[str, str]:
+        """``long_answer``: the verdict with a long reason, cut at ``cap`` words as a model
+        cuts at its token cap."""
+        if not self.long_answer:
+            return text, "stop"
+        reason = " ".join(["because"] * self.long_answer)
+        words = json.dumps({**json.loads(text), "reason": reason}).split(" ")
+        if cap is not None and len(words) > cap:
+            return " ".join(words[:cap]), "length"
+        return " ".join(words), "stop"
 
 
 class _Server(ThreadingHTTPServer):

@@ -53,18 +53,61 @@ def test_table3_intervals_are_the_shared_seeded_bootstrap() -> None:
     assert rate_interval(np.ones(5), 500, np.random.default_rng(3)) == (100.0, 100.0, 100.0)
 
 
-def test_examples_keep_the_published_headers() -> None:
-    """The suite's ``expectation`` and the results' ``output`` publish as ``expected`` and
-    ``prediction <model>`` (s2lct-examples.csv keeps its columns)."""
-    suite = pd.DataFrame({"case_id": ["s1", "e1"], "capability": "LC2",
-                          "kind": ["seed", "expansion"], "parent_case_id": ["", "s1"],
-                          "text": ["good", "very good"], "expectation": "pos"})
-    results = suite.assign(model_id="m1", output=["pos", "neg"],
-                           verdict=["pass", "fail"])
-    table = report.examples(suite, results)
-    assert list(table.columns) == ["capability", "kind", "text", "expected", "prediction m1",
+def test_table3_alict_count_counts_duplicates_as_result_py() -> None:
+    """ALiCT's Result.py counts each (listed, failing) pair of a duplicated expansion: an
+    expansion proposed twice counts 4; the default counts distinct cases (2 here)."""
+    suite = pd.DataFrame({"case_id": ["e1", "e4"], "kind": "expansion",
+                          "provenance": ['{"proposals": 2}', '{"proposals": 1}']})
+    multiplicity = report.alict_multiplicity(suite)
+    alict = report.table3(results_frame(), ["LC2"], 200, 1, "alict", multiplicity).iloc[0]
+    distinct = report.table3(results_frame(), ["LC2"], 200, 1, "distinct", multiplicity).iloc[0]
+    assert (distinct["pass_to_fail"], alict["pass_to_fail"]) == (2, 5)
+    assert alict["pass_to_fail_seeds"] == distinct["pass_to_fail_seeds"] == 1
+    with pytest.raises(ValueError, match="pass_to_fail_count"):
+        report.table3(results_frame(), ["LC2"], 200, 1, "paper")
+
+
+def example_suite(n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One seed per capability LC1..LC3 with ``n`` expansions each (one text duplicated)."""
+    rows = []
+    for lc in ("LC1", "LC2", "LC3"):
+        rows.append((f"s-{lc}", lc, "seed", "", f"seed of {lc}", "{}"))
+        for i in range(n):
+            text = f"{lc} expansion {min(i, n - 2)}"  # the last two share a text
+            rows.append((f"e-{lc}-{i}", lc, "expansion", f"s-{lc}", text,
+                         '{"words": ["w%d"]}' % i))
+    suite = pd.DataFrame(rows, columns=["case_id", "capability", "kind", "parent_case_id",
+                                        "text", "provenance"]).assign(expectation="pos")
+    results = suite.assign(model_id="m1", output="pos", verdict="pass")
+    return suite, results
+
+
+def test_examples_are_a_seeded_random_sample_of_distinct_expansions_with_their_seeds() -> None:
+    suite, results = example_suite(30)
+    table = report.examples(suite, results, seed=7, n=40)
+    assert len(table) == 40 and table["expansion"].is_unique
+    assert set(table["capability"]) == {"LC1", "LC2", "LC3"}  # drawn over all LCs
+    assert (table["seed"] == "seed of " + table["capability"]).all()
+    assert list(table.columns) == ["capability", "seed", "expansion", "inserted", "expected",
+                                   "seed prediction m1", "seed verdict m1", "prediction m1",
                                    "verdict m1"]
-    assert table["prediction m1"].tolist() == ["pos", "neg"]
+    again = report.examples(suite, results, seed=7, n=40)
+    other = report.examples(suite, results, seed=8, n=40)
+    assert again.equals(table) and not other["expansion"].equals(table["expansion"])
+    small = report.examples(*example_suite(3), seed=7, n=40)
+    assert len(small) == 6  # every distinct expansion when there are fewer than n
+
+
+def test_neutral_share_counts_neutral_seed_predictions_per_lc() -> None:
+    results = pd.DataFrame({
+        "model_id": "m1", "capability": ["LC9"] * 4 + ["LC2"] * 2, "kind": "seed",
+        "output": ["neutral", "neutral", "pos", "neg", "pos", "pos"],
+        "verdict": ["fail", "fail", "pass", "fail", "pass", "pass"]})
+    table = report.neutral_share(results, ["LC2", "LC9"]).set_index("capability")
+    assert list(table.index) == ["LC2", "LC9"]
+    assert table.loc["LC9", "neutral_%"] == 50.0 and table.loc["LC9", "failing_seeds"] == 3
+    assert table.loc["LC9", "failing_neutral_%"] == pytest.approx(66.67)
+    assert np.isnan(table.loc["LC2", "failing_neutral_%"])
 
 
 def test_checklist_table_has_a_column_per_model() -> None:

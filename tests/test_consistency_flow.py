@@ -62,7 +62,11 @@ def test_queries_responses_verdicts_and_reports(consistency_run) -> None:
     rows = sum(len(a) for a in arrays.values())
     queries = pd.read_parquet(workspace.interim / "consistency" / "queries.parquet")
     assert len(queries) == rows and rows > 2
-    assert queries["prompt"].str.endswith(" Return a JSON Boolean.").all()
+    # the guide's prompt: lower-cased tokens joined by spaces, then "? Return a JSON boolean."
+    assert queries["prompt"].str.endswith("? Return a JSON boolean.").all()
+    assert queries.loc[queries["array_row"] == 0, "prompt"].tolist() == [
+        "can you ski in winter in styria ?? Return a JSON boolean.",
+        "is the old car red ?? Return a JSON boolean."]
     distinct = queries[["store_id", "prompt"]].drop_duplicates().shape[0]
     with open_store(url) as store:
         counts = store.counts()
@@ -75,9 +79,17 @@ def test_queries_responses_verdicts_and_reports(consistency_run) -> None:
     reports = workspace.reports / "consistency"
     summary = pd.read_csv(reports / "kommkonllm-summary.csv")
     assert summary["model_id"].tolist() == [MODEL]
-    assert summary.loc[0, "n_queries"] == rows
-    assert summary.loc[0, "n_answered"] == rows
+    assert summary.loc[0, "n_asked"] == summary.loc[0, "n_responded"] == rows
+    assert summary.loc[0, "n_answered"] + summary.loc[0, "n_undefined"] == rows
     assert 0 <= summary.loc[0, "undefined_rate"] <= 1
+    side = pd.read_csv(reports / "kommkonllm-definitions.csv")
+    assert side.loc[0, "answered / asked"] == f"{summary.loc[0, 'n_answered']} / {rows}"
+    assert "recall (lingtest: all_true)" in side.columns
+    assert "LOW ANSWERED SHARE" in (reports / "kommkonllm-definitions.md").read_text() \
+        or summary.loc[0, "n_answered"] >= rows / 2
+    guide_queries = pd.read_csv(reports / "queries.csv")
+    assert list(guide_queries.columns) == report.GUIDE_QUERIES and len(guide_queries) == rows
+    assert len(pd.read_csv(reports / "test_runs.csv")) == len(QUESTIONS)
     results = pd.read_csv(reports / "results.csv")
     assert len(results) == rows
     assert set(results["parsed"]) <= {"true", "false", "undefined"}
@@ -85,7 +97,7 @@ def test_queries_responses_verdicts_and_reports(consistency_run) -> None:
     table4 = pd.read_csv(reports / "kommkonllm-table4.csv")
     assert len(table4) == rows and MODEL in table4.columns
     assert table4.loc[table4["row"] == 0, "derived question"].tolist() == [
-        q["question"] for q in QUESTIONS]
+        "can you ski in winter in styria ?", "is the old car red ?"]  # the guide's row 0
     questions = pd.read_csv(reports / "kommkonllm-questions.csv")
     assert sorted(questions["question_id"]) == ["user-00", "user-01"]
     md = (reports / "kommkonllm-summary.md").read_text()
@@ -94,6 +106,7 @@ def test_queries_responses_verdicts_and_reports(consistency_run) -> None:
     assert (reports / "kommkonllm-figure.png").stat().st_size > 5000
     metrics = json.loads((workspace.reports / "consistency-metrics.json").read_text())
     assert metrics["models"][MODEL]["prompts_total"] == distinct
+    assert metrics["models"][MODEL]["n_asked"] == rows
     assert "prompts_sent_now" not in json.dumps(metrics)  # a counter of this process
 
 
@@ -235,7 +248,7 @@ def test_resume_sends_only_lost_and_failed_prompts(consistency_run, monkeypatch)
     assert sorted(Recorder.sent) == sorted(pending["prompt"])  # only the lost ones
     assert third["sent"] == 3 and third["errors"] == 1
     summary = pd.read_csv(workspace.reports / "consistency" / "kommkonllm-summary.csv")
-    assert summary.loc[0, "n_errors"] == 1 and summary.loc[0, "n_answered"] == len(results) - 1
+    assert summary.loc[0, "n_errors"] == 1 and summary.loc[0, "n_responded"] == len(results) - 1
 
     Recorder.sent = []
     fourth = run_stage("consistency", params, workspace)
@@ -257,10 +270,11 @@ def test_pending_prompts_go_out_in_runs_of_whole_batches_in_order() -> None:
     assert answering.batch_runs([], 2, 4) == []
 
 
-def test_report_functions_on_a_hand_made_table(tmp_path) -> None:
+def _hand_made(answers_by_model: dict[str, list[str | None]]) -> pd.DataFrame:
+    """Results of q1 (true) rows 0-1 and q2 (false) rows 0-1 per model; None: the call
+    failed (no response)."""
     rows = []
-    for model, answers in {"m-good": ["true", "true", "false", "false"],
-                           "m-bad": ["true", "undefined", "true", None]}.items():
+    for model, answers in answers_by_model.items():
         for (question, row, expected), parsed in zip(
                 [("q1", 0, True), ("q1", 1, True), ("q2", 0, False), ("q2", 1, False)], answers):
             rows.append({"model_id": model, "model_key": 1, "question_id": question,
@@ -269,15 +283,26 @@ def test_report_functions_on_a_hand_made_table(tmp_path) -> None:
                          "raw_text": None if parsed is None else parsed,
                          "error": "timeout" if parsed is None else None, "parsed": parsed,
                          "correct": None if parsed is None else parsed == str(expected).lower()})
-    results = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+COUNTS = ["n_asked", "n_responded", "n_answered", "n_undefined", "n_errors"]
+
+
+def test_report_functions_on_a_hand_made_table(tmp_path) -> None:
+    results = _hand_made({"m-good": ["true", "true", "false", "false"],
+                          "m-bad": ["true", "undefined", "true", None]})
     table = report.summary(results, n_boot=50, seed=0).set_index("model_id")
-    assert table.loc["m-good", ["n_queries", "n_answered", "n_undefined", "n_errors"]].tolist() \
-        == [4, 4, 0, 0]
-    assert table.loc["m-bad", ["n_queries", "n_answered", "n_undefined", "n_errors"]].tolist() \
-        == [4, 3, 1, 1]
+    assert table.loc["m-good", COUNTS].tolist() == [4, 4, 4, 0, 0]
+    assert table.loc["m-bad", COUNTS].tolist() == [4, 3, 2, 1, 1]
+    assert table.loc["m-bad", "answered_share"] == 0.5
+    assert not table["low_answered_share"].any()  # 2 of 4 is not below 0.5
     assert table.loc["m-good", "accuracy"] == 1.0 and table.loc["m-good", "f1"] == 1.0
-    # m-bad: q1 row 1 undefined vs original true; q2 row 1 failed, so no pair to compare
-    assert table.loc["m-bad", "consistency"] == 0.0
+    # m-bad, the guide's consistency: q1 rows agreeing with its original "true" 1 of 2, q2
+    # only its original (row 1 failed) 1 of 1 → 0.75; lingtest's derived rows: q1 row 1
+    # disagrees, q2 has none → 0.0
+    assert table.loc["m-bad", "consistency"] == 0.75
+    assert table.loc["m-bad", "consistency_derived_rows"] == 0.0
     assert table.loc["m-bad", "undefined_rate"] == pytest.approx(1 / 3)
     assert table.loc["m-good", "accuracy_lo"] <= 1.0 <= table.loc["m-good", "accuracy_hi"]
 
@@ -295,6 +320,78 @@ def test_report_functions_on_a_hand_made_table(tmp_path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     metrics = report.metrics_json(table.reset_index(), {"m-bad": 4, "m-good": 4})
     assert metrics["models"]["m-good"]["prompts_total"] == 4
-    assert metrics["models"]["m-bad"]["n_errors"] == 1
+    bad = metrics["models"]["m-bad"]
+    assert (bad["n_errors"], bad["n_answered"], bad["n_asked"]) == (1, 2, 4)
+    assert bad["consistency"] == 0.75 and bad["consistency_derived_rows"] == 0.0
+    assert bad["recall_all_true"] == 0.5 and bad["low_answered_share"] is False
+    assert metrics["definitions"] == {"recall": "answered", "consistency": "per_question"}
     exported = report.export(results)
     assert list(exported.columns) == report.RESULT_EXPORT and len(exported) == 8
+
+
+def test_partial_and_silent_models_are_flagged_not_headlined() -> None:
+    """3 of 4 calls failed: accuracy 1.0 from one answer, flagged with 1 / 4 answered; every
+    answer undefined: consistency 1.0, all of it consistent non-answering, flagged 0 / 4."""
+    results = _hand_made({"m-failing": ["true", None, None, None],
+                          "m-silent": ["undefined"] * 4,
+                          "m-good": ["true", "true", "false", "false"]})
+    table = report.summary(results, n_boot=0, seed=0)
+    by_model = table.set_index("model_id")
+    assert by_model.loc["m-failing", "accuracy"] == 1.0
+    assert by_model.loc["m-failing", ["n_answered", "n_asked"]].tolist() == [1, 4]
+    assert by_model.loc["m-silent", "consistency"] == 1.0
+    assert by_model.loc["m-silent", "consistent_non_answering"] == 1.0
+    assert by_model["low_answered_share"].to_dict() == {"m-failing": True, "m-good": False,
+                                                        "m-silent": True}
+    note = report.flag_note(table, 0.5)
+    assert "LOW ANSWERED SHARE" in note and "m-failing (1 / 4)" in note
+    assert "m-silent (0 / 4)" in note and "m-good" not in note
+    side = report.side_by_side(table).set_index("model_id")
+    assert side.loc["m-failing", "answered / asked"] == "1 / 4"
+    assert bool(side.loc["m-silent", "low answered share"])
+    assert side.loc["m-silent", "consistent_non_answering (guide: per_question)"] == 1.0
+    assert list(side.columns) == [
+        "answered / asked", "low answered share", "accuracy", "precision",
+        "recall (guide: answered)", "recall (lingtest: all_true)", "f1 (guide: answered)",
+        "f1 (lingtest: all_true)", "consistency (guide: per_question)",
+        "consistency (lingtest: derived_rows)",
+        "consistent_non_answering (guide: per_question)",
+        "consistent_non_answering (lingtest: derived_rows)", "undefined_rate"]
+    # the same columns when lingtest's definitions are the headline
+    strict = report.summary(results, n_boot=0, recall_definition="all_true",
+                            consistency_definition="derived_rows")
+    pd.testing.assert_frame_equal(report.side_by_side(strict, "all_true", "derived_rows"),
+                                  report.side_by_side(table))
+    flagged = report.metrics_json(table, {})["models"]
+    assert flagged["m-failing"]["low_answered_share"] is True
+    assert flagged["m-silent"]["answered_share"] == 0.0
+
+
+def test_guide_export_has_the_guides_layout_and_metrics() -> None:
+    """queries.csv / test_runs.csv as the guide's example has them; the guide's notebook
+    arithmetic (OracleService: per note, tp/(tp+fp), tp/(tp+fn), consistency against the
+    lowest query id per sentence) on the export gives lingtest's guide-definition metrics."""
+    results = _hand_made({"m-bad": ["true", "undefined", "true", None],
+                          "m-good": ["true", "true", "false", "false"]})
+    questions = pd.DataFrame({"question_id": ["q1", "q2"], "question": ["Q one?", "Q two?"]})
+    queries, runs = report.guide_export(results, questions, strength=2)
+    assert list(queries.columns) == ["id", "sentence_id", "sentence", "correct_answer_label",
+                                     "query_id", "modified_question", "new_response", "result"]
+    assert list(runs.columns) == ["id", "sentence", "date", "correct_answer_label",
+                                  "model_name", "note", "strength"]
+    assert len(queries) == 7 and len(runs) == 4  # the failed call is not a query
+    assert runs["note"].tolist() == ["m-bad", "m-bad", "m-good", "m-good"]
+    table = report.summary(results, n_boot=0).set_index("model_id")
+    for note, ids in runs.groupby("note")["id"]:
+        df = queries[queries["sentence_id"].isin(ids)]
+        tp = len(df.query('(correct_answer_label == "true") and (result == "true")'))
+        fp = len(df.query('(correct_answer_label == "false") and (result == "true")'))
+        fn = len(df.query('(correct_answer_label == "true") and (result == "false")'))
+        precision = tp / (tp + fp) if tp + fp else 0
+        recall = tp / (tp + fn) if tp + fn else 0
+        consistency = np.mean([
+            g["result"].value_counts(normalize=True)[
+                g.loc[g["query_id"] == g["query_id"].min(), "result"].iloc[0]]
+            for _, g in df.groupby("sentence_id")])
+        assert (precision, recall) == (table.loc[note, "precision"], table.loc[note, "recall"])
+        assert consistency == pytest.approx(table.loc[note, "consistency"])

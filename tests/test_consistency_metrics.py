@@ -42,8 +42,13 @@ def results() -> pd.DataFrame:
     ])
 
 
+LINGTEST = {"recall_definition": "all_true", "consistency_definition": "derived_rows",
+            "zero_division": "nan"}
+
+
 def test_model_summary_by_hand(results) -> None:
-    summary = model_summary(results, n_boot=200).set_index("model_id")
+    """lingtest's stricter definitions as the headline; the guide's beside them."""
+    summary = model_summary(results, n_boot=200, **LINGTEST).set_index("model_id")
     m1 = summary.loc["m1"]
     assert (m1["n"], m1["n_questions"]) == (9, 3)
     assert m1["accuracy"] == pytest.approx(4 / 9)
@@ -52,14 +57,36 @@ def test_model_summary_by_hand(results) -> None:
     assert m1["f1"] == pytest.approx(4 / 9)
     assert m1["consistency"] == pytest.approx(0.5)
     assert m1["undefined_rate"] == pytest.approx(1 / 3)
+    # of the 3 agreeing derived rows one is q3's undefined matching its undefined original
+    assert m1["consistent_non_answering"] == pytest.approx(1 / 6)
+    # the guide's definitions, in the alternative columns (see test_guide_definitions_by_hand)
+    assert m1["recall_answered"] == pytest.approx(2 / 3)
+    assert m1["f1_answered"] == pytest.approx(2 / 3)
+    assert m1["consistency_per_question"] == pytest.approx((1 / 2 + 2 / 3 + 1) / 3)
+    assert m1["consistent_non_answering_per_question"] == pytest.approx(1 / 3)
 
 
 def test_degenerate_model_gives_nan_not_crash(results) -> None:
-    """m2 never says true and sees no true question: precision, recall and F1 undefined."""
-    m2 = model_summary(results, n_boot=50).set_index("model_id").loc["m2"]
+    """m2 never says true and sees no true question: precision, recall and F1 undefined
+    (NaN), or 0 as the guide returns them (``zero_division="zero"``, the default)."""
+    m2 = model_summary(results, n_boot=50, **LINGTEST).set_index("model_id").loc["m2"]
     assert (m2["accuracy"], m2["consistency"], m2["undefined_rate"]) == (1.0, 1.0, 0.0)
     for name in ("precision", "recall", "f1", "f1_lo", "f1_hi"):
         assert math.isnan(m2[name])
+    guide = model_summary(results, n_boot=50).set_index("model_id").loc["m2"]
+    assert (guide["precision"], guide["recall"], guide["f1"]) == (0.0, 0.0, 0.0)
+    assert guide["consistent_non_answering"] == 0.0
+
+
+def test_all_undefined_consistency_is_all_non_answering() -> None:
+    """A model that never answers agrees with itself everywhere: consistency 1.0, all of
+    it consistent non-answering, under both definitions."""
+    frame = _results([("m", "q", r, True, "undefined") for r in range(3)]
+                     + [("m", "p", r, False, "undefined") for r in range(2)])
+    row = model_summary(frame, n_boot=0).iloc[0]
+    assert row["consistency"] == row["consistent_non_answering"] == 1.0
+    assert row["consistency_derived_rows"] == row["consistent_non_answering_derived_rows"] == 1.0
+    assert (row["precision"], row["recall"], row["accuracy"]) == (0.0, 0.0, 0.0)
 
 
 def test_f1_is_zero_when_no_true_answer_is_right() -> None:
@@ -72,7 +99,9 @@ def test_f1_is_zero_when_no_true_answer_is_right() -> None:
 def test_columns(results) -> None:
     columns = list(model_summary(results, n_boot=10).columns)
     assert columns[:3] == ["model_id", "n", "n_questions"]
-    assert columns[3:] == [f"{m}{s}" for m in METRICS for s in ("", "_lo", "_hi")]
+    assert columns[3:-4] == [f"{m}{s}" for m in METRICS for s in ("", "_lo", "_hi")]
+    assert columns[-4:] == ["recall_all_true", "f1_all_true", "consistency_derived_rows",
+                            "consistent_non_answering_derived_rows"]
 
 
 def _random_results(n_questions: int = 40, seed: int = 1) -> pd.DataFrame:
@@ -102,7 +131,8 @@ def test_identical_questions_give_zero_width() -> None:
     row = model_summary(frame, n_boot=300).iloc[0]
     for name in METRICS:
         assert row[f"{name}_lo"] == row[name] == row[f"{name}_hi"], name
-    assert row["consistency"] == pytest.approx(1 / 3)
+    assert row["consistency"] == pytest.approx(2 / 4)  # the guide's: row 0 and row 3 agree
+    assert row["consistency_derived_rows"] == pytest.approx(1 / 3)  # row 3 of rows 1-3
 
 
 def test_deterministic_for_a_seed(results) -> None:
@@ -119,10 +149,13 @@ def test_model_interval_independent_of_other_models(results) -> None:
 
 def test_question_summary(results) -> None:
     rows = results[~((results["model_id"] == "m2") & (results["row"] == 0))]
-    table = question_summary(rows).set_index(["model_id", "question_id"])
+    table = question_summary(rows, "derived_rows").set_index(["model_id", "question_id"])
     q1 = table.loc[("m1", "q1")]
     assert (q1["n"], q1["accuracy"], q1["undefined_rate"]) == (4, 0.5, 0.25)
     assert q1["consistency"] == pytest.approx(1 / 3)
+    guide = question_summary(rows).set_index(["model_id", "question_id"])
+    assert guide.loc[("m1", "q1"), "consistency"] == pytest.approx(2 / 4)
+    assert math.isnan(guide.loc[("m2", "q2"), "consistency"])
     assert (q1["original"], q1["expected"]) == ("true", True)
     q3 = table.loc[("m1", "q3")]
     assert (q3["original"], q3["consistency"], q3["expected"]) == ("undefined", 1.0, True)
@@ -182,6 +215,7 @@ def test_guide_definitions_bootstrap_and_bad_names(results) -> None:
     row = model_summary(results, n_boot=200, consistency_definition="per_question").iloc[0]
     assert row["consistency_lo"] <= row["consistency"] <= row["consistency_hi"]
     assert "the guide's" in definitions("answered", "per_question")
-    assert "the guide's" not in definitions()
+    assert definitions() == definitions("answered", "per_question", "zero")
+    assert "the guide's" not in definitions("all_true", "derived_rows", "nan")
     with pytest.raises(LingtestError, match="recall_definition.*all_true, answered"):
         model_summary(results, recall_definition="answered_only")

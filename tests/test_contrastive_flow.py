@@ -142,11 +142,20 @@ def test_external_costello_suite_runs_instead_of_generation(contrastive_run, tmp
         ["The film is good .", "The film is fine .", "The film is bad ."],
         ["She loved the plot .", "She adored the plot .", "She hated the plot ."]]}))
     external = load_params(workspace.root, [f"contrastive.suite={custom}", *SMALL,
-                                            f"data.mirror={params.data.mirror}"])
+                                            f"data.mirror={params.data.mirror}",
+                                            "contrastive.thresholds=[zero]"])
     run_stage("contrastive", external, workspace)
     results = pd.read_parquet(workspace.interim / "contrastive" / "results.parquet")
     assert set(results["relation"]) == {"my-relation"}
     assert results["case_id"].nunique() == 2
+    # θ = 0 alone: one row per distance, no dictionary embedded or searched
+    assert len(results) == 2 * 3 and (results["threshold"] == 0).all()
+    reports = workspace.reports / "contrastive"
+    assert "no dictionary embedded or searched" in (reports / "costello-thresholds.md").read_text()
+    table1 = pd.read_csv(reports / "costello-table1.csv")
+    assert table1["source"].str.fullmatch(r"mine\.json \(sha256 [0-9a-f]{12}\)").all()
+    assert "**relations in the suite**: `my-relation: 2`" in (
+        reports / "costello-table1.md").read_text()
     # only the sentiment classifiers are trained for a suite without sentence pairs
     accuracy = pd.read_csv(workspace.reports / "contrastive" / "costello-classifiers.csv")
     assert set(accuracy["task"]) == {"sentiment"}

@@ -133,3 +133,32 @@ def test_only_the_needed_classifier_banks_and_training_overlap():
             "paraphrase": {"train": (["x one"], ["z"])}}
     assert cp.training_overlap(SUITE, data) == {"CR1": 1, "CR4": 1}
     assert cp.training_overlap(SUITE, {"sentiment": {"train": ["nothing"]}}) == {}
+
+
+def test_zero_threshold_alone_embeds_and_searches_no_dictionary(tmp_path, monkeypatch):
+    """θ = 0 needs no nearest neighbours: with ``thresholds: [zero]`` only the triples (and
+    classifier data) are embedded, into a fresh store, and θ is 0 per distance."""
+    from tasks.contrastive.method import ContrastiveMethod
+    from tasks.core.config import load_params
+    from tasks.core.paths import PACKAGE_ROOT, Workspace
+    from tasks.models.model_spec import parse_model
+
+    import logging
+
+    monkeypatch.setattr(cp, "get_run_logger", lambda: logging.getLogger("test"))  # no flow
+    ref = parse_model(MINILM)
+    texts = ["a good film .", "a fine film .", "a bad film ."]
+    dataset = {"dataset": ["good", "fine", "bad", "film"]}
+    embedded_now = {}
+    for kinds in (["zero"], ["zero", "min"]):
+        params = ContrastiveParams(thresholds=kinds, dictionary_max_words=40)
+        info, embedded = cp.embed.fn(ref, texts, str(tmp_path / "-".join(kinds)), True, "cpu",
+                                     params, 0, dataset if "min" in kinds else {})
+        embedded_now[kinds[-1]] = info["embedded_now"]
+    assert embedded_now == {"zero": 3, "min": 3 + 40 + 4}  # + the vocabulary sample, dataset
+    method = ContrastiveMethod(load_params(PACKAGE_ROOT, ["contrastive.thresholds=[zero]",
+                                                          "contrastive.distances=[l2,cos]"]),
+                               Workspace(PACKAGE_ROOT))
+    info = {"model_id": MINILM, "dictionaries": {}}
+    assert method._thresholds(info, embedded) == ({("l2", "vocab"): {"zero": 0.0},
+                                                  ("cos", "vocab"): {"zero": 0.0}}, [])

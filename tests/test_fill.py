@@ -100,7 +100,7 @@ def test_spec_rule_callback_for_lc1(nlp, polarity):
     assert rule(t_neutral) and not rule(t_good)
     # with a label the rule does not accept, even the neutral expansion fails
     assert not spec_still_matches(spec, "pos", polarity)(t_neutral)
-    assert check(neutral, t_neutral, lambda w, p: None, rule) is None
+    assert check(neutral, t_neutral, lambda w, p: None, rule) is neutral.masked
 
 
 def test_ranking_is_deterministic(lm, nlp, polarity, or_both):
@@ -201,3 +201,76 @@ def test_confidence_floor_is_relative_to_the_seed(lm, nlp, polarity, or_both):
     assert len(strict) == 0 and strict.report()["rejected_confidence"] == free.report()["valid"]
     loose = expand([or_both], lm, nlp, polarity, k=10, max_keep=5, min_logprob_per_word=-50.0)
     assert [e.text for e in loose] == [e.text for e in free]
+
+
+# ------------------------------------------------------------------ one-pass insertion path
+
+SEED = "The film is a look at the way people live in a small town, and it works."
+VARIANTS = ["The film is a quiet look at the way people live in a small town, and it works.",
+            "The film is a look at the way young people live in a small town, and it works.",
+            "Yet the film is a look at the way people live in a small town, and it works."]
+
+
+def test_seed_pass_scores_variants_as_whole_sentences(lm):
+    """The cached pass gives each filled sentence's whole score and right-context drop as
+    scoring it whole does (``after=None``); a window of 8 tokens re-scores only those."""
+    from tasks.capabilities.fill import in_context_scores
+    from tasks.capabilities.wellformed import context_drops
+
+    seed_pass = lm.text_pass(SEED)
+    texts = [SimpleNamespace(text=t) for t in VARIANTS]
+    scores, drops = in_context_scores(texts, seed_pass, after=None)
+    assert scores == pytest.approx(list(lm.score(VARIANTS, batch_size=1)), abs=1e-3)
+    assert drops == pytest.approx(context_drops(lm, SEED, VARIANTS), abs=1e-3)
+    assert float(seed_pass.token_logprobs().sum()) == pytest.approx(lm.score([SEED])[0], abs=1e-3)
+    windowed, _ = in_context_scores(texts, seed_pass, after=8)
+    # a sentence-initial insertion changes the seed's first token ("The" → "the"): no pure
+    # insertion, so it is scored whole; "quiet" re-scores 8 tokens and keeps the seed's rest
+    assert windowed[2] == pytest.approx(scores[2], abs=1e-3)
+    assert windowed[0] != pytest.approx(scores[0], abs=1e-3)
+
+
+def test_in_context_proposals_search_the_whole_vocabulary_of_the_tag(lm, nlp):
+    """Every one-word masked sentence gets k words of its tag from the seed's single pass,
+    each scored by its log-probability after the left context (= next_token_candidates)."""
+    from tasks.capabilities.expansion import parse_texts
+    from tasks.capabilities.fill import in_context_path, propose_in_context
+    from tasks.capabilities.grammar import Grammar
+    from tasks.capabilities.masks import Surface
+
+    tree = "(S (NP (DT The) (NN film)) (VP (VBZ works)) (. .))"
+    surface = Surface.of("The film works.", tree)
+    cfg = {"NP": Counter({("DT", "JJ", "NN"): 5}), "VP": Counter({("RB", "VBZ"): 3})}
+    masked = mask_candidates(tree, cfg, surface=surface)
+    assert {m.mask_symbols for m in masked} == {("JJ",), ("RB",)}
+    assert in_context_path(masked, lm)
+    tags = {"new": frozenset({"JJ"}), "old": frozenset({"JJ"}), "really": frozenset({"RB"}),
+            "also": frozenset({"RB"}), "never": frozenset({"RB"})}
+    found = propose_in_context(masked, lm.text_pass("The film works."), 2, tags)
+    by_symbol = {}
+    for cand in found:
+        by_symbol.setdefault(cand.masked.mask_symbols[0], []).append(cand)
+    assert sorted(len(v) for v in by_symbol.values()) == [2, 2]
+    assert all(c.words[0] in ("new", "old") for c in by_symbol["JJ"])
+    direct = dict(lm.next_token_candidates("The", k=20000))
+    for cand in by_symbol["JJ"]:
+        assert cand.score == pytest.approx(direct[cand.words[0]], abs=1e-3)
+    assert by_symbol["JJ"][0].text in ("The new film works.", "The old film works.")
+
+
+def test_a_fill_tagged_otherwise_stands_when_its_tag_makes_a_reference_rule(nlp):
+    """pos_check in_context: "light" proposed as NN but tagged JJ before "film" is kept when
+    NP → DT JJ NN is a reference rule (and the kept candidate names that rule); not without
+    the rule, nor with exact checking, nor outside the allowed tags."""
+    from tasks.capabilities.validation import realised
+
+    masked = Masked(("The", MASK, "film", "works", "."), (1,), ("NN",),
+                    ("NP", ("DT", "NN"), ("DT", "NN", "NN")), 2, (0, 2))
+    tags = ("DT", "JJ", "NN", "VBZ", ".")
+    cfg = {"NP": Counter({("DT", "NN", "NN"): 2, ("DT", "JJ", "NN"): 9})}
+    found = realised(masked, tags, cfg)
+    assert found.mask_symbols == ("JJ",) and found.production[2] == ("DT", "JJ", "NN")
+    assert found.ref_count == 9
+    assert realised(masked, tags, None) is None  # exact
+    assert realised(masked, tags, {"NP": Counter({("DT", "NN", "NN"): 2})}) is None
+    assert realised(masked, tags, cfg, allowed=frozenset({"NN"})) is None

@@ -119,3 +119,34 @@ def test_derive_prompt_joins_non_empty_parts():
         "Is it red? Return a JSON Boolean."
     assert derive_prompt("Is it red?", "Answer: ", " ") == "Answer: Is it red?"
     assert derive_prompt("is it red", "", "") == "is it red"
+
+
+def test_guide_ipm_equals_the_guides_published_synonyms(nlp, wn):
+    """``build_guide_ipms`` rebuilds the guide's ``generate_synonyms``: for its sentence 1
+    the synonym lists are its published ``synonyms-1.txt`` line for line (proper nouns and
+    multi-word synonyms included, lower-cased, 3 values), and row 0 is its published first
+    prompt's question (all 27 published lists match; see the README's fidelity notes)."""
+    import ast
+
+    from test_kommkonllm_import import GUIDE_PROMPTS_1, SENTENCE_1, SYNONYMS_1
+
+    from tasks.consistency.ipm import build_guide_ipms
+
+    [ipm] = build_guide_ipms(pd.DataFrame({"question_id": ["g1"], "question": [SENTENCE_1]}),
+                             nlp, wn, max_values=3)
+    published = [[value.replace("_", " ") for value in ast.literal_eval(line)]
+                 for line in SYNONYMS_1.splitlines()]
+    assert [list(p.values) for p in ipm.parameters] == published
+    assert ipm.derive([0] * len(ipm.parameters)) == ipm.question
+    assert derive_prompt(ipm.question, "", "? Return a JSON boolean.", "none") == \
+        GUIDE_PROMPTS_1[0]
+    assert sum(len(p.values) > 1 for p in ipm.parameters) == 20
+    # "Vienna" is a proper noun: the guide varies it, lingtest's own IPM does not
+    vienna = [p for p in ipm.parameters if p.token == "vienna"][0]
+    assert vienna.pos == "PROPN" and vienna.values[1] == "austrian capital"
+    two = build_guide_ipms(pd.DataFrame({"question_id": ["g"], "question": ["Is the car red?"]}),
+                           nlp, wn, max_values=2)[0]
+    # spaCy tags "red" here a verb (VBN) and WordNet has no verb "red": one value, as the
+    # guide would have it
+    assert [p.values for p in two.parameters] == [("is",), ("the",), ("car", "auto"),
+                                                  ("red",), ("?",)]

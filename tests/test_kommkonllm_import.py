@@ -130,9 +130,11 @@ def test_missing_partner_file_and_sentence_are_named(guide_folder):
 @pytest.mark.slow
 def test_stage_runs_the_imported_questions(guide_folder, tmp_path, monkeypatch,
                                            prefect_harness):
-    """The stage on the imported folder: every derived question answered by a fake Ollama,
-    the guide's metric definitions named in the report, the endpoint in the provenance; the
-    same model on another host is asked again (its answers are not reused)."""
+    """The stage on the imported folder with the default settings, which are the guide's
+    (prompt text and join, oracle, metric definitions): every derived question answered by
+    a fake Ollama with the guide's published prompt, the guide's metric definitions named in
+    the report, the endpoint in the provenance; the same model on another host is asked
+    again (its answers are not reused)."""
     from flows.stage import run_stage
     from tasks.core.config import load_params
     from tasks.core.paths import Workspace
@@ -141,9 +143,7 @@ def test_stage_runs_the_imported_questions(guide_folder, tmp_path, monkeypatch,
     root.mkdir()
     shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
     overrides = [f"consistency.import_dir={guide_folder}", "consistency.llms=[ollama:llama3.2]",
-                 "consistency.prompt_join=none", "consistency.prompt_suffix='? Return a JSON boolean.'",
-                 "consistency.bootstrap=0", "consistency.recall_definition=answered",
-                 "consistency.consistency_definition=per_question", "consistency.retries=0"]
+                 "consistency.bootstrap=0", "consistency.retries=0"]
     params = load_params(root, overrides)
     with FakeLLMServer("ollama") as server:
         monkeypatch.setenv("OLLAMA_HOST", server.url)
@@ -154,7 +154,12 @@ def test_stage_runs_the_imported_questions(guide_folder, tmp_path, monkeypatch,
     assert set(GUIDE_PROMPTS_1) <= {r.body["prompt"] for r in server.generations()}
     reports = root / "reports" / "consistency"
     results = pd.read_csv(reports / "results.csv", dtype=str)
-    assert len(results) == 7 and set(results["parsed"]) == {"false"}  # the fake says false
+    # the fake answers {"answer": "false", …}: the guide's oracle reads its first word,
+    # "answer", so undefined, as the guide reads the published JSON objects
+    assert len(results) == 7 and set(results["parsed"]) == {"undefined"}
+    queries = pd.read_csv(reports / "queries.csv", dtype=str)  # the guide's own layout
+    assert set(GUIDE_PROMPTS_1) <= set(queries["modified_question"])
+    assert set(queries["result"]) == {"undefined"}
     summary = (reports / "kommkonllm-summary.md").read_text()
     assert "(the guide's)" in summary and f"endpoint {server.url}" in summary
     assert f"digest {DIGEST}" in summary

@@ -79,7 +79,9 @@ class _StubLM:
     def __init__(self, outputs: list[str]):
         self.outputs, self.calls = outputs, []
 
-    def generate_batch(self, prompts, max_new_tokens, chat=True, system=None, batch_size=8):
+    def generate_batch(self, prompts, max_new_tokens, chat=True, system=None, batch_size=8,
+                       stop_after_json=False):
+        assert stop_after_json  # the consistency backend never lets a cap cut a JSON answer
         self.calls.append((list(prompts), max_new_tokens, chat, system, batch_size))
         return [self.outputs.pop(0) for _ in prompts]
 
@@ -322,3 +324,86 @@ def test_endpoint_limit_holds_across_processes_and_frees_a_killed_holders_slot(t
     finally:
         holder.kill()
         holder.wait(10)
+
+
+# --------------------------------------------------------------------------- output cap
+
+@pytest.mark.parametrize("protocol", ["ollama", "openai"])
+def test_default_cap_leaves_a_long_json_answer_whole(monkeypatch, protocol):
+    """A model that explains its answer inside the JSON object (60 words here): the old
+    16-token cap cut it into unreadable JSON, the stage's default cap does not, and a cut
+    is counted (the server said finish reason "length")."""
+    from tasks.consistency.oracle import read_answer
+    from tasks.core.sections import ConsistencyParams
+
+    default = ConsistencyParams().max_new_tokens
+    with FakeLLMServer(protocol, long_answer=60) as server:
+        whole = _backend(server, monkeypatch, max_new_tokens=default).answer(
+            ["The sky is blue?"])[0]
+        cut_backend = _backend(server, monkeypatch, max_new_tokens=16)
+        cut = cut_backend.answer(["The sky is blue?"])[0]
+    assert json.loads(whole.text)["answer"] == "true"
+    assert read_answer(whole.text, "lenient") == "true"
+    assert read_answer(cut.text, "lenient") == "undefined" and cut_backend.cut == 1
+    sent = [r.body for r in server.generations()]
+    caps = [b["options"]["num_predict"] if protocol == "ollama" else b["max_tokens"]
+            for b in sent]
+    assert caps == [default, 16]
+
+
+@pytest.fixture(scope="module")
+def tiny_causal_lm(tmp_path_factory):
+    """A 1-layer GPT-2 (n_embd 32) with the packaged MiniLM's tokenizer and a plain chat
+    template, taught to answer every prompt with a JSON object and then chatter on: a local
+    causal model whose answer a cap would cut and the stop rule must end at its brace.
+    (The packaged SmolLM2 seldom answers these prompts in JSON at all.)"""
+    from tiny_models import fit_and_save, minilm_tokenizer
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = minilm_tokenizer()
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }} [SEP] {% endfor %}"
+    target = tok.encode('{"answer": false, "reason": "no"} and it goes on and on and on',
+                        add_special_tokens=False)
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=tok.vocab_size, n_embd=32, n_layer=1,
+                                       n_head=2, n_positions=512,
+                                       bos_token_id=tok.cls_token_id,
+                                       eos_token_id=tok.pad_token_id))
+    rows, labels = [], []
+    for prompt in ("Is the sky green?", "is water dry? Return a JSON boolean.", "hello"):
+        ids = tok.apply_chat_template([{"role": "user", "content": prompt}],
+                                      add_generation_prompt=True, tokenize=True,
+                                      return_dict=True)["input_ids"]
+        rows.append(list(ids) + target)
+        labels.append([-100] * len(ids) + target)
+    width = max(map(len, rows))
+    ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in rows])
+    mask = (torch.arange(width)[None, :] >= torch.tensor([width - len(r) for r in rows])[:, None])
+    target_ids = torch.tensor([[-100] * (width - len(r)) + r for r in labels])
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)  # as generate counts them
+    return fit_and_save(model, tok, {"input_ids": ids, "attention_mask": mask.long(),
+                                     "position_ids": positions, "labels": target_ids},
+                        tmp_path_factory.mktemp("tiny-causal"))
+
+
+def test_local_model_stops_at_the_json_answers_closing_brace(tiny_causal_lm, caplog):
+    """Under the stage's default cap the local backend's answers are the whole JSON object
+    and nothing after it; a 6-token cap (the old default was 16 for SmolLM2) cuts it."""
+    from tasks.consistency.oracle import read_answer
+    from tasks.core.sections import ConsistencyParams
+
+    prompts = ["Is the sky green?", "is water dry? Return a JSON boolean.", "hello"]
+    llm = load_llm(str(tiny_causal_lm), LLMSettings(
+        max_new_tokens=ConsistencyParams().max_new_tokens, device="cpu", batch_size=2))
+    texts = [r.text for r in llm.answer(prompts)]
+    assert texts == ['{ " answer " : false, " reason " : " no " }'] * 3, texts
+    assert [read_answer(t, "lenient") for t in texts] == ["false"] * 3
+    assert llm.parameters()["stop"] == "after the JSON answer"
+    # the same model without the stop rule talks on past the brace; a small cap cuts it
+    lm = llm.lm
+    assert "goes on" in lm.generate_batch(prompts[:1], 40, chat=True)[0]
+    assert "max_new_tokens" not in caplog.text  # nothing reached the default cap
+    cut = lm.generate_batch(prompts[:1], 6, chat=True, stop_after_json=True)[0]
+    assert read_answer(cut, "lenient") == "undefined"
+    assert "1 of 1 answers reached max_new_tokens=6 unfinished" in caplog.text

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tasks.consistency.oracle import classify_csv, parse_answer
+from tasks.consistency.oracle import classify_csv, guide_answer, parse_answer, read_answer
 from tasks.core import cli
 from tasks.core.errors import InputFormatError, LingtestError
 
@@ -135,7 +136,7 @@ def responses(tmp_path):
 
 def test_cli_adds_parsed_column_in_place(responses) -> None:
     result = CliRunner().invoke(cli.app, ["classify-answers", str(responses),
-                                          "--column", "response"])
+                                          "--column", "response", "--oracle", "lenient"])
     assert result.exit_code == 0, result.output
     assert "true\t2" in result.output and "false\t1" in result.output
     assert "undefined\t1" in result.output
@@ -151,15 +152,16 @@ def test_cli_output_leaves_input_alone(responses, tmp_path) -> None:
     before = responses.read_bytes()
     out = tmp_path / "out" / "parsed.csv"
     result = CliRunner().invoke(cli.app, ["classify-answers", str(responses),
-                                          "--column", "response", "--output", str(out)])
+                                          "--column", "response", "--output", str(out),
+                                          "--oracle", "lenient"])
     assert result.exit_code == 0, result.output
     assert responses.read_bytes() == before
     assert pd.read_csv(out)["parsed"].tolist() == ["true", "false", "undefined", "true"]
 
 
 def test_rerun_replaces_parsed_column(responses) -> None:
-    first = classify_csv(responses, "response")
-    assert classify_csv(responses, "response") == first == {"true": 2, "false": 1,
+    first = classify_csv(responses, "response", mode="lenient")
+    assert classify_csv(responses, "response", mode="lenient") == first == {"true": 2, "false": 1,
                                                             "undefined": 1}
     assert list(pd.read_csv(responses).columns) == ["id", "response", "code", "parsed"]
 
@@ -209,3 +211,44 @@ def test_failed_write_leaves_file_whole(responses, monkeypatch) -> None:
         classify_csv(responses, "response")
     assert responses.read_bytes() == before
     assert sorted(p.name for p in responses.parent.iterdir()) == ["answers.csv"]
+
+
+PUBLISHED = Path(__file__).parent / "data" / "kommkonllm_responses.csv"
+
+
+def _published() -> pd.DataFrame:
+    return pd.read_csv(PUBLISHED, dtype=str, keep_default_na=False, comment=None,
+                       skiprows=5)
+
+
+def test_guide_oracle_reads_the_published_responses_as_the_guide_did() -> None:
+    """The guide's own readings (its ``result`` column), defined and undefined alike; the
+    sample holds the JSON objects lenient reads true and the guide undefined."""
+    table = _published()
+    assert len(table) == 40 and set(table["result"]) == {"true", "false", "undefined"}
+    assert [guide_answer(text) for text in table["new_response"]] == table["result"].tolist()
+    assert [read_answer(text, "guide") for text in table["new_response"]] == \
+        table["result"].tolist()
+    lenient = [read_answer(text, "lenient") for text in table["new_response"]]
+    assert sum(a != b for a, b in zip(lenient, table["result"])) >= 12  # where they part
+
+
+@pytest.mark.parametrize(("response", "expected"), [
+    ("Result is: Yes, it is.", "true"), ("<pad> false", "false"), ("false</s>", "undefined"), ("1", "true"),
+    ("0.", "false"), ("**No**", "false"), ('{"answer": true}', "undefined"),
+    ("Yes and no", "true"), ("", "undefined"), (None, "undefined"), ("Maybe yes", "undefined"),
+    ("```json\ntrue\n```", "undefined"), ("Yés", "undefined")])
+def test_guide_oracle_is_the_first_word(response, expected) -> None:
+    assert guide_answer(response) == expected
+
+
+def test_cli_oracle_option(responses) -> None:
+    result = CliRunner().invoke(cli.app, ["classify-answers", str(responses),
+                                          "--column", "response"])
+    assert result.exit_code == 0, result.output
+    assert "oracle guide" in result.output
+    assert pd.read_csv(responses)["parsed"].tolist() == ["true", "undefined", "undefined",
+                                                         "true"]
+    bad = CliRunner().invoke(cli.app, ["classify-answers", str(responses), "--column",
+                                       "response", "--oracle", "loose"])
+    assert bad.exit_code != 0 and "lenient" in bad.output + str(bad.exception)

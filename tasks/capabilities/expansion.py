@@ -32,11 +32,12 @@ import pandas as pd
 
 from tasks.capabilities.fill import FillModel, TagLexicon, expand
 from tasks.capabilities.grammar import Grammar, parse_benepar
-from tasks.capabilities.masks import Cfg, Surface, masked_sentences
+from tasks.capabilities.masks import PTB_TAGS, SKIP_SYMBOLS, Cfg, Surface, masked_sentences
 from tasks.capabilities.search import CASE_COLUMNS, METHOD, WordPolarity, _ptb
 from tasks.capabilities.specs import CapabilitySpec
 from tasks.capabilities.validation import spec_still_matches
 from tasks.core.cases import case_id, provenance_json
+from tasks.core.errors import LingtestError
 from tasks.data.treebank import Node
 from tasks.models.nlp import pipe as nlp_pipe
 
@@ -44,11 +45,19 @@ GENERATOR = "lingtest.capabilities.expansion"
 SUITE_COLUMNS = CASE_COLUMNS + ["parent_case_id"]
 STATS_COLUMNS = ["capability", "cases", "parse_fallbacks", "masked", "proposed", "valid",
                  "kept", "rejected_pos", "rejected_polarity", "rejected_rule",
-                 "rejected_agreement", "rejected_structure", "rejected_confidence",
+                 "rejected_agreement", "rejected_structure", "rejected_budget",
+                 "rejected_confidence",
                  "rejected_context", "rejected_duplicate",
                  "unaligned"]
+# Tags whose single word modifies what is there (an adjective, adverb, number, determiner
+# or possessive): inserted alone they keep the sentence whole far more often than nouns,
+# verbs, pronouns, prepositions or conjunctions, which need words around them.
+MODIFIER_TAGS = ("JJ", "JJR", "JJS", "RB", "RBR", "RBS", "CD", "DT", "PRP$")
 DEFAULT_SETTINGS = {"mask_sampling": "alict", "top_productions": 5,
-                    "min_logprob_per_word": -9.0, "min_right_context_logprob": -6.0}
+                    "min_logprob_per_word": -9.0, "min_right_context_logprob": -6.0,
+                    "max_inserted_words": 1, "pos_check": "in_context",
+                    "insert_tags": list(MODIFIER_TAGS)}
+POS_CHECKS = ("in_context", "exact")
 
 
 def open_spans(text: str, provenance: str | dict) -> list[tuple[int, int]]:
@@ -121,6 +130,12 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tup
     all are written into each expansion's provenance.
     """
     settings = {**DEFAULT_SETTINGS, **settings}
+    if settings["pos_check"] not in POS_CHECKS:
+        raise LingtestError(f"capabilities.pos_check must be one of {', '.join(POS_CHECKS)} "
+                            f"(got {settings['pos_check']!r})")
+    memo: dict = {}  # the vocabulary each masked tag may take, for all of this LC's seeds
+    allowed = None if settings["insert_tags"] is None else frozenset(settings["insert_tags"])
+    skip = SKIP_SYMBOLS if allowed is None else SKIP_SYMBOLS | (PTB_TAGS - allowed)
     rows: list[dict[str, str]] = []
     stats = dict.fromkeys(STATS_COLUMNS[1:], 0)
     stats["cases"] = len(cases)
@@ -133,7 +148,9 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tup
         masked = masked_sentences(tree, cfg, settings["max_masks_per_seed"],
                                   case_rng(seed, case.case_id),
                                   sampling=settings["mask_sampling"],
-                                  top_productions=settings["top_productions"], surface=surface)
+                                  top_productions=settings["top_productions"], surface=surface,
+                                  max_insertions=settings["max_inserted_words"],
+                                  skip_symbols=skip)
         stats["masked"] += len(masked)
         if not masked:
             continue
@@ -142,7 +159,9 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tup
         found = expand(masked, fill_model, nlp, polarity, settings["fill_candidates"],
                        settings["max_expansions_per_seed"], keeps_rule, tags=tags,
                        min_logprob_per_word=settings["min_logprob_per_word"],
-                       min_right_context_logprob=settings["min_right_context_logprob"])
+                       min_right_context_logprob=settings["min_right_context_logprob"],
+                       cfg=cfg if settings["pos_check"] == "in_context" else None, memo=memo,
+                       allowed=allowed)
         for key, value in found.report().items():
             stats[key] += value
         for rank, exp in enumerate(found):
@@ -155,7 +174,8 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tup
                     generator=GENERATOR, spec=spec.id, parent_case_id=case.case_id,
                     production=f"{lhs} -> {' '.join(seed_rhs)} => {' '.join(ref_rhs)}",
                     masked=exp.masked_text, words=list(exp.words), symbols=list(exp.symbols),
-                    score=round(exp.score, 6), rank=rank, fill_model=fill_model_id,
+                    score=round(exp.score, 6), rank=rank, proposals=exp.proposals,
+                    fill_model=fill_model_id,
                     parse_fallback=fallback, parameters={"seed": seed, **settings}),
                 "kind": "expansion", "parent_case_id": case.case_id})
     frame = pd.DataFrame(rows, columns=SUITE_COLUMNS)

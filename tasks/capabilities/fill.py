@@ -47,18 +47,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from tasks.capabilities.masks import MASK, PTB_TAGS, Masked
+from tasks.capabilities.masks import MASK, PTB_TAGS, Cfg, Masked
 from tasks.capabilities.search import WordPolarity
 from tasks.capabilities.validation import REASONS, Tagged, validate
 from tasks.capabilities.wellformed import below_floor, context_drops, is_whole_word
 from tasks.core.errors import LingtestError
 from tasks.data.sst import detokenize
-from tasks.models.causal_lm import CausalLM, load_causal_lm
+from tasks.models.causal_lm import CausalLM, TextPass, load_causal_lm
 from tasks.models.registry import ALIASES, KNOWN, hub_offline, resolve, transformers_classes
 
 OVERSAMPLE = 10  # causal-LM proposals looked at per kept one when a tag lexicon narrows them
+CONTEXT_TOKENS = 8  # tokens after a one-word insertion scored anew (``in_context_scores``)
+SCORED_PER_KEPT = 3  # valid fills LM-scored per expansion a seed may keep (``expand``)
 TagLexicon = Mapping[str, frozenset[str]]  # lowercased word → PTB tags it was seen with
 
 
@@ -100,6 +103,7 @@ class Expansion:
     score: float
     production: tuple[str, tuple[str, ...], tuple[str, ...]]
     masked_text: str
+    proposals: int = 1  # the (masked sentence, word) proposals that gave this text
 
 
 class Expansions(list):
@@ -305,6 +309,91 @@ def _grouped(masked: Sequence[Masked], found: list[Candidate]) -> list[Candidate
     return [c for i in sorted(groups) for c in _ranked(groups[i])]
 
 
+def in_context_path(masked: Sequence[Masked], model: FillModel) -> bool:
+    """Whether a seed's masked sentences take the one-pass path (``propose_in_context``): a
+    causal LM, every sentence inserting one word into the seed's exact text."""
+    return isinstance(model, CausalLM) and bool(masked) and all(
+        len(m.mask_positions) == 1 and m.surface is not None for m in masked)
+
+
+def _eligible(model: CausalLM, sentence_start: bool, symbol: str, tags: TagLexicon | None,
+              memo: dict) -> tuple[np.ndarray, list[str]]:
+    """Vocabulary ids (and words) that may fill a mask of ``symbol``: whole words the tag
+    lexicon has seen with that tag, lower-case inside a sentence (the lexicon is
+    lower-cased, so "New" would pass as "new": "The New film"); computed once per
+    capability (``memo``)."""
+    key = (sentence_start, symbol)
+    if key not in memo:
+        ids, words = model.word_table(sentence_start)
+        keep = [i for i, w in enumerate(words) if _can_be(w, symbol, tags)
+                and (sentence_start or w.islower())]
+        memo[key] = (ids[keep], [words[i] for i in keep])
+    return memo[key]
+
+
+def propose_in_context(masked: Sequence[Masked], seed_pass: TextPass, k: int,
+                       tags: TagLexicon | None, memo: dict | None = None) -> list[Candidate]:
+    """Per one-word masked sentence of a seed, the k whole words of the masked tag most
+    probable after the words before the gap (score: that log-probability), over the whole
+    vocabulary, read from the seed's single forward pass (``TextPass``).
+
+    Why: looking past the model's top words to every word of the tag finds k proposals at
+    every gap, where a top-50 cut left most gaps with one or none, at no extra model cost."""
+    if k < 1:
+        raise LingtestError(f"capabilities.fill_candidates must be >= 1 (got {k})")
+    model, memo = seed_pass.model, {} if memo is None else memo
+    out: list[Candidate] = []
+    for m in masked:
+        (gap,) = m.gaps
+        cut = m.surface.spans[gap - 1][1] if gap > 0 else 0
+        logp = seed_pass.next_logprobs(cut)
+        if logp is None:  # the prefix tokenises apart from the seed: a pass of its own
+            prefix = m.surface.text[:cut].rstrip()
+            if not prefix:
+                continue
+            logp = model.text_pass(prefix).logp[-1].cpu().numpy()
+        ids, words = _eligible(model, gap == 0, m.mask_symbols[0], tags, memo)
+        if not len(ids):
+            continue
+        values = logp[ids]
+        top = np.argsort(-values, kind="stable")[:k]
+        out += [Candidate(m, (words[i],), float(values[i])) for i in top]
+    return out
+
+
+def in_context_scores(candidates: Sequence[Candidate], seed_pass: TextPass,
+                      after: int | None = CONTEXT_TOKENS) -> tuple[list[float], list[float]]:
+    """Per candidate, log P(filled sentence) and what the words after the insertion lost
+    against the same words in the seed (nats, ≤ 0 when they became less likely), from the
+    seed's cached pass: the whole-sentence score and ``context_drops`` in one forward.
+
+    ``after``: the tokens after the insertion that are scored anew (beyond them the seed's
+    own log-probabilities stand in); None: every token to the end. Why: an inserted word
+    changes how probable the next few words are, hardly the rest, and scoring each fill's
+    whole tail cost 6× the time on long seeds."""
+    base = seed_pass.token_logprobs()  # base[i] scores seed token i + 1
+    base_ids = seed_pass.ids
+    scores, drops = [], []
+    found = seed_pass.variants([c.text for c in candidates], after)
+    for ids, n, lp in found:
+        grown = len(ids) - len(base_ids)
+        if grown > 0 and ids[n + grown:] == base_ids[n:]:  # the seed with words inserted
+            covered = len(lp) - grown  # seed tokens re-scored after the insertion
+            after_lp = lp[grown:].sum()
+            seed_part = base[n - 1:n - 1 + covered].sum()
+            scores.append(float(base[:n - 1].sum() + lp.sum() + base[n - 1 + covered:].sum()))
+            drops.append(float(after_lp - seed_part))
+            continue
+        tail = 0  # otherwise: the longest common token suffix, scored whole
+        while (tail < min(len(ids), len(base_ids)) - n and tail < len(ids) - n - 1
+               and ids[-1 - tail] == base_ids[-1 - tail]):
+            tail += 1
+        scores.append(float(base[:n - 1].sum() + lp.sum()))
+        drops.append(float(lp[len(lp) - tail:].sum() - base[len(base) - tail:].sum())
+                     if tail else 0.0)
+    return scores, drops
+
+
 def tag_lexicon(tagged_sentences: Iterable[tuple[Sequence[str], Sequence[str]]]) -> dict:
     """Lowercased word → the PTB tags it carries in (words, tags) sentences (SST as spaCy
     tags it, the treebank's gold preterminals): which words can fill a mask of a tag."""
@@ -316,57 +405,98 @@ def tag_lexicon(tagged_sentences: Iterable[tuple[Sequence[str], Sequence[str]]])
 
 
 def expand(seed_masked: Sequence[Masked], model: FillModel, nlp: Any,
-           polarity: WordPolarity | pd.DataFrame, k: int, max_keep: int,
+           polarity: WordPolarity | pd.DataFrame, k: int, max_keep: int | None,
            still_matches: Callable[[Tagged], bool] | None = None,
            batched: bool = True, tags: TagLexicon | None = None,
            min_logprob_per_word: float | None = None, strict: bool = True,
            min_right_context_logprob: float | None = None,
-           rescore_first: bool = False) -> Expansions:
-    """The ``max_keep`` most confident valid expansions over all masked sentences of a seed.
+           rescore_first: bool = False, cfg: Cfg | None = None,
+           memo: dict | None = None, allowed: frozenset[str] | None = None) -> Expansions:
+    """The ``max_keep`` most confident valid expansions over all masked sentences of a seed
+    (None: every valid one).
 
-    A causal LM's proposals are validated first and only the valid ones re-scored on the
-    whole sentence, each text in a pass of its own: the checks do not read the score, about
-    nine in ten proposals fail them, and a score then depends on its text alone (in a shared
-    batch the padding changes its last bits). ``rescore_first=True`` is the earlier order —
-    every proposal re-scored (one ``score`` call per seed, or one per candidate with
-    ``batched=False``) before validation — kept as the fill benchmark's baseline.
-    ``min_logprob_per_word``: the confidence floor relative to the seed's own score;
-    ``min_right_context_logprob``: the most the words after the last insertion may lose
-    against the seed (both causal LM only; None: no check). ``strict=False`` is the earlier
-    selection (word pieces allowed, no negator list, no agreement or structure check): the
-    quality benchmark's baseline.
+    One-word insertions with a causal LM (``in_context_path``) take one forward pass of the
+    seed: its next-token distributions propose the words (``propose_in_context``), identical
+    texts are proposed once, and only the fills that pass validation are scored on the
+    seed's cached pass (``in_context_scores``: the whole-sentence score and the
+    right-context drop together). Otherwise a causal LM's proposals come from the beam
+    (``propose_all_unscored``), are validated first and only the valid ones re-scored on the
+    whole sentence, each text in a pass of its own; ``rescore_first=True`` is the earlier
+    order — every proposal re-scored before validation — kept as the fill benchmark's
+    baseline. ``min_logprob_per_word``: the confidence floor relative to the seed's own
+    score; ``min_right_context_logprob``: the most the words after the last insertion may
+    lose against the seed (both causal LM only; None: no check). ``strict=False`` is the
+    earlier selection (word pieces allowed, no negator list, no agreement or structure
+    check): the quality benchmark's baseline. ``cfg``: see ``validation.validate``.
     """
-    if max_keep < 1:
-        raise LingtestError(f"capabilities.max_expansions_per_seed must be >= 1 (got {max_keep})")
-    if rescore_first or not isinstance(model, CausalLM):
+    if max_keep is not None and max_keep < 1:
+        raise LingtestError(f"capabilities.max_expansions_per_seed must be >= 1 or null "
+                            f"(got {max_keep})")
+    seed = seed_text(seed_masked[0]) if seed_masked else ""
+    rejected: Counter = Counter()
+    drops: list[float] | None = None
+    seed_score: float | None = None
+    plurals = None
+    if tags is not None and memo is not None:
+        if "plurals" not in memo:
+            memo["plurals"] = frozenset(w for w, t in tags.items() if "NNS" in t)
+        plurals = memo["plurals"]
+    in_context = not rescore_first and strict and in_context_path(seed_masked, model)
+    if in_context:
+        seed_pass = model.text_pass(seed)
+        proposed = propose_in_context(seed_masked, seed_pass, k, tags, memo)
+        times = Counter(c.text for c in proposed)
+        unique = list({c.text: c for c in reversed(proposed)}.values())[::-1]
+        rejected["duplicate"] += len(proposed) - len(unique)
+        valid, found = validate(unique, nlp, polarity, still_matches, strict, cfg, allowed,
+                                plurals)
+        rejected += found
+        if max_keep is not None and len(valid) > SCORED_PER_KEPT * max_keep:
+            # the LM budget: the fills most probable after their left context are scored
+            order = sorted(range(len(valid)), key=lambda i: (-valid[i].score, valid[i].text))
+            chosen = sorted(order[:SCORED_PER_KEPT * max_keep])
+            rejected["budget"] += len(valid) - len(chosen)
+            valid = [valid[i] for i in chosen]
+        scores, drops = in_context_scores(valid, seed_pass)
+        valid = [Candidate(c.masked, c.words, sc) for c, sc in zip(valid, scores)]
+        seed_score = float(seed_pass.token_logprobs().sum())
+    elif rescore_first or not isinstance(model, CausalLM):
         proposed = propose_all(seed_masked, model, k, batched, tags, whole=strict)
-        valid, rejected = validate(proposed, nlp, polarity, still_matches, strict)
+        valid, rejected = validate(proposed, nlp, polarity, still_matches, strict, cfg,
+                                     allowed, plurals)
     else:
         proposed = propose_all_unscored(seed_masked, model, k, tags, whole=strict)
-        valid, rejected = validate(proposed, nlp, polarity, still_matches, strict)
+        valid, rejected = validate(proposed, nlp, polarity, still_matches, strict, cfg,
+                                     allowed, plurals)
         valid = _grouped(seed_masked, rescore(valid, model, batched=False))
-    seed = seed_text(seed_masked[0])
+    if not in_context:
+        times = Counter(c.text for c in valid)
     seen = {seed_text(m) for m in seed_masked}  # the seed
     if valid and min_logprob_per_word is not None and isinstance(model, CausalLM):
-        [seed_score] = model.score([seed])
+        if seed_score is None:
+            [seed_score] = model.score([seed])
         low = below_floor(valid, float(seed_score), min_logprob_per_word)
         rejected["confidence"] += sum(low)
+        drops = None if drops is None else [d for d, drop in zip(drops, low) if not drop]
         valid = [c for c, drop in zip(valid, low) if not drop]
     if valid and min_right_context_logprob is not None and isinstance(model, CausalLM):
-        drops = context_drops(model, seed, [c.text for c in valid])
+        if drops is None:
+            drops = context_drops(model, seed, [c.text for c in valid])
         broken = [d < min_right_context_logprob for d in drops]
         rejected["context"] += sum(broken)
         valid = [c for c, drop in zip(valid, broken) if not drop]
     kept: list[Expansion] = []
+    duplicates_before = rejected["duplicate"]
     for cand in _ranked(valid):
         text = cand.text
         if text in seen:
             rejected["duplicate"] += 1
             continue
         seen.add(text)
-        if len(kept) < max_keep:
+        if max_keep is None or len(kept) < max_keep:
             kept.append(Expansion(text, tuple(cand.tokens), cand.words, cand.masked.mask_symbols,
-                                  cand.score, cand.masked.production, cand.masked.text))
+                                  cand.score, cand.masked.production, cand.masked.text,
+                                  times[text]))
     out = Expansions(kept, len(proposed), rejected)
-    out.valid = len(valid) - rejected["duplicate"]
+    out.valid = len(valid) - (rejected["duplicate"] - duplicates_before)
     return out

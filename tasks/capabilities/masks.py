@@ -321,19 +321,20 @@ def top_per_production(found: Sequence[Masked], top: int) -> list[Masked]:
                                                            m.span)]]
 
 
-def masked_sentences(seed_tree: Node | str, cfg: Cfg, k: int, rng: np.random.Generator,
+def masked_sentences(seed_tree: Node | str, cfg: Cfg, k: int | None, rng: np.random.Generator,
                      sampling: str = "alict", top_productions: int = TOP_PRODUCTIONS,
                      **options) -> list[Masked]:
-    """At most ``k`` candidates, sampled without replacement (see the module docstring)."""
-    if k < 1:
-        raise LingtestError(f"capabilities.max_masks_per_seed must be >= 1 (got {k})")
+    """At most ``k`` candidates, sampled without replacement (see the module docstring);
+    ``k=None``: every candidate (ALiCT's ``num_cfg_exp_elem = -1``)."""
+    if k is not None and k < 1:
+        raise LingtestError(f"capabilities.max_masks_per_seed must be >= 1 or null (got {k})")
     if sampling not in SAMPLING:
         raise LingtestError(f"capabilities.mask_sampling must be one of {', '.join(SAMPLING)} "
                             f"(got {sampling!r})")
     found = mask_candidates(seed_tree, cfg, **options)
     if sampling == "alict":
         found = top_per_production(found, top_productions)
-    if len(found) <= k:
+    if k is None or len(found) <= k:
         return found
     weights = (np.array([m.ref_count for m in found], dtype=np.float64)
                if sampling == "count" else np.ones(len(found)))

@@ -32,9 +32,63 @@ from tasks.models.model_spec import ModelRef, model_line, refs_by_name
 from tasks.models.sentiment import SentimentModel, builtin_substitutes, load_configured
 
 TABLES = ("sst", "word_polarity", "ptb_trees", "checklist_suite")
-TABLE3_NOTES = ("#pass_to_fail (the paper's unit): failing expansions whose seed the model "
-                "passed; #pass_to_fail_seeds: the passed seeds with at least one failing "
-                "expansion.")
+RULES_BEYOND_PAPER = (
+    "Validation rules beyond the paper (which checks the fill's POS and its neutrality only): "
+    "LC1/LC2 expansions must still meet the capability's search rule (rejected_rule); no "
+    "inserted word may break a/an or determiner–noun agreement or dangle (rejected_agreement), "
+    "repeat a neighbour, modify a proper name, open a prepositional phrase at the sentence "
+    "start or take the next verb's subject (rejected_structure); the fill must be about as "
+    "probable as the seed per inserted word (rejected_confidence) and leave the words after "
+    "it about as probable as in the seed (rejected_context); duplicates of a text already "
+    "proposed are dropped (rejected_duplicate). A fill tagged otherwise in context than the "
+    "masked tag is kept when the tag it got makes another reference production "
+    "(pos_check: in_context); pos_check: exact rejects it as ALiCT does.")
+COVERAGE_NOTES = (
+    "Why the comparison can come out reversed against the paper's Figure 4 (S²LCT above "
+    "CheckList): ALiCT's NeuronBoundaryCoverage collapses each layer's training bounds to one "
+    "number shared by all its neurons after a few sentences of unequal length, so its "
+    "published direction is not evidence; here each neuron keeps its own min/max over the "
+    "SST-2 training sentences. CheckList's templates are also varied on purpose (names, "
+    "places, numbers, many templates per test), while S²LCT's texts are SST movie-review "
+    "sentences like the training set, whose activations stay inside the training bounds "
+    "more often; see s2lct-lengths for the texts' lengths, which move coverage too.")
+NEUTRAL_NOTES = (
+    "A binary model predicts neutral when P(pos) falls inside capabilities.neutral_band; a "
+    "capability that expects pos or neg then counts the seed as failed. Read a high "
+    "failing_neutral_% as uncertainty in the band, not a confident wrong label.")
+
+
+def suite_notes(funnel: pd.DataFrame, c) -> str:
+    """The funnel's reading: parse fallbacks, rules beyond the paper, volume vs the paper."""
+    cases, fallbacks = int(funnel["cases"].sum()), int(funnel["parse_fallbacks"].sum())
+    per_seed = funnel["kept"].sum() / cases if cases else float("nan")
+    return " ".join([
+        f"{fallbacks} of {cases} seeds needed a parse fallback: the parser found no "
+        "complete parse, so the seed's tree is a flat FRAG over the largest constituents it "
+        "did parse; masks then come only from those constituents' productions.",
+        RULES_BEYOND_PAPER,
+        f"Expansions per seed: {per_seed:.2f} over all capabilities (cap "
+        f"max_expansions_per_seed = {c.max_expansions_per_seed}; ALiCT's published results "
+        f"have about {report.PAPER_EXPANSIONS_PER_SEED})."])
+
+
+def table3_notes(funnel: pd.DataFrame, count: str) -> str:
+    """Table 3's reading: the pass→fail unit, and a warning when the volume is far below
+    the paper's (the counts grow with the expansions; the rates do not)."""
+    unit = ("#pass_to_fail (the paper's unit): failing expansions whose seed the model "
+            "passed, each distinct expansion once" if count == "distinct" else
+            "#pass_to_fail counted as ALiCT's Result.py counts (pass_to_fail_count: alict): "
+            "each failing expansion of a passed seed m² times, m the proposals that gave its "
+            "text (ALiCT keeps the duplicates)")
+    notes = [unit + "; #pass_to_fail_seeds: the passed seeds with at least one failing "
+             "expansion."]
+    cases = int(funnel["cases"].sum())
+    per_seed = funnel["kept"].sum() / cases if cases else 0.0
+    if per_seed < report.PAPER_EXPANSIONS_PER_SEED / 2:
+        notes.append(f"Expansions per seed here: {per_seed:.2f}, against about "
+                     f"{report.PAPER_EXPANSIONS_PER_SEED} in ALiCT's results: compare the "
+                     "fail rates, not the #pass_to_fail counts, with the paper's.")
+    return " ".join(notes)
 
 
 def substitutes(params) -> str:
@@ -138,7 +192,9 @@ class CapabilitiesMethod(Method):
                     "word_sentiment": c.word_sentiment, "mask_sampling": c.mask_sampling,
                     "top_productions": c.top_productions,
                     "min_logprob_per_word": c.min_logprob_per_word,
-                    "min_right_context_logprob": c.min_right_context_logprob}
+                    "min_right_context_logprob": c.min_right_context_logprob,
+                    "max_inserted_words": c.max_inserted_words, "pos_check": c.pos_check,
+                    "insert_tags": c.insert_tags}
         # one task per capability: on Dask the capabilities spread over the worker processes
         expansions = fan_out(cp.expand_capability, [
             (spec, seeds[seeds["capability"] == spec.id].reset_index(drop=True), grammar_path,
@@ -257,8 +313,11 @@ class CapabilitiesMethod(Method):
                              ignore_index=True)
         coverage = [r.extra for r in runs if "curve" in r.extra]
         models = [model_line(ref, results) for ref in self.model_refs().values()]
+        multiplicity = report.alict_multiplicity(suite)
         tables = {m: report.table3(results[results["model_id"] == m], lcs, c.bootstrap,
-                                   params.seed) for m in self.model_ids()}
+                                   params.seed, c.pass_to_fail_count, multiplicity)
+                  for m in self.model_ids()}
+        funnel = report.funnel(built["fill_stats"], built["seed_counts"])
         curve = pd.concat([x["curve"] for x in coverage], ignore_index=True) if coverage else None
         out = Report(self.stage, metrics=report.headline_metrics(tables, suite, pcfg, curve),
                      substitutes=substitutes(params), provenance=provenance(
@@ -266,20 +325,25 @@ class CapabilitiesMethod(Method):
                          models=models, **{"fill model": c.fill_model,
                                            "parser": parser_note(c.parser, pcfg)}))
         titles = pd.DataFrame({"capability": lcs, "title": [s.capability for s in specs]})
-        fill = pd.DataFrame(built["fill_stats"]).drop(columns="cases")  # = seed_counts' cases
         out.add("s2lct-suite", titles.merge(built["seed_counts"], on="capability").merge(
-            fill, on="capability"),
-            "S²LCT suite: SST matches, seeds and expansion statistics per capability")
+            funnel.drop(columns="cases"), on="capability"),  # cases = seed_counts' cases
+            "S²LCT suite: SST matches, seeds and the expansion funnel per capability "
+            "(proposals → rejections per validation rule → kept, expansions per seed)",
+            notes=suite_notes(funnel, c))
         for model_id, table in tables.items():
             out.add(f"s2lct-table3-{slug(model_id)}"[:120], table,
                     f"S²LCT Table 3 for {model_id}: failures per capability (95% bootstrap "
                     "intervals; the paper's seed fail % for its models beside)",
-                    notes=TABLE3_NOTES)
+                    notes=table3_notes(funnel, c.pass_to_fail_count))
+        out.add("s2lct-neutral-share", report.neutral_share(results, lcs),
+                "Seeds predicted neutral per model and capability, and the share of the "
+                "failing seeds that were", notes=NEUTRAL_NOTES)
         out.add("s2lct-checklist", report.checklist_table(verdicts),
                 "CheckList sentiment suite (released tests, seeded sample per test): "
                 "failure rate % per test and model")
-        out.add("s2lct-examples", report.examples(suite, results),
-                "Seeds and their expansions per capability, with each model's prediction")
+        out.add("s2lct-examples", report.examples(suite, results, params.seed),
+                f"{report.EXAMPLES} expansions drawn at random (seeded) from the whole suite, "
+                "one per distinct text, each beside its seed, with each model's prediction")
         out.add("s2lct-pcfg", pd.DataFrame([{**pcfg["grammar"], **{
             f"bracket_{k}": round(v, 4) if isinstance(v, float) else v
             for k, v in pcfg["bracket"].items()}}]),
@@ -295,7 +359,8 @@ class CapabilitiesMethod(Method):
                 for x in coverage for k, v in x["info"].items()}
         out.add("s2lct-coverage", curve.round(6),
                 "BoundCov / SActCov of every model with hidden states on equal-size random "
-                "samples of both suites (the paper's Figure 4)", provenance=info)
+                "samples of both suites (the paper's Figure 4)", provenance=info,
+                notes=COVERAGE_NOTES)
         out.add("s2lct-coverage-by-lc",
                 pd.concat([x["by_lc"] for x in coverage], ignore_index=True).round(6),
                 "BoundCov / SActCov of each capability against its CheckList MFT test "

@@ -29,9 +29,32 @@ PAPER_SEED_FAIL = {
 PAPER_MODELS = ("BERT", "RoBERTa", "DistilBERT")
 
 
+PASS_TO_FAIL_COUNTS = ("distinct", "alict")
+# ALiCT's published results: about 27 expansions per seed (e.g. 2,323 for one LC's 50 seeds).
+PAPER_EXPANSIONS_PER_SEED = 27
+EXAMPLES = 40  # expansions drawn at random (seeded) for the examples report
+
+
+def alict_multiplicity(suite: pd.DataFrame) -> pd.Series:
+    """Per expansion case id, how often ALiCT's code would hold its text: the (masked
+    sentence, word) proposals that gave it (``proposals`` in its provenance; 1 if absent).
+    ALiCT keeps every such duplicate in the seed's expansion list and in the test suite, and
+    ``Result.analyze_model`` counts each pair of them: m² per failing expansion."""
+    exps = suite[suite["kind"] == "expansion"]
+    counts = [int(json.loads(p).get("proposals", 1)) for p in exps["provenance"]]
+    return pd.Series(counts, index=exps["case_id"].to_numpy(), dtype=np.int64)
+
+
 def table3(results: pd.DataFrame, capabilities: list[str], n_boot: int = 1000,
-           seed: int = 0) -> pd.DataFrame:
-    """One model's Table 3 (``results``: ``pipeline.RESULT_COLUMNS`` rows of that model)."""
+           seed: int = 0, count: str = "distinct",
+           multiplicity: pd.Series | None = None) -> pd.DataFrame:
+    """One model's Table 3 (``results``: ``pipeline.RESULT_COLUMNS`` rows of that model).
+
+    ``count``: ``distinct`` (the paper's text: each failing expansion of a passed seed once)
+    or ``alict`` (ALiCT's ``Result.py``: duplicates counted, see ``alict_multiplicity``)."""
+    if count not in PASS_TO_FAIL_COUNTS:
+        raise ValueError(f"capabilities.pass_to_fail_count must be one of "
+                         f"{', '.join(PASS_TO_FAIL_COUNTS)} (got {count!r})")
     rng = np.random.default_rng(seed)
     rows = []
     for lc in capabilities:
@@ -48,7 +71,9 @@ def table3(results: pd.DataFrame, capabilities: list[str], n_boot: int = 1000,
         rows.append({"capability": lc, "seeds": len(seeds), "expansions": len(exps),
                      "seed_fail_%": s, "seed_fail_lo": s_lo, "seed_fail_hi": s_hi,
                      "exp_fail_%": e, "exp_fail_lo": e_lo, "exp_fail_hi": e_hi,
-                     "pass_to_fail": len(pass_to_fail),
+                     "pass_to_fail": len(pass_to_fail) if count == "distinct" else int(
+                         (multiplicity.reindex(pass_to_fail["case_id"]).fillna(1) ** 2).sum()
+                         if multiplicity is not None else len(pass_to_fail)),
                      "pass_to_fail_seeds": int(pass_to_fail["parent_case_id"].nunique()),
                      **{f"paper_seed_fail_% {m}": v for m, v in zip(PAPER_MODELS, paper)}})
     table = pd.DataFrame(rows)
@@ -70,25 +95,58 @@ def checklist_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, axis=1).reset_index()
 
 
-def examples(suite: pd.DataFrame, results: pd.DataFrame, per_lc: int = 2) -> pd.DataFrame:
-    """Per capability, the first ``per_lc`` seeds that have expansions, each with its
-    expansions, and each model's prediction (``output``) and verdict. The published columns
-    keep their names (``expected``, ``prediction <model>``)."""
+def examples(suite: pd.DataFrame, results: pd.DataFrame, seed: int,
+             n: int = EXAMPLES) -> pd.DataFrame:
+    """``n`` expansions drawn at random (seeded) from the whole suite, one per distinct text,
+    each beside its seed, with each model's prediction (``output``) and verdict on both.
+    Why random: the first seeds of each capability are the easiest to read, not typical."""
     wide = results.rename(columns={"output": "prediction"}).pivot_table(
         index="case_id", columns="model_id", values=["prediction", "verdict"], aggfunc="first")
     wide.columns = [f"{what} {model}" for what, model in wide.columns]
+    exps = suite[suite["kind"] == "expansion"].drop_duplicates("text")
+    if len(exps) > n:
+        rng = np.random.default_rng([seed, 3])
+        exps = exps.iloc[np.sort(rng.choice(len(exps), n, replace=False))]
+    seeds = suite.set_index("case_id")
     rows = []
-    for lc, group in suite.groupby("capability", sort=False):
-        kids = group[group["kind"] == "expansion"]
-        parents = [p for p in dict.fromkeys(kids["parent_case_id"])][:per_lc]
-        for parent in parents:
-            seed_row = group[group["case_id"] == parent]
-            for _, row in pd.concat([seed_row, kids[kids["parent_case_id"] == parent]]
-                                    ).iterrows():
-                rows.append({"capability": lc, "kind": row["kind"], "text": row["text"],
-                             "expected": row["expectation"],
-                             **wide.loc[row["case_id"]].to_dict()})
+    for row in exps.itertuples(index=False):
+        parent = row.parent_case_id
+        rows.append({"capability": row.capability, "seed": seeds.at[parent, "text"],
+                     "expansion": row.text, "inserted": " ".join(
+                         json.loads(row.provenance).get("words", [])),
+                     "expected": row.expectation,
+                     **{f"seed {k}": v for k, v in wide.loc[parent].to_dict().items()},
+                     **wide.loc[row.case_id].to_dict()})
     return pd.DataFrame(rows)
+
+
+def funnel(built_stats: list[dict], seed_counts: pd.DataFrame) -> pd.DataFrame:
+    """Per capability: proposals → rejections per validation rule → kept, and expansions per
+    seed (the volume to read Table 3's counts against)."""
+    table = pd.DataFrame(built_stats)
+    table["expansions_per_seed"] = (table["kept"] / table["cases"].where(table["cases"] > 0)
+                                    ).round(2)
+    return table
+
+
+def neutral_share(results: pd.DataFrame, capabilities: list[str]) -> pd.DataFrame:
+    """Per model and capability: the share of seeds predicted neutral, and of the failing
+    seeds, how many were predicted neutral. Why: a binary model's neutral band turns
+    uncertain predictions into failures of capabilities that expect pos or neg."""
+    rows = []
+    seeds = results[results["kind"] == "seed"]
+    for (model_id, lc), part in seeds.groupby(["model_id", "capability"], sort=False):
+        failing = part[part["verdict"] == "fail"]
+        rows.append({"model_id": model_id, "capability": lc, "seeds": len(part),
+                     "neutral_%": round(100 * part["output"].eq("neutral").mean(), 2),
+                     "failing_seeds": len(failing),
+                     "failing_neutral_%": round(100 * failing["output"].eq("neutral").mean(), 2)
+                     if len(failing) else float("nan")})
+    order = {lc: i for i, lc in enumerate(capabilities)}
+    table = pd.DataFrame(rows)
+    return table.sort_values(["model_id", "capability"], key=lambda c: c.map(order)
+                             if c.name == "capability" else c, kind="stable"
+                             ).reset_index(drop=True)
 
 
 def headline_metrics(tables: dict[str, pd.DataFrame], suite: pd.DataFrame, pcfg: dict,

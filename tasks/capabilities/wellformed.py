@@ -55,6 +55,14 @@ PRENOMINAL = frozenset({"JJ", "JJR", "JJS", "RB", "RBR", "RBS", "VBN", "VBG", "H
 STANDALONE_DETS = frozenset("all both each either neither this that these those some any "
                             "another".split())
 PRECONJUNCTIONS = {"either": ("or",), "neither": ("nor",), "both": ("and",)}
+# Inserted alone these need a second part ("as ... as", "so ... that", "such a ..."):
+NEEDS_COMPLEMENT = frozenset("as so such".split())
+DEGREE = frozenset("more most much less least very".split())
+# Quantifiers spaCy may tag JJ that still need a plural head ("how many medical aid is").
+QUANTIFIERS = frozenset("many several few fewer various numerous".split())
+# Words inside a noun phrase: no determiner may follow them ("its gentle a story").
+INSIDE_NP = frozenset({"JJ", "JJR", "JJS", "DT", "PDT", "PRP$", "CD", "POS"})
+DETERMINERS = frozenset({"DT", "PDT", "PRP$"})
 
 
 def is_whole_word(word: str, tags: Mapping[str, frozenset[str]] | None = None) -> bool:
@@ -94,10 +102,21 @@ def dangling_error(tagged: "Tagged", inserted: Sequence[int]) -> bool:
     return False
 
 
-def agreement_error(tagged: "Tagged", inserted: Sequence[int]) -> bool:
+def countable(noun: str, plurals: frozenset[str]) -> bool:
+    """Whether ``noun`` has a plural among ``plurals`` (words seen tagged NNS): "story" →
+    "stories", "film" → "films"; "mankind", "liberalism" have none and take no "a"."""
+    low = noun.lower()
+    forms = {low + "s", low + "es", low[:-1] + "ies" if low.endswith("y") else low + "s"}
+    return bool(forms & plurals)
+
+
+def agreement_error(tagged: "Tagged", inserted: Sequence[int],
+                    plurals: frozenset[str] | None = None) -> bool:
     """Whether an inserted word dangles (``dangling_error``) or takes part in a broken a/an
     or determiner–noun agreement: a/an before the next word; a singular (plural) determiner or "one" before a plural
-    (singular) head noun, the head being the first noun after modifiers."""
+    (singular) head noun, the head being the first noun after modifiers; with ``plurals``
+    (the words seen tagged NNS), a singular determiner inserted before a noun that has no
+    plural there ("a mankind", "brand of a liberalism")."""
     if dangling_error(tagged, inserted):
         return True
     touched = set(inserted)
@@ -109,7 +128,7 @@ def agreement_error(tagged: "Tagged", inserted: Sequence[int]) -> bool:
             return True
         if low not in SINGULAR_DETS and low not in PLURAL_DETS:
             continue
-        if tagged.tag[i] not in ("DT", "CD", "PDT"):
+        if tagged.tag[i] not in ("DT", "CD", "PDT") and low not in QUANTIFIERS:
             continue
         j = i + 1
         while j < len(toks) and tagged.tag[j] in NOUN_MODIFIERS and not (
@@ -121,6 +140,9 @@ def agreement_error(tagged: "Tagged", inserted: Sequence[int]) -> bool:
         head = tagged.tag[j]
         if (low in SINGULAR_DETS and head in ("NNS", "NNPS")) or \
                 (low in PLURAL_DETS and head in ("NN", "NNP")):
+            return True
+        if plurals is not None and i in touched and low in SINGULAR_DETS and head == "NN" \
+                and not countable(toks[j], plurals):
             return True
     return False
 
@@ -151,11 +173,27 @@ def structure_error(tagged: "Tagged", inserted: Sequence[int]) -> bool:
         if tags[i] == "CC" and word not in PRECONJUNCTIONS and 0 < i < len(tags) - 1 \
                 and tags[i - 1][:2] != tags[i + 1][:2]:
             return True
-        # a modifier of a proper name: "the Gollum's", "many people Maik", "Little Red ... Seamstress"
-        if tags[i] in MODIFIER_TAGS and right is not None and tags[right] in PROPER:
+        # a modifier of a proper name or title: "the Gollum's", "many people Maik", "Little
+        # Red ... Seamstress", "my Interview with the Assassin"
+        if tags[i] in MODIFIER_TAGS and right is not None and (
+                tags[right] in PROPER or (right > 0 and tagged.tokens[right][:1].isupper()
+                                          and toks[right] != "i")):
+            return True
+        # a word that needs its own complement ("written so as well", "so little moments")
+        if word in NEEDS_COMPLEMENT:
+            return True
+        # a second number or degree word ("two flagrantly four fake", "most much of it")
+        if tags[i] == "CD" and any(tags[j] == "CD" for j in range(max(0, i - 3), i)):
+            return True
+        if word in DEGREE and right is not None and toks[right] in DEGREE | QUANTIFIERS:
             return True
         # nothing takes a modifier before "everything", "someone", ...
         if right is not None and toks[right] in BARE_PRONOUNS and tags[i] != "CC":
+            return True
+        # a determiner opens a noun phrase: never after an adjective, determiner or
+        # possessive of one ("its gentle, touching a story", "of a the film")
+        if tags[i] in DETERMINERS and left is not None and tags[left] in INSIDE_NP \
+                and left == i - 1:
             return True
         # a determiner needs a noun to determine ("Boring and the meandering.")
         if tags[i] in ("DT", "PDT") and word not in STANDALONE_DETS:

@@ -31,6 +31,7 @@ from tasks.models.model_spec import ModelRef
 # Settings that change a backend's answers; timeouts, retries and concurrency do not, so
 # changing them must not re-send anything.
 ANSWER_SETTINGS = {"hf": ("max_new_tokens", "system", "batch_size", "device"),
+                   "seq2seq": ("max_new_tokens", "batch_size", "device"),
                    "http": ("max_new_tokens", "temperature", "seed", "system"),
                    "python": ("max_new_tokens", "temperature", "seed", "system", "batch_size")}
 
@@ -59,12 +60,14 @@ def identity(spec: str | ModelRef, settings: dict, prompts: dict,
     from tasks.models.llm import HTTP_FORMS, LLMSettings, load_llm
 
     ref = model_ref(spec, root)
-    kind = "http" if ref.form in HTTP_FORMS else "python" if ref.form == "python" else "hf"
+    kind = ("http" if ref.form in HTTP_FORMS else ref.form if ref.form in ("python", "seq2seq")
+            else "hf")
     revision = endpoint = None
-    if kind == "hf":
+    if kind in ("hf", "seq2seq"):
         from tasks.models.registry import resolve
 
-        res = resolve(ref.target, "causal_lm", offline=settings["offline"])
+        res = resolve(ref.target, "causal_lm" if kind == "hf" else "seq2seq",
+                      offline=settings["offline"])
         revision = [res.source, res.revision, res.gguf_file]
     elif kind == "python":
         from tasks.models.user_code import load_user_object
@@ -76,8 +79,9 @@ def identity(spec: str | ModelRef, settings: dict, prompts: dict,
             endpoint = backend.endpoint()
         finally:
             backend.close()
+    extra = {"stop": "after the JSON answer"} if kind in ("hf", "seq2seq") else {}
     text = json.dumps({"spec": store_key(ref), "prompt": prompts, "revision": revision,
-                       "settings": {k: settings[k] for k in ANSWER_SETTINGS[kind]},
+                       "settings": {k: settings[k] for k in ANSWER_SETTINGS[kind]}, **extra,
                        **({"endpoint": endpoint} if endpoint is not None else {})},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -1,6 +1,16 @@
 """Input parameter models (IPMs) for combinatorial consistency testing (KomMKonLLM, step 2).
 
-Each token of a question is a parameter; its values are the token itself first, then up to
+Two builders (``consistency.ipm``):
+
+``guide`` (the default) is the guide's ``generate_synonyms`` (KomMKonLLM
+``meta-runner/src/payload_generator/payload_generator.py``): every spaCy token is a
+parameter; a PROPN/NOUN, VERB or ADJ token's values are the token, then the lemma names of
+``wordnet.synsets(token, pos)`` (PROPN and NOUN as nouns; multi-word lemmas included, ``_``
+read as a space), all lower-cased, duplicates dropped, the first ``max_values`` kept (the
+guide's 3). A derived question is its tokens' values joined by single spaces, so the
+original (row 0) is the lower-cased tokens: ``is st. stephen 's cathedral in vienna ?``.
+
+``lingtest`` is the narrower model below. Each token of a question is a parameter; its values are the token itself first, then up to
 ``max_values - 1`` WordNet synonyms of the same part of speech, so that a covering-array row
 (one value index per parameter) derives a question and the all-zero row gives the original
 back, character for character. Choices:
@@ -229,6 +239,41 @@ def build_ipms(questions: pd.DataFrame, nlp: Any, wn: Any, max_values: int = 3) 
     ids = questions["question_id"].tolist()
     docs = _docs(nlp, questions["question"].tolist())
     return [_ipm(qid, doc, wn, max_values) for qid, doc in zip(ids, docs)]
+
+
+# The guide's accepted tokens and their WordNet parts of speech (``accept_token``,
+# ``convert_type``).
+_GUIDE_POS = {"PROPN": "n", "NOUN": "n", "VERB": "v", "ADJ": "a"}
+
+
+def _guide_values(token: Any, wn: Any, max_values: int) -> tuple[str, ...]:
+    values = [token.text]
+    pos = _GUIDE_POS.get(token.pos_)
+    if pos is not None:
+        values += [lemma.name() for synset in wn.synsets(token.text, pos=pos)
+                   for lemma in synset.lemmas()]
+    values = list(dict.fromkeys(value.lower() for value in values))[:max_values]
+    return tuple(value.replace("_", " ") for value in values)
+
+
+def _guide_ipm(question_id: str, doc: Any, wn: Any, max_values: int) -> IPM:
+    tokens = list(doc)
+    parameters = tuple(Parameter(values[0], t.pos_, values, " " if i < len(tokens) - 1 else "")
+                       for i, t in enumerate(tokens)
+                       for values in [_guide_values(t, wn, max_values)])
+    return IPM(question_id, " ".join(p.token for p in parameters), parameters)
+
+
+def build_guide_ipms(questions: pd.DataFrame, nlp: Any, wn: Any,
+                     max_values: int = 3) -> list[IPM]:
+    """The guide's IPMs (see the module docstring) for a ``questions`` table, in row order;
+    an IPM's ``question`` is the guide's row 0 (lower-cased tokens, single spaces)."""
+    _check(max_values)
+    ids = questions["question_id"].tolist()
+    # The parser stays: spaCy's attribute ruler reads the parse (the guide's "have" in
+    # "… you have to …" is VERB with it, AUX without).
+    docs = nlp_pipe(nlp, questions["question"].tolist(), ("ner",), batch_size=64)
+    return [_guide_ipm(qid, doc, wn, max_values) for qid, doc in zip(ids, docs)]
 
 
 def derive_prompt(text: str, prefix: str, suffix: str, join: str = "space") -> str:

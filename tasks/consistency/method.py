@@ -126,6 +126,7 @@ class ConsistencyMethod(Method):
             generator = c.generator
         io.write_parquet(self.questions_path, questions)
         return contract.suite_cases(queries, questions, generator=generator,
+                                    ipm="guide import" if c.import_dir else c.ipm,
                                     strength=c.strength, max_values=c.max_values,
                                     seed=params.seed)
 
@@ -134,7 +135,7 @@ class ConsistencyMethod(Method):
         params, c = self.params, self.params.consistency
         ipms = [IPM.from_json(obj) for obj in cp.ipms_task(
             list(zip(questions["question_id"], questions["question"])), c.max_values,
-            params.models.spacy, params.models.offline, self.workspace.nltk_data)]
+            params.models.spacy, params.models.offline, self.workspace.nltk_data, c.ipm)]
         futures = [cp.covering_task.submit(ipm.question_id, ipm.levels(), c.strength,
                                            params.seed, c.generator, c.generator_binary)
                    for ipm in ipms]
@@ -285,14 +286,17 @@ class ConsistencyMethod(Method):
         url = self._url()
         models = self._per_model(runs)
         table = report.summary(results, c.bootstrap, params.seed, c.recall_definition,
-                               c.consistency_definition)
+                               c.consistency_definition, c.zero_division,
+                               c.min_answered_share)
         source = self.questions_source()
-        metric_definitions = definitions(c.recall_definition, c.consistency_definition)
+        metric_definitions = definitions(c.recall_definition, c.consistency_definition,
+                                         c.zero_division)
         records = [cp.model_record(url, m["model_key"]) for m in models]
         root = str(self.workspace.root.resolve())
         out = Report(
             self.stage, substitutes=SUBSTITUTES if any(map(packaged_smollm2, records)) else "",
-            metrics=report.metrics_json(table, {m["name"]: m["total"] for m in models}),
+            metrics=report.metrics_json(table, {m["name"]: m["total"] for m in models},
+                                        c.recall_definition, c.consistency_definition),
             provenance=provenance(
                 params, self.workspace, "consistency",
                 models=[report.model_line(record, m, m.get("key_env"), root)
@@ -300,15 +304,25 @@ class ConsistencyMethod(Method):
                 **{"spaCy / offline": f"{params.models.spacy} / {params.models.offline}",
                    "questions (sha256)": f"{Path(source).name}="
                                          f"{io.sha256_file(source)[:16]}",
-                   "oracle version": oracle_version(c.oracle),
+                   "oracle version": f"{c.oracle} {oracle_version(c.oracle)}",
                    "metric definitions": metric_definitions,
                    "database": redact(url).replace(str(self.workspace.root.resolve()),
                                                    "<root>")}))
+        out.add("kommkonllm-definitions",
+                report.side_by_side(table, c.recall_definition, c.consistency_definition),
+                "KomMKonLLM: per model, the guide's metric definitions beside lingtest's "
+                "stricter ones, with the rows answered true/false of those asked",
+                notes=report.flag_note(table, c.min_answered_share))
         out.add("kommkonllm-summary", table,
                 "KomMKonLLM: per model accuracy, precision/recall/F1 (class true), "
-                "consistency and undefined rate, with 95% bootstrap CIs over questions",
-                notes=f"Definitions: {metric_definitions}.")
+                "consistency, undefined rate and consistent non-answering, with 95% "
+                "bootstrap CIs over questions; the other definitions' recall, F1 and "
+                "consistency last",
+                notes=f"Definitions: {metric_definitions}. "
+                      f"{report.flag_note(table, c.min_answered_share)}")
         questions = pd.read_parquet(self.questions_path)
+        out.frames["queries.csv"], out.frames["test_runs.csv"] = report.guide_export(
+            results, questions, c.strength)
         out.add("kommkonllm-questions",
                 report.question_table(results, questions, c.consistency_definition),
                 "KomMKonLLM: per model and question (original = answer to row 0)",

@@ -29,6 +29,16 @@ Rules, in order:
 Everything else (empty, "maybe", "I cannot answer", "true or false", "Yes. No.") is
 undefined. ``strict=True`` follows the guide's prompt to the letter: only a response that
 is a JSON Boolean (``true``/``false``, whitespace aside) is an answer.
+
+Mode ``guide`` (the default) is the guide's own oracle, KomMKonLLM
+``ResultStore/services/OracleService.py`` (``initial_oracle_function``): drop ``Result is: ``
+and ``<pad>``, delete every character but ASCII letters, digits and spaces, lower-case, and
+read the first word: yes/true/1 → true, no/false/0 → false, anything else (or nothing) →
+undefined. It agrees with all 3,288 published responses of the guide's ``example/queries.csv``
+(``tests/data/kommkonllm_responses.csv`` keeps a sample). The guide also deletes the prompt
+from a response that echoes it; a result store keeps no prompt beside the answer, so that
+step is left out (4 published responses echo their prompt, and each reads the same either
+way).
 """
 from __future__ import annotations
 
@@ -45,7 +55,8 @@ import pandas as pd
 from tasks.core.errors import InputFormatError, LingtestError
 
 ORACLE_VERSION = "2"  # bump whenever a rule changes: cached/parsed answers depend on it
-MODES = ("lenient", "strict")
+GUIDE_VERSION = "guide-1"  # the guide's first-word rule (its own version line)
+MODES = ("guide", "lenient", "strict")
 
 TRUE, FALSE, UNDEFINED = "true", "false", "undefined"
 VALUES = (TRUE, FALSE, UNDEFINED)
@@ -67,11 +78,35 @@ _NEGATION = {"not", "t", "never", "isn", "wasn", "aren"}
 _HTML = re.compile(r"^\s*(?:<!doctype\s+html|<html[\s>])", re.IGNORECASE)
 
 
-def oracle_version(mode: str = "lenient") -> str:
-    """The version verdicts are stored under: the rules' version, plus the mode if strict."""
+def oracle_version(mode: str = "guide") -> str:
+    """The version verdicts are stored under: the rules' version, plus the mode if strict;
+    the guide's rule has its own."""
     if mode not in MODES:
         raise LingtestError(f"consistency.oracle: {mode!r} is not one of {', '.join(MODES)}")
+    if mode == "guide":
+        return GUIDE_VERSION
     return ORACLE_VERSION if mode == "lenient" else f"{ORACLE_VERSION}-strict"
+
+
+_GUIDE_DROP = re.compile(r"[^a-zA-Z0-9 ]")
+_GUIDE_WORDS = {"yes": TRUE, "true": TRUE, "1": TRUE, "no": FALSE, "false": FALSE, "0": FALSE}
+
+
+def guide_answer(text: str | None) -> str:
+    """The guide's reading (see the module docstring): the first word after deleting every
+    character but ASCII letters, digits and spaces."""
+    if not isinstance(text, str):
+        return UNDEFINED
+    words = _GUIDE_DROP.sub("", text.replace("Result is: ", "").replace("<pad>", ""))
+    words = words.lower().split()
+    return _GUIDE_WORDS.get(words[0], UNDEFINED) if words else UNDEFINED
+
+
+def read_answer(text: str | None, mode: str = "guide") -> str:
+    """The reading of ``mode`` (``MODES``): the guide's first word, lenient or strict."""
+    if mode not in MODES:
+        raise LingtestError(f"consistency.oracle: {mode!r} is not one of {', '.join(MODES)}")
+    return guide_answer(text) if mode == "guide" else parse_answer(text, strict=mode == "strict")
 
 
 def parse_answer(text: str | None, strict: bool = False) -> str:
@@ -219,8 +254,8 @@ def _contradicts(clause: list[str], answer: str) -> bool:
     return False
 
 
-def classify_csv(path: str | Path, column: str,
-                 output: str | Path | None = None) -> dict[str, int]:
+def classify_csv(path: str | Path, column: str, output: str | Path | None = None,
+                 mode: str = "guide") -> dict[str, int]:
     """Add a ``parsed`` column to a CSV of responses; return the count of each value.
 
     Cells are read as text (``dtype=str``) so that a column of bare ``True``/``False`` is
@@ -246,7 +281,7 @@ def classify_csv(path: str | Path, column: str,
         available = ", ".join(map(str, table.columns)) or "none"
         raise InputFormatError(path, None, f"no column {column!r}; columns: {available}",
                                "pass one of them with --column")
-    table["parsed"] = [parse_answer(cell) for cell in table[column]]
+    table["parsed"] = [read_answer(cell, mode) for cell in table[column]]
     write_csv(output if output is not None else path, table)
     counts = Counter(table["parsed"])
     return {value: counts.get(value, 0) for value in VALUES}

@@ -35,7 +35,7 @@ from prefect.logging import get_run_logger
 from sqlalchemy import select
 
 from tasks.consistency import covering, oracle
-from tasks.consistency.ipm import IPM, build_ipms, derive_prompt
+from tasks.consistency.ipm import IPM, build_guide_ipms, build_ipms, derive_prompt
 from tasks.consistency.store import open_store, redact
 from tasks.consistency.store_schema import Model
 from tasks.core import io
@@ -121,14 +121,16 @@ def select_questions(path: str, user_file: bool, n_questions: int, seed: int) ->
 
 @task(name="build-ipms")
 def ipms_task(questions: list[tuple[str, str]], max_values: int, spacy_model: SpacyModel,
-              offline: bool, nltk_data: Path) -> list[dict]:
-    """IPMs (as ``IPM.to_json`` dicts) of (question_id, question) pairs: spaCy + WordNet."""
+              offline: bool, nltk_data: Path, kind: str = "guide") -> list[dict]:
+    """IPMs (as ``IPM.to_json`` dicts) of (question_id, question) pairs: spaCy + WordNet,
+    the guide's (``kind`` guide) or lingtest's narrower model (``kind`` lingtest)."""
     from tasks.models.nlp import load_spacy
     from tasks.text.wordnet import wordnet
 
     frame = pd.DataFrame(questions, columns=["question_id", "question"])
-    ipms = build_ipms(frame, load_spacy(spacy_model, offline=offline), wordnet(nltk_data),
-                      max_values)
+    build = build_guide_ipms if kind == "guide" else build_ipms
+    ipms = build(frame, load_spacy(spacy_model, offline=offline), wordnet(nltk_data),
+                 max_values)
     return [ipm.to_json() for ipm in ipms]
 
 
@@ -222,15 +224,15 @@ def finish_run(url: str, run_id: int, status: str) -> None:
 
 
 @task(name="judge", cache_policy=NO_CACHE)
-def judge(url: str, mode: str = "lenient") -> int:
-    """The oracle (``mode`` lenient or strict) reads every response it has not read yet under
+def judge(url: str, mode: str = "guide") -> int:
+    """The oracle (``mode`` guide, lenient or strict) reads every response it has not read yet under
     its version; returns how many."""
     version = oracle.oracle_version(mode)
     with open_store(url) as store:
         todo = store.unjudged(version)
         rows = []
         for r in todo.itertuples(index=False):
-            parsed = oracle.parse_answer(r.raw_text, strict=mode == "strict")
+            parsed = oracle.read_answer(r.raw_text, mode)
             rows.append({"response_id": r.response_id, "parsed": parsed,
                          "correct": parsed == ("true" if r.expected else "false")})
         store.save_verdicts(rows, version)
@@ -248,7 +250,7 @@ def model_record(url: str, model_key: int) -> dict:
 
 @task(name="collect-results", cache_policy=NO_CACHE)
 def collect_results(url: str, model_keys: list[int], queries_path: str,
-                    mode: str = "lenient") -> pd.DataFrame:
+                    mode: str = "guide") -> pd.DataFrame:
     """One row per model × covering-array row of this run, with the oracle's reading."""
     queries = pd.read_parquet(queries_path)
     with open_store(url) as store:

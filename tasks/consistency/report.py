@@ -21,7 +21,8 @@ from tasks.core.io import atomic_path
 
 RESULT_EXPORT = ["model_id", "model_key", "question_id", "array_row", "row_values",
                  "derived_text", "prompt", "expected", "raw_text", "error", "parsed", "correct"]
-SUMMARY_COUNTS = ["n_queries", "n_answered", "n_undefined", "n_errors"]
+SUMMARY_COUNTS = ["n_asked", "n_responded", "n_answered", "n_undefined", "n_errors"]
+GUIDE = {"recall_definition": "answered", "consistency_definition": "per_question"}
 CHART_METRICS = (("f1", "F1 (class true)"), ("consistency", "consistency"),
                  ("undefined_rate", "undefined rate"))
 
@@ -37,36 +38,88 @@ def answered(results: pd.DataFrame) -> pd.DataFrame:
                          "parsed": rows["parsed"].astype(str)})
 
 
-def counts(results: pd.DataFrame) -> pd.DataFrame:
-    """Per model: array rows, rows answered, answered undefined, and rows whose every call
-    failed (errors: not counted in the metrics)."""
+def counts(results: pd.DataFrame, min_answered_share: float = 0.5) -> pd.DataFrame:
+    """Per model: rows asked (covering-array rows), rows with a response, rows answered
+    true/false, rows answered undefined, rows whose every call failed (errors: not counted
+    in the metrics); ``answered_share`` = answered / asked, and ``low_answered_share`` when
+    it is below ``min_answered_share``: every headline metric of such a model rests on few
+    of the questions asked (3 failed calls of 4 leave an accuracy of 1.0 from one answer)."""
     frame = pd.DataFrame({"model_id": results["model_id"].astype(str),
-                          "n_queries": 1,
-                          "n_answered": results["parsed"].notna().astype(int),
+                          "n_asked": 1,
+                          "n_responded": results["parsed"].notna().astype(int),
+                          "n_answered": results["parsed"].isin(["true", "false"]).astype(int),
                           "n_undefined": (results["parsed"] == "undefined").astype(int),
                           "n_errors": (results["parsed"].isna()
                                        & results["error"].notna()).astype(int)})
-    return frame.groupby("model_id", sort=True)[SUMMARY_COUNTS].sum().reset_index()
+    table = frame.groupby("model_id", sort=True)[SUMMARY_COUNTS].sum().reset_index()
+    table["answered_share"] = table["n_answered"] / table["n_asked"]
+    table["low_answered_share"] = table["answered_share"] < min_answered_share
+    return table
 
 
 def summary(results: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
-            recall_definition: str = "all_true",
-            consistency_definition: str = "derived_rows") -> pd.DataFrame:
-    """One row per model: counts, then accuracy, precision, recall, F1 (class true),
-    consistency and undefined rate, each with its 95% cluster-bootstrap CI (over questions);
-    recall and consistency as ``metrics.definitions`` names them."""
-    table = counts(results)
+            recall_definition: str = "answered",
+            consistency_definition: str = "per_question", zero_division: str = "zero",
+            min_answered_share: float = 0.5) -> pd.DataFrame:
+    """One row per model: counts (``counts``), then accuracy, precision, recall, F1 (class
+    true), consistency, undefined rate and consistent non-answering, each with its 95%
+    cluster-bootstrap CI (over questions), by the chosen definitions
+    (``metrics.definitions``), then recall, F1 and consistency by the other definitions
+    (``metrics.alternative_columns``)."""
+    table = counts(results, min_answered_share)
     rows = answered(results)
     if rows.empty:
         return table
     scores = metrics.model_summary(rows, n_boot=n_boot, seed=seed,
                                    recall_definition=recall_definition,
-                                   consistency_definition=consistency_definition)
+                                   consistency_definition=consistency_definition,
+                                   zero_division=zero_division)
     return table.merge(scores.drop(columns="n"), on="model_id", how="left")
 
 
+def _by(row: dict, name: str, definition: str, chosen: str) -> object:
+    """A metric by ``definition``: the headline column when it is the chosen one."""
+    return row.get(name) if definition == chosen else row.get(f"{name}_{definition}")
+
+
+def flag_note(table: pd.DataFrame, min_answered_share: float) -> str:
+    """The models whose answered share is below the threshold, named with their counts:
+    their metrics rest on few of the questions asked."""
+    low = table[table["low_answered_share"]]
+    if low.empty:
+        return (f"Every model answered true/false on at least {min_answered_share:.0%} of "
+                "the rows asked.")
+    names = "; ".join(f"{row.model_id} ({int(row.n_answered)} / {int(row.n_asked)})"
+                      for row in low.itertuples())
+    return (f"LOW ANSWERED SHARE (below {min_answered_share:.0%} of the rows asked answered "
+            f"true/false; the metrics rest on the few answers): {names}.")
+
+
+def side_by_side(table: pd.DataFrame, recall_definition: str = "answered",
+                 consistency_definition: str = "per_question") -> pd.DataFrame:
+    """Per model the guide's definitions beside lingtest's stricter ones, with the rows
+    answered of those asked and the low-answered-share flag: the summary to read first."""
+    rows = []
+    for row in table.to_dict(orient="records"):
+        out = {"model_id": row["model_id"],
+               "answered / asked": f"{int(row['n_answered'])} / {int(row['n_asked'])}",
+               "low answered share": bool(row["low_answered_share"]),
+               "accuracy": row.get("accuracy"), "precision": row.get("precision")}
+        for name, definition in (("recall", "recall_definition"), ("f1", "recall_definition"),
+                                 ("consistency", "consistency_definition"),
+                                 ("consistent_non_answering", "consistency_definition")):
+            chosen = recall_definition if definition == "recall_definition" \
+                else consistency_definition
+            guide, strict = GUIDE[definition], metrics.other(GUIDE[definition])
+            out[f"{name} (guide: {guide})"] = _by(row, name, guide, chosen)
+            out[f"{name} (lingtest: {strict})"] = _by(row, name, strict, chosen)
+        out["undefined_rate"] = row.get("undefined_rate")
+        rows.append(out)
+    return pd.DataFrame(rows)
+
+
 def question_table(results: pd.DataFrame, questions: pd.DataFrame,
-                   consistency_definition: str = "derived_rows") -> pd.DataFrame:
+                   consistency_definition: str = "per_question") -> pd.DataFrame:
     """Per model and question: n, accuracy, consistency, undefined rate, the answer to the
     original question beside the annotation, and the question itself."""
     table = metrics.question_summary(answered(results), consistency_definition)
@@ -86,6 +139,38 @@ def table4(results: pd.DataFrame) -> pd.DataFrame:
     models = [c for c in table.columns if c not in ("question_id", "row", "text")]
     return table[["question_id", "row", "text", *models]].rename(
         columns={"text": "derived question"})
+
+
+GUIDE_QUERIES = ["id", "sentence_id", "sentence", "correct_answer_label", "query_id",
+                 "modified_question", "new_response", "result"]
+GUIDE_RUNS = ["id", "sentence", "date", "correct_answer_label", "model_name", "note",
+              "strength"]
+
+
+def guide_export(results: pd.DataFrame, questions: pd.DataFrame, strength: int
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The run in the guide's layout (KomMKonLLM ``example/queries.csv`` and
+    ``test_runs.csv``), so its notebook (``ResultStore/Visualisation.ipynb``) reads
+    lingtest's answers: one test sentence per model × question (``sentence_id``; its
+    ``note`` names the model, as the guide's does), one query per covering-array row that
+    got a response (the guide stores no failed call), query ids rising with the row so the
+    original has the sentence's lowest, as the guide's consistency expects; ``result`` is
+    the oracle's reading. ``date`` is left empty (the export does not depend on the day)."""
+    rows = results[results["parsed"].notna()].sort_values(
+        ["model_id", "question_id", "array_row"], kind="stable")
+    texts = dict(zip(questions["question_id"], questions["question"]))
+    runs, queries = [], []
+    for sentence_id, ((model, question_id), group) in enumerate(
+            rows.groupby(["model_id", "question_id"], sort=False), start=1):
+        label = "true" if bool(group["expected"].iloc[0]) else "false"
+        runs.append((sentence_id, texts[question_id], "", label, "LINGTEST", str(model),
+                     strength))
+        for prompt, response, parsed in zip(group["prompt"], group["raw_text"],
+                                            group["parsed"]):
+            queries.append((len(queries), sentence_id, texts[question_id], label,
+                            len(queries) + 1, prompt, response, parsed))
+    return (pd.DataFrame(queries, columns=GUIDE_QUERIES).astype({"new_response": object}),
+            pd.DataFrame(runs, columns=GUIDE_RUNS))
 
 
 def export(results: pd.DataFrame) -> pd.DataFrame:
@@ -139,9 +224,9 @@ def model_line(record: dict, run: dict, key_env: str | None = None,
 
     backend = record.get("backend")
     spec = record.get("spec") or record["model_id"]
-    if backend == "transformers":
+    if backend in ("transformers", "transformers-seq2seq"):
         what = (f"{record.get('source')}, {record.get('gguf_file') or '-'}, "
-                f"{record.get('dtype')}, transformers")
+                f"{record.get('dtype')}, {backend}")
     elif backend == "python":
         file = str(record.get("file") or "-")
         if root and Path(file).is_absolute():  # shown relative to the project, if inside
@@ -178,19 +263,32 @@ def endpoint_note(record: dict, run: dict) -> str:
     return note
 
 
-def metrics_json(table: pd.DataFrame, totals: dict[str, int]) -> dict:
-    """For ``dvc metrics show``: per model the headline metrics and the prompts answered in
-    all (not the prompts this process sent: a counter of one run is no metric of the
+HEADLINE = ("accuracy", "precision", "recall", "f1", "consistency", "undefined_rate",
+            "consistent_non_answering")
+
+
+def metrics_json(table: pd.DataFrame, totals: dict[str, int],
+                 recall_definition: str = "answered",
+                 consistency_definition: str = "per_question") -> dict:
+    """For ``dvc metrics show``: per model the headline metrics (by the chosen definitions),
+    the same metrics by the other definitions (``recall_all_true``, …), the rows answered
+    true/false of those asked, the ``low_answered_share`` flag, and the prompts answered
+    in all (not the prompts this process sent: a counter of one run is no metric of the
     results; ``last-run.json`` keeps it)."""
+    extra = metrics.alternative_columns(recall_definition, consistency_definition)
     out: dict[str, dict] = {}
     for row in table.to_dict(orient="records"):
         model = str(row["model_id"])
-        entry = {name: _number(row.get(name)) for name in
-                 ("accuracy", "f1", "consistency", "undefined_rate")}
-        entry.update({"n_queries": int(row["n_queries"]), "n_errors": int(row["n_errors"]),
+        entry = {name: _number(row.get(name)) for name in (*HEADLINE, *extra)}
+        entry.update({"n_answered": int(row["n_answered"]), "n_asked": int(row["n_asked"]),
+                      "answered_share": _number(row["answered_share"]),
+                      "low_answered_share": bool(row["low_answered_share"]),
+                      "n_errors": int(row["n_errors"]),
                       "prompts_total": int(totals.get(model, 0))})
         out[model] = entry
-    return {"models": out}
+    return {"definitions": {"recall": recall_definition,
+                            "consistency": consistency_definition},
+            "models": out}
 
 
 def _number(value: object) -> float | None:

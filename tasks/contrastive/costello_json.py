@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tasks.contrastive.suite import METHOD, _frame, _row
+from tasks.core.sections import RELATIONS
 from tasks.core.cases import case_id, provenance_json
 from tasks.core.errors import InputFormatError, LingtestError, read_utf8
 from tasks.core.io import sha256_file, write_json
@@ -86,6 +88,36 @@ def read_costello_suite(path: str | Path) -> pd.DataFrame:
     if not rows:
         raise InputFormatError(path, None, "the suite has no triples", _FIX)
     return _frame(rows)
+
+
+def select_imported(suite: pd.DataFrame, relations: list[str], max_seeds: int | None,
+                    seed: int, path: str | Path = "the suite") -> pd.DataFrame:
+    """An imported suite under ``contrastive.relations`` and ``max_seeds``, as a generated
+    one is: the relations asked for that the suite has (a relation outside CR1–CR4, which
+    the parameter cannot name, is always kept), then per relation at most ``max_seeds``
+    distinct seeds, drawn with a generator seeded by ``[seed, relation's position]``, each
+    with all its triples, in the file's order. The defaults (all four, no cap) keep every
+    triple. No relation left is a LingtestError naming ``contrastive.relations``."""
+    present = list(dict.fromkeys(suite["relation"]))
+    keep = [r for r in present if r in relations or r not in RELATIONS]
+    if not keep:
+        raise LingtestError(
+            f"contrastive.relations {list(relations)}: {Path(path).name} holds none of them "
+            f"(it holds {', '.join(present)}); fix: list at least one of those, or the "
+            f"default [{', '.join(RELATIONS)}]")
+    chosen = suite[suite["relation"].isin(keep)]
+    if max_seeds is None:
+        return chosen.reset_index(drop=True)
+    parts = []
+    for position, relation in enumerate(keep):
+        rows = chosen[chosen["relation"] == relation]
+        seeds = list(dict.fromkeys(rows["seed"]))
+        if len(seeds) > max_seeds:
+            rng = np.random.default_rng([seed, position])
+            picked = {seeds[i] for i in rng.choice(len(seeds), max_seeds, replace=False)}
+            rows = rows[rows["seed"].isin(picked)]
+        parts.append(rows)
+    return pd.concat(parts).sort_index().reset_index(drop=True)
 
 
 def _label_value(label: Any) -> Any:

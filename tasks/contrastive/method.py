@@ -50,6 +50,17 @@ def substitutes(infos: list[dict], n_classifiers: int) -> str:
     return (f"Substitutes: the paper's 42 hub encoders → {models}; the paper's SST/MRPC "
             f"downstream classifiers → {n_classifiers} MLPs trained here on the tested "
             f"model's embeddings.")
+def relations_note(suite: pd.DataFrame) -> str:
+    """The relations the run tested, with their triples (and an imported suite's own
+    relation names): what ran, whatever ``contrastive.relations`` lists."""
+    parts = []
+    for relation, group in suite.groupby("relation", sort=False):
+        names = {json.loads(p).get("relation") for p in group["provenance"]} - {relation, None}
+        named = f" ({', '.join(sorted(names))})" if names else ""
+        parts.append(f"{relation}{named}: {len(group)}")
+    return "; ".join(parts)
+
+
 OVERLAP_KEY = "seeds among the classifiers' training sentences (per relation)"
 DOWNSTREAM_TABLES = ("sst", "mrpc")  # the downstream classifiers' training and test data
 
@@ -121,7 +132,8 @@ class ContrastiveMethod(Method):
         c = self.params.contrastive
         for ref in self.refs():
             check_contrastive_encoder(ref, self.params.models.offline, self.workspace.root,
-                                      c.dictionary_file, c.pooling)
+                                      c.dictionary_file, c.pooling,
+                                      thresholds.needs_dictionaries(c.thresholds))
 
     def build_suite(self) -> pd.DataFrame:
         params = self.params
@@ -168,10 +180,13 @@ class ContrastiveMethod(Method):
         tables = {name: pd.read_parquet(self.workspace.processed / f"{name}.parquet")
                   for name in DOWNSTREAM_TABLES}
         data = cp.classifier_data(tables, c, self.params.seed, tuple(cp.needed_kinds(suite)))
-        extra = {"dataset": thresholds.dictionary_from_dataset(suite["seed"].drop_duplicates())}
-        user = self.user_dictionary()
-        if user is not None:
-            extra["user"] = user
+        extra: dict[str, list[str]] = {}
+        if thresholds.needs_dictionaries(c.thresholds):  # θ = 0 alone needs no dictionary
+            extra["dataset"] = thresholds.dictionary_from_dataset(
+                suite["seed"].drop_duplicates())
+            user = self.user_dictionary()
+            if user is not None:
+                extra["user"] = user
         return data, cp.needed_texts(suite, data, [], c.paraphrase_features), extra
 
     def prepare(self, suite: pd.DataFrame) -> None:
@@ -248,6 +263,8 @@ class ContrastiveMethod(Method):
         """θ per (distance, dictionary) and kind, and the thresholds table's rows."""
         c = self.params.contrastive
         thetas, rows = {}, []
+        if not info["dictionaries"]:  # only θ = 0 asked for: nothing embedded or searched
+            return {(metric, "vocab"): {"zero": 0.0} for metric in c.distances}, rows
         for vectors, metric, name, block_size in self._nearest_neighbour_calls(info, embedded):
             nn = cp.nearest_neighbour_distances(vectors, metric, name, block_size)
             nn = thresholds.rule_distances(nn, metric, c.threshold_rule)
@@ -283,12 +300,13 @@ class ContrastiveMethod(Method):
         models = self._per_model(runs)
         infos = [run.extra["info"] for run in models]
         out = Report(self.stage, metrics=report.headline_metrics(results),
-                     substitutes=substitutes(infos, self.params.contrastive.n_classifiers),
+                     substitutes=substitutes(infos, self._classifiers_used(models)),
                      provenance=provenance(
                          self.params, self.workspace, "contrastive", inputs=self.suite_inputs(),
                          models=[i.get("describe") or
                                  f"{i['model_id']} @ {i['revision']} ({i['pooling']})"
                                  for i in infos],
+                         **{"relations in the suite": relations_note(suite)},
                          **self._encoder_notes(infos),
                          **{OVERLAP_KEY: "; ".join(f"{i['model_id']}: "
                                                    f"{i['training_overlap'] or 'none'}"
@@ -298,7 +316,11 @@ class ContrastiveMethod(Method):
         accuracy = pd.concat([run.extra["accuracy"] for run in models], ignore_index=True)
         out.add("costello-classifiers", report.classifier_summary(accuracy),
                 "Downstream classifiers: test accuracy (SST-2 sentiment, MRPC paraphrase)")
-        out.add("costello-thresholds", pd.concat([run.extra["thresholds"] for run in models]),
+        searched = pd.concat([run.extra["thresholds"] for run in models])
+        if searched.empty:
+            searched = pd.DataFrame({"note": ["only θ = 0 asked for (contrastive.thresholds): "
+                                              "no dictionary embedded or searched"]})
+        out.add("costello-thresholds", searched,
                 "Adaptive thresholds: nearest-neighbour distances of dictionary words")
         for info in infos:
             model_id, name = info["model_id"], slug(info["model_id"])
@@ -319,6 +341,11 @@ class ContrastiveMethod(Method):
                 "every setting's list: data/interim/contrastive/violations.parquet")
         return out
 
+    def _classifiers_used(self, models: list[UnitResult]) -> int:
+        """The classifier count the banks were trained with (the report states what ran)."""
+        used = {bank.n_classifiers for run in models for bank in run.extra["banks"].values()}
+        return used.pop() if len(used) == 1 else self.params.contrastive.n_classifiers
+
     @staticmethod
     def _encoder_notes(infos: list[dict]) -> dict[str, str]:
         """Provenance lines only a run with other encoders than lingtest's own needs (so the
@@ -331,7 +358,7 @@ class ContrastiveMethod(Method):
                 f"{i['model_id']}: not applied ({i['pooling']}: a vector may depend on its "
                 f"batch's company in the last bits)" for i in own)
         odd = [i for i in infos if i.get("vocabulary", "the model's tokenizer")
-               != "the model's tokenizer"]
+               not in ("the model's tokenizer", None)]
         if odd:
             notes["vocab dictionary"] = "; ".join(f"{i['model_id']}: {i['vocabulary']}"
                                                   for i in odd)

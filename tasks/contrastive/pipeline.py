@@ -95,7 +95,12 @@ def build_suite(inputs: list[Path], settings: dict, seed: int, nltk_data: Path,
     """Generate the triples (or import a COSTELLO JSON suite)."""
     params = ContrastiveParams(**settings)
     if params.suite:
-        return costello_json.read_costello_suite(inputs[0])
+        imported = costello_json.select_imported(
+            costello_json.read_costello_suite(inputs[0]), params.relations, params.max_seeds,
+            seed, inputs[0])
+        get_run_logger().info("suite %s: %s", Path(inputs[0]).name,
+                              imported.groupby("relation", sort=False).size().to_dict())
+        return imported
     from tasks.models.nlp import load_spacy
     from tasks.text.wordnet import wordnet
 
@@ -157,7 +162,10 @@ def _dictionaries(encoder, params: ContrastiveParams, seed: int,
     """``vocab`` (the model's whole-word vocabulary) and ``dictionaries``. A model without a
     vocabulary (a python: encoder with neither ``vocabulary()`` nor a tokenizer) takes the
     user's dictionary (``contrastive.dictionary_file``) as its ``vocab`` dictionary, which
-    then is not repeated as ``user``; without one it is the error that says so."""
+    then is not repeated as ``user``; without one it is the error that says so. None at
+    all when no threshold kind asked for needs one (``thresholds.needs_dictionaries``)."""
+    if not thresholds.needs_dictionaries(params.thresholds):
+        return {}
     if getattr(encoder, "vocabulary_source", "tokenizer") is None:
         if "user" not in dictionaries:
             encoder.vocabulary()  # raises the error naming the model and the fix
@@ -208,7 +216,8 @@ def embed(model: ModelRef, texts: list[str], store_root: str, offline: bool, dev
     info = {"model_id": encoder.model_id, "spec": model.bare, "form": model.form,
             "source": parameters.get("source"), "revision": encoder.revision,
             "pooling": encoder.pooling, "exact_length": bool(encoder.exact_length),
-            "describe": describe_encoder(encoder), "vocabulary": vocabulary_note(encoder),
+            "describe": describe_encoder(encoder),
+            "vocabulary": vocabulary_note(encoder) if words else None,  # None: no θ search
             "dim": int(matrix.shape[1]), "dictionaries": words, "embedded_now": missing,
             "parameters": parameters}
     return info, Embedded(everything, matrix)

@@ -48,6 +48,8 @@ relation, then in the source table's order; duplicate case_ids keep their first 
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -301,15 +303,29 @@ def duplicate_triples(suite: pd.DataFrame) -> pd.Series:
     return repeated.groupby(suite["relation"], sort=False).sum().astype(int)
 
 
+def imported_source(provenance: str) -> str | None:
+    """Table 1's ``source`` of an imported triple: its file's name and sha256 prefix (None
+    for a generated one)."""
+    facts = json.loads(provenance)
+    if "imported_from" not in facts:
+        return None
+    return f"{Path(facts['imported_from']).name} (sha256 {facts['sha256'][:12]})"
+
+
 def table1(suite: pd.DataFrame) -> pd.DataFrame:
     """The paper's Table 1: triples per relation beside the paper's counts; ``duplicates``:
-    triples repeating an earlier one of the relation (counted in ``triples``, as the paper)."""
+    triples repeating an earlier one of the relation (counted in ``triples``, as the paper).
+    ``source``: the seed table of a generated relation, the file (name and sha256 prefix)
+    of an imported one."""
     counts = suite.groupby("relation", sort=False).size()
+    imported = {relation: imported_source(provenance) for relation, provenance in
+                suite.groupby("relation", sort=False)["provenance"].first().items()}
     repeats = duplicate_triples(suite)
     known = [r for r in RELATION_INFO if r in counts.index]
     rows = []
     for relation in known + [r for r in counts.index if r not in RELATION_INFO]:
         description, source, paper = RELATION_INFO.get(relation, (None, None, None))
+        source = imported[relation] or source
         rows.append({"relation": relation, "description": description, "source": source,
                      "triples": int(counts[relation]), "duplicates": int(repeats[relation]),
                      "paper_triples": paper})

@@ -48,6 +48,12 @@ RULES = ("corrected", "paper")
 _WORD_EDGES = re.compile(r"^[^\w']+|[^\w']+$")  # keep apostrophes: clitics ('s, n't) drop
 
 
+def needs_dictionaries(kinds: Iterable[str]) -> bool:
+    """Whether any θ of ``kinds`` comes from nearest-neighbour distances: θ = 0 needs no
+    dictionary, so with ``thresholds: [zero]`` none is embedded or searched."""
+    return any(kind != "zero" for kind in kinds)
+
+
 def nearest_neighbours(embeddings: np.ndarray, metric: str,
                        block_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
     """(index, distance) of each row's nearest other row, computed block by block.

@@ -26,6 +26,15 @@ def _params(overrides: list[str] | None, profile: str | None):
     return load_params(Workspace.current().root, overrides or [], profile)
 
 
+def _validate(stage: str, params, workspace: Workspace) -> None:
+    """``validate_inputs``; its notice (models that need an unreachable hub) as one line."""
+    from tasks.core.validate import validate_inputs
+
+    notice = validate_inputs(stage, params, workspace)
+    if notice:
+        typer.secho(f"lingtest: {notice}", fg="yellow", err=True)
+
+
 @app.command()
 def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stages`)."),
         set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
@@ -33,17 +42,27 @@ def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stage
     """Run one stage's Prefect flow (DVC's stages call this)."""
     from tasks.core.runtime import configure_environment
 
-    from tasks.core.validate import validate_inputs
-
     workspace = Workspace.current()
     params = _params(set_, profile)
-    validate_inputs(stage, params, workspace)  # before Prefect starts or anything is written
+    _validate(stage, params, workspace)  # before Prefect starts or anything is written
     api = configure_environment(workspace)
     typer.echo(f"lingtest: stage {stage}, profile {params.profile}, seed {params.seed}, "
                f"Prefect API {api or 'temporary local server'}", err=True)
     from flows.stage import run_stage
 
     run_stage(stage, params, workspace)
+
+
+@app.command()
+def validate(stage: str = typer.Argument(..., help="Stage to check (see `lingtest stages`)."),
+             set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+             profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)
+             ) -> None:
+    """Check a stage's parameters, input files and models as `lingtest run` does first,
+    without running it (loads no weights)."""
+    params = _params(set_, profile)
+    _validate(stage, params, Workspace.current())
+    typer.echo(f"lingtest: stage {stage}, profile {params.profile}: inputs and models valid")
 
 
 @app.command()
@@ -315,12 +334,16 @@ def classify_answers(
         file: str = typer.Argument(..., help="CSV with one LLM response per row."),
         column: str = typer.Option(..., "--column", help="Column holding the responses."),
         output: str | None = typer.Option(None, "--output",
-                                        help="Write here (default: replace FILE).")) -> None:
+                                        help="Write here (default: replace FILE)."),
+        oracle: str = typer.Option("guide", "--oracle",
+                                   help="guide (the guide's first-word rule) | lenient | "
+                                   "strict, as consistency.oracle")) -> None:
     """Add a `parsed` column (true/false/undefined, the consistency oracle) to a CSV."""
-    from tasks.consistency.oracle import ORACLE_VERSION, classify_csv
+    from tasks.consistency.oracle import classify_csv, oracle_version
 
-    counts = classify_csv(file, column, output)
-    typer.echo(f"oracle v{ORACLE_VERSION}: wrote {output or file}")
+    version = oracle_version(oracle)  # an unknown mode: one error naming the choices
+    counts = classify_csv(file, column, output, oracle)
+    typer.echo(f"oracle {oracle} v{version}: wrote {output or file}")
     for value, count in counts.items():
         typer.echo(f"{value}\t{count}")
 

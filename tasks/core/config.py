@@ -124,6 +124,8 @@ def explain(error: ValidationError, origin: str) -> LingtestError:
         if item["type"] == "extra_forbidden":
             allowed = ", ".join(_allowed_keys(item["loc"]))
             lines.append(f"unknown key `{key}`; allowed keys here: {allowed}")
+        elif isinstance(item.get("input"), dict):  # a section's own check: its message says it
+            lines.append(f"bad value in `{key}`: {item['msg'].removeprefix('Value error, ')}")
         else:
             lines.append(f"bad value for `{key}`: {item['msg']} (got {item.get('input')!r})")
     return LingtestError(f"{origin}: " + "; ".join(lines))

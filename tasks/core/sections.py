@@ -111,6 +111,16 @@ THRESHOLDS = ("zero", "min", "mu-2sigma", "mu-sigma")
 RELATIONS = ("CR1", "CR2", "CR3", "CR4")
 
 
+def smallest_signed_rank_n(alpha: float) -> int:
+    """Fewest classifiers at which COSTELLO's one-sided Wilcoxon signed-rank test can give
+    p < ``alpha``: its smallest exact p-value, all n differences of one sign, is 0.5**n
+    (5 for α = 0.05; scipy's ``wilcoxon`` agrees, tests/test_costello_options.py)."""
+    n = 1
+    while 0.5 ** n >= alpha:
+        n += 1
+    return n
+
+
 class ContrastiveParams(Section):
     """COSTELLO: test generation, embedding, thresholds, ground truth (Jiang et al., FSE 2024)."""
 
@@ -166,6 +176,22 @@ class ContrastiveParams(Section):
         "whole (paper) or pair features [u, v, |u-v|, u*v]")
     alpha: float = Field(0.05, gt=0, lt=1)
 
+    @model_validator(mode="after")
+    def _classifiers_can_reach_alpha(self) -> "ContrastiveParams":
+        """Below the smallest bank the test can reject at, every P_A would be 0 and every
+        P_B 100 whatever the model does: refused."""
+        need = smallest_signed_rank_n(self.alpha)
+        if self.n_classifiers < need:
+            fix = (f"set contrastive.n_classifiers to {need} or more" if need <= 14 else
+                   "raise contrastive.alpha (14 classifiers reach at best p = 0.5**14)")
+            raise ValueError(
+                f"contrastive.n_classifiers {self.n_classifiers}: a one-sided Wilcoxon test "
+                f"over {self.n_classifiers} classifiers can never reach p < contrastive.alpha "
+                f"{self.alpha} (its smallest p is 0.5**{self.n_classifiers} = "
+                f"{0.5 ** self.n_classifiers:.4g}), so every P_A would be 0 and every P_B 100; "
+                f"fix: {fix}")
+        return self
+
 
 class TrainSentimentParams(Section):
     """Fine-tuning the packaged MiniLM on SST-2 (the ``train-sentiment`` stage)."""
@@ -188,11 +214,30 @@ class CapabilitiesParams(Section):
         "lexicon", description="word polarity: SST + Hu & Liu lexicon, or SentiWordNet")
     parser: Literal["pcfg", "benepar"] = "pcfg"
     pcfg_heldout: int = Field(200, ge=0, description="treebank sentences held out for bracket F1")
-    max_masks_per_seed: int = Field(10, ge=1, description="k: masked sentences sampled per seed")
+    max_masks_per_seed: int | None = Field(
+        32, ge=1, description="k: masked sentences sampled per seed; null: all of them "
+        "(ALiCT's num_cfg_exp_elem = -1)")
+    max_inserted_words: int = Field(
+        1, ge=1, le=3, description="words one reference production may insert (ALiCT's "
+        "CFGExpander allows 2; more inserted words read worse)")
+    insert_tags: list[str] | None = Field(
+        ["JJ", "JJR", "JJS", "RB", "RBR", "RBS", "CD", "DT", "PRP$"], min_length=1,
+        description="PTB tags a single inserted word may carry: modifiers by default (nouns, "
+        "verbs, pronouns, prepositions and conjunctions inserted alone mostly break the "
+        "sentence); null: every tag (ALiCT)")
+    pos_check: Literal["in_context", "exact"] = Field(
+        "in_context", description="in_context: a fill tagged otherwise in its sentence stands "
+        "when its tag makes another reference production; exact: the tag must equal the "
+        "masked one (ALiCT)")
     fill_model: str = Field("HuggingFaceTB/SmolLM2-135M-Instruct",
                             description="masked LM (fill-mask) or causal LM proposing words")
-    fill_candidates: int = Field(10, ge=1, description="candidates proposed per mask")
-    max_expansions_per_seed: int = Field(5, ge=1)
+    fill_candidates: int = Field(6, ge=1, description="candidates proposed per mask")
+    max_expansions_per_seed: int | None = Field(
+        20, ge=1, description="most expansions kept per seed (best scores first); null: all "
+        "(ALiCT)")
+    pass_to_fail_count: Literal["distinct", "alict"] = Field(
+        "distinct", description="Table 3's #pass→fail: distinct failing expansions of passed "
+        "seeds (the paper's text) | alict (Result.py: duplicates counted)")
     mask_sampling: Literal["alict", "count"] = Field(
         "alict", description="alict: top_productions reference rules per seed production, then "
         "uniform (ALiCT); count: ∝ reference count over all candidates (earlier behaviour)")
@@ -232,6 +277,17 @@ class CapabilitiesParams(Section):
             raise ValueError("every suite size must be >= 1")
         return sizes
 
+    @field_validator("insert_tags")
+    @classmethod
+    def _known_tags(cls, tags: list[str] | None) -> list[str] | None:
+        from tasks.capabilities.masks import PTB_TAGS, SKIP_SYMBOLS
+
+        unknown = [t for t in tags or () if t not in PTB_TAGS - SKIP_SYMBOLS]
+        if unknown:
+            raise ValueError(f"not insertable PTB tags: {unknown}; use word tags such as JJ, "
+                             f"RB, NN, VBZ (punctuation is never inserted)")
+        return tags
+
 
 GENERATORS = ("builtin", "pict", "acts", "cagen")
 
@@ -243,7 +299,12 @@ class ConsistencyParams(Section):
         None, description="a JSONL file of BoolQ-style questions; null: the default set")
     n_questions: int = Field(
         3, ge=0, description="BoolQ validation questions (seeded sample) added to KomMKonLLM's")
-    max_values: int = Field(2, ge=1, description="values per word: itself + WordNet synonyms")
+    max_values: int = Field(3, ge=1, description="values per word: itself + WordNet synonyms "
+                            "(the guide's 3)")
+    ipm: Literal["guide", "lingtest"] = Field(
+        "guide", description="guide: every token lower-cased, nouns/proper nouns/verbs/"
+        "adjectives get WordNet synonyms (multi-word too); lingtest: inflected synonyms of "
+        "common nouns, verbs, adjectives, adverbs in the token's casing")
     strength: int = Field(2, ge=1, description="t of the covering arrays")
     generator: Literal[GENERATORS] = "builtin"  # type: ignore[valid-type]
     generator_binary: str | None = Field(
@@ -254,10 +315,12 @@ class ConsistencyParams(Section):
         "openai-chat:MODEL@URL, ollama:MODEL@URL (#key_env=VAR, #name=...), "
         "python:file.py:ATTR")
     prompt_prefix: str = ""
-    prompt_suffix: str = "Return a JSON Boolean."
+    prompt_suffix: str = "? Return a JSON boolean."
     prompt_join: Literal["space", "none"] = Field(
-        "space", description="none: prefix + question + suffix verbatim (the guide's runner)")
-    max_new_tokens: int = Field(16, ge=1)
+        "none", description="none: prefix + question + suffix verbatim (the guide's runner)")
+    max_new_tokens: int = Field(
+        256, ge=1, description="output cap; local models stop at the JSON answer's closing "
+        "brace, so a JSON answer is never cut")
     temperature: float = Field(0.0, ge=0, description="HTTP backends; the local one is greedy")
     timeout_s: float = Field(60.0, gt=0, description="per HTTP request")
     retries: int = Field(3, ge=0, description="extra attempts after a failed HTTP call")
@@ -268,13 +331,21 @@ class ConsistencyParams(Section):
     database_url: str | None = Field(
         None, description="SQLAlchemy URL; null: sqlite:///<root>/data/consistency/results.sqlite")
     bootstrap: int = Field(1000, ge=0, description="resamples of the 95% CIs (0: none)")
-    oracle: Literal["lenient", "strict"] = Field(
-        "lenient", description="strict: only a JSON Boolean is an answer (the guide's letter)")
+    oracle: Literal["guide", "lenient", "strict"] = Field(
+        "guide", description="guide: the guide's first-word rule; lenient: JSON and "
+        "explained answers too; strict: only a JSON Boolean is an answer")
     recall_definition: Literal["all_true", "answered"] = Field(
-        "all_true", description="answered: tp/(tp+fn) over answered questions (the guide's)")
+        "answered", description="answered: tp/(tp+fn) over answered questions (the guide's); "
+        "all_true: an undefined answer counts as missed")
     consistency_definition: Literal["derived_rows", "per_question"] = Field(
-        "derived_rows", description="per_question: share of all rows (original included) "
+        "per_question", description="per_question: share of all rows (original included) "
         "agreeing with the original, averaged over questions (the guide's)")
+    zero_division: Literal["zero", "nan"] = Field(
+        "zero", description="precision/recall/F1 with a zero denominator: 0 (the guide's) or "
+        "NaN")
+    min_answered_share: float = Field(
+        0.5, ge=0, le=1, description="a model answering (true/false) a smaller share of the "
+        "asked rows is flagged low_answered_share in the summary and metrics")
     import_dir: str | None = Field(
         None, description="a folder of the guide's ca-N.csv + synonyms-N.txt (+ test_runs.csv "
         "or public_questions.jsonl): run exactly those derived questions")

@@ -71,11 +71,13 @@ def _check_model(key: str, model_id: str, kind: str, params: Params,
         return {**row, **check_classifier(ref, offline, workspace.root, params.models.label_map,
                                           trainable=kind == "trainable classifier")}
     if kind == "encoder":
+        from tasks.contrastive.thresholds import needs_dictionaries
         from tasks.models.any_encoder import check_contrastive_encoder
         c = params.contrastive
         ref = parse_model(model_id, key, names, workspace.root)
         return {**row, **check_contrastive_encoder(ref, offline, workspace.root,
-                                                   c.dictionary_file, c.pooling)}
+                                                   c.dictionary_file, c.pooling,
+                                                   needs_dictionaries(c.thresholds))}
     if kind == "fill":
         from tasks.capabilities.fill import fill_kind
         kind = fill_kind(model_id)
@@ -144,7 +146,8 @@ STAGE_MODEL_KEYS = {
 }
 
 
-def _check_stage_models(stage: str, params: Params, workspace: Workspace) -> None:
+def _check_stage_models(stage: str, params: Params, workspace: Workspace) -> list[dict]:
+    """Every model the stage loads resolves; their `lingtest models` rows."""
     from tasks.models.model_spec import parse_models
 
     keys = STAGE_MODEL_KEYS.get(stage, ())
@@ -156,8 +159,32 @@ def _check_stage_models(stage: str, params: Params, workspace: Workspace) -> Non
                    "models.encoders"):
             parse_models([e[1] for e in entries if e[0] == key], key, params.models.names,
                          workspace.root)
-    for key, model_id, kind in entries:
-        check_model(key, model_id, kind, params, workspace)
+    return [check_model(key, model_id, kind, params, workspace)
+            for key, model_id, kind in entries]
+
+
+def hub_notice(rows: list[dict], reachable=None) -> str | None:
+    """One line when models resolve only through the Hugging Face hub (``models.offline:
+    false``, no package or local folder) and this machine cannot reach it: which models,
+    and what to do instead. None when no model needs the hub or the hub answers.
+    ``reachable``: ``registry.hub_reachable`` (a test passes its own)."""
+    from tasks.models.registry import hub_cache_snapshot, hub_reachable
+
+    needed: dict[str, list[str]] = {}
+    for row in rows:
+        if row.get("source") == "hub" and hub_cache_snapshot(row["id"]) is None:
+            needed.setdefault(row["key"], []).append(row["id"])
+    if not needed:
+        return None
+    online, why = (reachable or hub_reachable)()
+    if online:
+        return None
+    count = sum(len(ids) for ids in needed.values())
+    which = "; ".join(f"{key}: {', '.join(ids)}" for key, ids in needed.items())
+    return (f"offline: {count} model(s) load only from the Hugging Face hub, which this machine "
+            f"cannot reach ({why}), so they cannot load — {which}; fix: the default "
+            f"profile, models.offline: true (packaged models and the Hugging Face cache), or "
+            f"HF_ENDPOINT pointing at a mirror of the weights")
 
 
 def _check_data(params: Params, workspace: Workspace) -> None:
@@ -185,8 +212,10 @@ def _check_stage_files(stage: str, params: Params, workspace: Workspace) -> None
     elif stage == "contrastive":
         c = params.contrastive
         if c.suite:
-            from tasks.contrastive.costello_json import read_costello_suite
-            _read("contrastive.suite", read_costello_suite, _path(c.suite, workspace))
+            from tasks.contrastive.costello_json import read_costello_suite, select_imported
+            path = _path(c.suite, workspace)
+            select_imported(_read("contrastive.suite", read_costello_suite, path),
+                            c.relations, c.max_seeds, params.seed, path)
         if c.dictionary_file:
             from tasks.contrastive.thresholds import read_dictionary
             _read("contrastive.dictionary_file", read_dictionary,
@@ -231,12 +260,13 @@ def _check_debug(params: Params, workspace: Workspace) -> None:
         _read("adaptive.debug.corrections", read_corrections, _path(d.corrections, workspace))
 
 
-def _read(key: str, reader, path: Path) -> None:
+def _read(key: str, reader, path: Path):
+    """``reader(path)``; its errors as one line naming ``key``."""
     if not path.exists():
         raise LingtestError(f"{key}: {path} does not exist (fix the path in params.yaml or "
                             f"--set {key}=...; relative paths start at the project root)")
     try:
-        reader(path)
+        return reader(path)
     except LingtestError as error:
         raise (error if str(error).startswith(key) else _keyed(key, error)) from None
     except UnicodeDecodeError as exc:
@@ -274,15 +304,18 @@ def _check_processed(stage: str, workspace: Workspace) -> None:
                             f"{workspace.processed}; fix: lingtest run data (or make run)")
 
 
-def validate_inputs(stage: str, params: Params, workspace: Workspace) -> None:
-    """Raise the first LingtestError a stage would hit on its inputs, before anything runs."""
+def validate_inputs(stage: str, params: Params, workspace: Workspace) -> str | None:
+    """Raise the first LingtestError a stage would hit on its inputs, before anything runs;
+    return a one-line notice when models need a hub this machine cannot reach
+    (``hub_notice``), which the command line prints."""
     from flows import STAGES
 
     if stage not in STAGES:
         raise LingtestError(f"unknown stage `{stage}`; stages: {', '.join(STAGES)}")
     _check_stage_files(stage, params, workspace)
-    _check_stage_models(stage, params, workspace)
+    rows = _check_stage_models(stage, params, workspace)
     _check_encoder_path(stage, params)
+    return hub_notice(rows)
 
 
 def _check_encoder_path(stage: str, params: Params) -> None:

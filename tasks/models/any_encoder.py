@@ -140,16 +140,18 @@ def no_vocabulary(name: str, spec: str) -> LingtestError:
 
 def check_contrastive_encoder(ref: ModelRef, offline: bool = True, root: Path | None = None,
                               dictionary_file: str | None = None,
-                              pooling: str | None = None) -> dict:
+                              pooling: str | None = None,
+                              vocabulary_needed: bool = True) -> dict:
     """``check_encoder``, then what the contrastive stage asks beyond it: a vocabulary (or
-    ``contrastive.dictionary_file``), and no ``contrastive.pooling`` override for a model
-    that runs its own encode. The row, as ``check_encoder``'s."""
+    ``contrastive.dictionary_file``) unless no θ needs one (``vocabulary_needed``: False for
+    ``thresholds: [zero]``), and no ``contrastive.pooling`` override for a model that runs
+    its own encode. The row, as ``check_encoder``'s."""
     row = check_encoder(ref, offline, root)
     if pooling is not None and row["pooling"] == OWN_ENCODE:
         raise LingtestError(f"contrastive.pooling `{pooling}`: model `{ref.name}` "
                             f"({ref.bare}) runs its own encode, whose pooling lingtest cannot "
                             f"change; fix: contrastive.pooling: null, or test it alone")
-    if dictionary_file is None and ref.form == "python":
+    if vocabulary_needed and dictionary_file is None and ref.form == "python":
         obj = _light_user_attr(ref, root)[0]
         if vocabulary_source(ref, root) is None and not isinstance(obj, type):
             raise no_vocabulary(ref.name, ref.bare)

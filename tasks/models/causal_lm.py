@@ -9,8 +9,10 @@ load in any process writes the de-quantised weights as a safetensors copy
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -20,11 +22,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from transformers import StoppingCriteriaList
 
 from tasks.core.errors import LingtestError
 from tasks.models.encoders import pick_device
+from tasks.models.json_stop import JSONAnswerStop, json_end
 from tasks.models.registry import Resolution, hub_offline, resolve, transformers_classes
 
+log = logging.getLogger(__name__)
 _CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -87,8 +92,11 @@ class CausalLM:
         return self.generate_batch([prompt], max_new_tokens, chat, system, batch_size=1)[0]
 
     def generate_batch(self, prompts: list[str], max_new_tokens: int = 32, chat: bool = True,
-                       system: str | None = None, batch_size: int = 8) -> list[str]:
-        """Greedy continuations of several prompts, left-padded batches of ``batch_size``."""
+                       system: str | None = None, batch_size: int = 8,
+                       stop_after_json: bool = False) -> list[str]:
+        """Greedy continuations of several prompts, left-padded batches of ``batch_size``;
+        ``stop_after_json``: each row ends with its complete JSON answer
+        (``tasks.models.json_stop``), so a large ``max_new_tokens`` costs nothing then."""
         if max_new_tokens < 1:
             raise LingtestError(f"max_new_tokens must be >= 1 (got {max_new_tokens})")
         answers: list[str] = []
@@ -99,13 +107,24 @@ class CausalLM:
             ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=self.device)
             mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows],
                                 device=self.device)
+            stop = [JSONAnswerStop(self.tokenizer, width)] if stop_after_json else []
             with self._lock, torch.inference_mode():
                 out = self.model.generate(
                     input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                     do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None,
-                    pad_token_id=pad)
-            answers += [self.tokenizer.decode(row[width:], skip_special_tokens=True).strip()
-                        for row in out]
+                    pad_token_id=pad, stopping_criteria=StoppingCriteriaList(stop))
+            texts = [self.tokenizer.decode(row[width:], skip_special_tokens=True)
+                     for row in out]
+            if stop_after_json:  # a row that stopped keeps going until the batch is done
+                ends = [json_end(text) for text in texts]
+                capped = sum(end is None and int(row[-1]) not in (pad, self.tokenizer.eos_token_id)
+                             for end, row in zip(ends, out)) if out.shape[1] - width >= \
+                    max_new_tokens else 0
+                if capped:  # prose or a JSON value that never closes (a repetition loop)
+                    log.warning("%s: %d of %d answers reached max_new_tokens=%d unfinished",
+                                self.model_id, capped, len(rows), max_new_tokens)
+                texts = [text[:end or len(text)] for text, end in zip(texts, ends)]
+            answers += [text.strip() for text in texts]
         return answers
 
     def sample(self, prompt: str, n: int, seed: int, temperature: float = 1.0,
@@ -243,6 +262,20 @@ class CausalLM:
                 out.append([(words[j], float(values[j])) for j in top])
         return out
 
+    def word_table(self, sentence_start: bool) -> tuple[np.ndarray, list[str]]:
+        """Token ids that begin a whole alphabetic word, with the word (see ``_word_table``)."""
+        return self._word_table(sentence_start)
+
+    def text_pass(self, text: str) -> "TextPass":
+        """One forward pass over ``text`` (after the start token), kept for what S²LCT asks of
+        a seed: the next-token distribution at every word gap, and the log-probabilities of
+        variants of the text scored on its cached keys and values."""
+        ids = self._start + self.tokenizer(text)["input_ids"]
+        with self._lock, torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True)
+        logp = torch.log_softmax(out.logits[0].float(), dim=-1)
+        return TextPass(self, text, ids, logp, out["cache"])
+
     # ------------------------------------------------------------------ recording
 
     def parameters(self) -> dict[str, object]:
@@ -259,6 +292,84 @@ class CausalLM:
 
     def __repr__(self) -> str:
         return f"CausalLM({self.model_id!r}, revision={self.revision!r}, device={self.device})"
+
+
+class TextPass:
+    """A text's forward pass: ``logp[i]`` is log P(next token | ids[:i + 1]) over the vocabulary.
+
+    Why: S²LCT inserts one word into a seed at many gaps. The proposals at a gap are the
+    next-token distribution after the words before it, which this one pass holds for every
+    gap; each filled sentence shares the seed's tokens up to its insertion, so only its
+    tokens from there on need a forward pass, on the seed's cached keys and values. The
+    result equals scoring the filled sentence whole (to float rounding)."""
+
+    def __init__(self, model: CausalLM, text: str, ids: list[int], logp: torch.Tensor,
+                 cache):
+        self.model, self.text, self.ids, self.logp, self.cache = model, text, ids, logp, cache
+
+    def token_logprobs(self) -> np.ndarray:
+        """log P(token | all before it) for each of the text's tokens after the start."""
+        ids = torch.tensor(self.ids[1:], device=self.logp.device)
+        return self.logp[:-1].gather(-1, ids.unsqueeze(-1)).squeeze(-1).double().cpu().numpy()
+
+    def next_logprobs(self, cut: int) -> np.ndarray | None:
+        """log P(next token | text[:cut].rstrip()) over the vocabulary, when that prefix's
+        tokens begin the text's tokens (true at a space for GPT-2-style tokenizers); else None."""
+        ids = self.model._start + self.model.tokenizer(self.text[:cut].rstrip())["input_ids"]
+        if not ids or ids != self.ids[:len(ids)]:
+            return None
+        return self.logp[len(ids) - 1].cpu().numpy()
+
+    def variants(self, texts: list[str], after: int | None = None
+                 ) -> list[tuple[list[int], int, np.ndarray]]:
+        """Per variant text: its token ids (start token first), ``n`` the length of the token
+        prefix it shares with this text (≥ 1), and log P(token | all before it) for its tokens
+        from ``n`` on — computed on this text's cached keys and values, so only those tokens
+        run. ``after``: for a variant that is this text with tokens inserted at ``n``, stop
+        that many tokens past the insertion (the rest is this text's own tokens, whose
+        log-probabilities the caller may take as unchanged); None: to the end. Variants
+        sharing a prefix length run as one right-padded batch."""
+        tok, start, base = self.model.tokenizer, self.model._start, self.ids
+        rows = [start + tok(t)["input_ids"] for t in texts]
+        shared, ends = [], []
+        for row in rows:
+            n = 0
+            while n < min(len(row), len(base)) - 1 and row[n] == base[n]:
+                n += 1
+            n = max(n, 1)
+            grown = len(row) - len(base)
+            pure = grown > 0 and row[n + grown:] == base[n:]
+            shared.append(n)
+            ends.append(min(len(row), n + grown + after) if pure and after is not None
+                        else len(row))
+        out: list[tuple[list[int], int, np.ndarray] | None] = [None] * len(rows)
+        pad = tok.pad_token_id
+        device = self.logp.device
+        for n in sorted(set(shared)):
+            group = [i for i, s in enumerate(shared) if s == n]
+            tails = [rows[i][n:ends[i]] for i in group]
+            width = max(len(t) for t in tails)
+            logits = None
+            if width > 1:
+                cache = copy.deepcopy(self.cache)
+                cache.crop(n - len(base))
+                cache.batch_repeat_interleave(len(group))
+                ids = torch.tensor([t[:-1] + [pad] * (width - len(t)) for t in tails],
+                                   device=device)
+                mask = torch.tensor([[1] * (n + len(t) - 1) + [0] * (width - len(t))
+                                     for t in tails], device=device)
+                with self.model._lock, torch.inference_mode():
+                    logits = self.model.model(input_ids=ids, cache=cache,
+                                              attention_mask=mask).logits.float()
+                logits = torch.log_softmax(logits, dim=-1)
+            for row_at, i in enumerate(group):
+                tail = tails[row_at]
+                first = [float(self.logp[n - 1, tail[0]])]
+                rest = [] if len(tail) < 2 else logits[row_at, :len(tail) - 1].gather(
+                    -1, torch.tensor(tail[1:], device=device).unsqueeze(-1)
+                ).squeeze(-1).double().cpu().tolist()
+                out[i] = (rows[i], n, np.array(first + rest, dtype=np.float64))
+        return out
 
 
 CONVERTED_FORMAT = 1

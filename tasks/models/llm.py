@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 DEFAULT_LOCAL_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SPEC_FORMS = ("ollama:<model>[@URL]", "openai:<model>[@URL]", "openai-chat:<model>[@URL]",
               "python:<module or file.py>:<attr>", "hf:<hub id or folder>",
+              "seq2seq:<hub id or folder> (T5 and other encoder-decoders)",
               "<hub id or folder>")
-LLM_PREFIXES = ("hf", "ollama", "openai", "openai-chat", "python")
+LLM_PREFIXES = ("hf", "ollama", "openai", "openai-chat", "python", "seq2seq")
 HTTP_FORMS = ("ollama", "openai", "openai-chat")
 LOCAL_FORMS = ("hf", "hub", "folder")
 
@@ -96,6 +97,26 @@ class LLMBackend(Protocol):
     def answer(self, prompts: list[str]) -> list[LLMResponse]: ...
 
 
+def answer_in_batches(model_id: str, prompts: list[str], size: int,
+                      generate: Callable[[list[str]], list[str]]) -> list[LLMResponse]:
+    """A local model's answers in prompt order, ``size`` prompts per ``generate`` call; a
+    batch that fails (or an empty generation) becomes error responses rather than an
+    exception. ``latency_s`` is the batch's wall time shared equally among its prompts."""
+    out: list[LLMResponse] = []
+    for start in range(0, len(prompts), size):
+        chunk = prompts[start:start + size]
+        began = time.perf_counter()
+        try:
+            texts: list[str | None] = list(generate(chunk))
+            errors: list[str | None] = [None if t else "empty response" for t in texts]
+        except (LingtestError, RuntimeError, ValueError) as exc:
+            log.warning("%s: batch of %d prompts failed: %s", model_id, len(chunk), exc)
+            texts, errors = [None] * len(chunk), [f"generation failed: {exc}"] * len(chunk)
+        share = (time.perf_counter() - began) / len(chunk)
+        out += [LLMResponse(text or None, error, share, 1) for text, error in zip(texts, errors)]
+    return out
+
+
 class LocalLLM:
     """A transformers causal LM (GGUF included) answering greedily through its chat template."""
 
@@ -116,29 +137,17 @@ class LocalLLM:
         in a batch can change float32 logits, hence a greedy answer."""
         return {**self.lm.parameters(), "backend": "transformers", "spec": self.model_id,
                 "max_new_tokens": self.settings.max_new_tokens, "system": self.settings.system,
-                "chat_template": True, "batch_size": self.settings.batch_size}
+                "chat_template": True, "batch_size": self.settings.batch_size,
+                "stop": "after the JSON answer"}
 
     def answer(self, prompts: list[str]) -> list[LLMResponse]:
-        """Answers in prompt order; a batch that fails (or an empty generation) becomes error
-        responses rather than an exception. ``latency_s`` is the batch's wall time shared
-        equally among its prompts."""
-        out: list[LLMResponse] = []
-        size = self.settings.batch_size
-        for start in range(0, len(prompts), size):
-            chunk = prompts[start:start + size]
-            began = time.perf_counter()
-            try:
-                texts: list[str | None] = list(self.lm.generate_batch(
-                    chunk, self.settings.max_new_tokens, chat=True,
-                    system=self.settings.system, batch_size=size))
-                errors: list[str | None] = [None if t else "empty response" for t in texts]
-            except (LingtestError, RuntimeError, ValueError) as exc:
-                log.warning("%s: batch of %d prompts failed: %s", self.model_id, len(chunk), exc)
-                texts, errors = [None] * len(chunk), [f"generation failed: {exc}"] * len(chunk)
-            share = (time.perf_counter() - began) / len(chunk)
-            out += [LLMResponse(text or None, error, share, 1)
-                    for text, error in zip(texts, errors)]
-        return out
+        """Answers in prompt order (``answer_in_batches``)."""
+        return answer_in_batches(self.model_id, prompts, self.settings.batch_size,
+                                 lambda chunk: self.lm.generate_batch(
+                                     chunk, self.settings.max_new_tokens, chat=True,
+                                     system=self.settings.system,
+                                     batch_size=self.settings.batch_size,
+                                     stop_after_json=True))
 
     def __repr__(self) -> str:
         return f"LocalLLM({self.model_id!r}, {self.lm!r})"
@@ -168,7 +177,7 @@ def parse_llm(spec: "str | ModelRef", key: str = "consistency.llms",
         raise LingtestError(f"{key}: LLM spec `{spec}` names no model; accepted forms: "
                             f"{', '.join(SPEC_FORMS)}")
     ref = parse_model(str(spec), key, names, root)
-    if ref.form not in (*LOCAL_FORMS, *HTTP_FORMS, "python"):
+    if ref.form not in (*LOCAL_FORMS, *HTTP_FORMS, "python", "seq2seq"):
         raise LingtestError(f"{key}: `{spec}` is a {ref.form} model, not an LLM; accepted "
                             f"forms: {', '.join(SPEC_FORMS)}")
     return ref
@@ -189,6 +198,9 @@ def load_llm(spec: "str | ModelRef", settings: LLMSettings | None = None,
     if ref.form == "python":
         from tasks.models.user_code import load_user_object
         return UserLLM(load_user_object(ref, root), settings)
+    if ref.form == "seq2seq":
+        from tasks.models.seq2seq import Seq2SeqLLM
+        return Seq2SeqLLM(ref, settings)
     from tasks.models.causal_lm import load_causal_lm
     return LocalLLM(ref.bare, load_causal_lm(ref.target, settings.offline, settings.device),
                     settings, ref.name)
@@ -343,9 +355,10 @@ def check_llm(ref: ModelRef, offline: bool, root: Path, key: str = "consistency.
                 "path": path}
     from tasks.models.registry import resolve
 
+    kind = "seq2seq" if ref.form == "seq2seq" else "causal_lm"
     try:
-        found = resolve(ref.target, "causal_lm", offline=offline).require()
+        found = resolve(ref.target, kind, offline=offline).require()
     except LingtestError as error:
         raise LingtestError(f"{key}: {error}") from None
-    return {**row, "kind": "causal_lm", "source": found.source, "revision": found.revision,
+    return {**row, "kind": kind, "source": found.source, "revision": found.revision,
             "path": found.path}

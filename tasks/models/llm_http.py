@@ -235,6 +235,8 @@ class HTTPBackend:
             limits=httpx.Limits(max_connections=settings.concurrency),
             headers={"Authorization": f"Bearer {self._key}"} if self._key else None)
         self._sleep = time.sleep  # tests record back-off delays through this
+        self.cut = 0  # answers the server stopped at the output cap
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ subclass hooks
 
@@ -347,10 +349,20 @@ class HTTPBackend:
             raise _Failure(f"HTML page instead of an answer from {public_url(url)}: "
                            f"{text[:ERROR_BODY_CHARS]}", retry=True)
         self._seen(payload)
+        if self._finish(payload) == "length":
+            with self._lock:
+                self.cut += 1
+            log.warning("%s: the answer reached the output cap (max_new_tokens=%d) and was cut; "
+                        "raise consistency.max_new_tokens", self.model_id,
+                        self.settings.max_new_tokens)
         return text
 
     def _seen(self, payload: dict[str, Any]) -> None:
         """Hook: note provenance a reply carries (OpenAI's system_fingerprint)."""
+
+    def _finish(self, payload: dict[str, Any]) -> str | None:
+        """Hook: why the server stopped generating ("length": the cap cut the answer)."""
+        return None
 
 
 def _store_spec(ref: "ModelRef") -> str:
@@ -399,6 +411,9 @@ class OllamaLLM(HTTPBackend):
         text = payload.get("response")
         return text if isinstance(text, str) else None
 
+    def _finish(self, payload: dict[str, Any]) -> str | None:
+        return payload.get("done_reason")
+
     def digest(self) -> str | None:
         """The model's digest from ``GET /api/tags`` (looked up once; None if unavailable)."""
         if not self._digest_looked_up:
@@ -435,7 +450,6 @@ class OpenAILLM(HTTPBackend):
                          end.key_env, ref.name)
         # Known only after replies, so recorded with the run, not in the model's identity.
         self.fingerprints: set[str] = set()
-        self._lock = threading.Lock()
 
     def _endpoint(self) -> str:
         return "/chat/completions"
@@ -456,6 +470,12 @@ class OpenAILLM(HTTPBackend):
 
     def parameters(self) -> dict:
         return {**super().parameters(), "format": "text"}
+
+    def _finish(self, payload: dict[str, Any]) -> str | None:
+        try:
+            return payload["choices"][0].get("finish_reason")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return None
 
     def _seen(self, payload: dict[str, Any]) -> None:
         fingerprint = payload.get("system_fingerprint")

@@ -31,16 +31,16 @@ from urllib.parse import parse_qsl
 from tasks.core.errors import LingtestError
 
 FORMS = ("builtin", "hub", "folder", "python", "predictions", "openai", "openai-chat", "ollama",
-         "hf")
+         "hf", "seq2seq")
 BUILTIN = ("vader", "lingtest/minilm-sst2")
 OPTION_KEYS = {"name": "the display name", "key_env": "the API key's environment variable"}
-PREFIXES = ("python", "predictions", "openai", "openai-chat", "ollama", "hf")
+PREFIXES = ("python", "predictions", "openai", "openai-chat", "ollama", "hf", "seq2seq")
 # A display name: what report files and metric keys carry. Hub and built-in ids keep their
 # "org/name" form (portable across machines); every other name is one path segment.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+@-]*(/[A-Za-z0-9][A-Za-z0-9._+@-]*)?$")
 SPEC_TABLE = ", ".join(("a hub id", "a local folder", "python:MODULE:ATTR",
                         "python:path/file.py:ATTR", "predictions:PATH", "openai:MODEL[@URL]",
-                        "ollama:MODEL[@URL]", "hf:ID_OR_FOLDER"))
+                        "ollama:MODEL[@URL]", "hf:ID_OR_FOLDER", "seq2seq:ID_OR_FOLDER"))
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def _default_name(form: str, target: str) -> str:
     elif form in ("folder", "predictions"):
         path = Path(target).expanduser()
         name = path.stem if form == "predictions" else (path.resolve().name or path.name)
-    elif form == "hf":  # a local causal LM's folder, or a hub id kept whole
+    elif form in ("hf", "seq2seq"):  # a local LM's folder, or a hub id kept whole
         folder = Path(target).expanduser()
         return re.sub(r"[^A-Za-z0-9._+@-]+", "-", folder.resolve().name) if folder.is_dir() \
             else target
@@ -182,7 +182,7 @@ def parse_model(spec: str, key: str = "model", names: dict[str, str] | None = No
                             f"ollama: models only")
     name = options.get("name") or (names or {}).get(head) or (names or {}).get(spec) \
         or _default_name(form, target)
-    hub_like = form in ("builtin", "hub") or (form == "hf" and name == target)
+    hub_like = form in ("builtin", "hub") or (form in ("hf", "seq2seq") and name == target)
     if not hub_like or "name" in options or head in (names or {}):
         if "/" in name:
             raise LingtestError(f"{key}: model `{spec}`: display name `{name}` contains `/`; "

@@ -27,7 +27,7 @@ from tasks.core.io import sha256_file
 if TYPE_CHECKING:
     from tasks.core.config import ModelsParams
 
-KINDS = ("encoder", "causal_lm", "masked_lm", "classifier", "spacy")
+KINDS = ("encoder", "causal_lm", "masked_lm", "classifier", "spacy", "seq2seq")
 SOURCES = ("package", "hub-cache", "hub", "local", "missing")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "tf_model.h5", "model.ckpt.index")
 # Plain (non-sentence-transformers) encoders: COSTELLO's Testing.py takes the pooler output
@@ -430,3 +430,19 @@ def hub_offline(offline: bool = True) -> Iterator[None]:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+
+
+def hub_reachable(timeout: float = 3.0) -> tuple[bool, str]:
+    """(whether the Hugging Face hub answers, what was tried): ``HF_HUB_OFFLINE`` set means
+    no; else one HEAD request to ``HF_ENDPOINT`` (default https://huggingface.co), any HTTP
+    answer counting as reachable."""
+    import httpx
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return False, "HF_HUB_OFFLINE is set"
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    try:
+        httpx.head(endpoint, timeout=timeout)
+    except httpx.HTTPError as exc:
+        return False, f"{endpoint}: {type(exc).__name__}"
+    return True, endpoint
