@@ -16,6 +16,15 @@ SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 # Seed words with the [inserted] ones bracketed; True: a reader rejects it. The bad ones are
 # taken from the suite (session-3 and session-4 readings); the good ones too.
 CASES = [
+    # the blind reading of the 40 random examples after the volume change (issue #24)
+    ("I agreed that this movie is so [much] bad , that it 's almost worth seeing", True),
+    ("but I think that [actual] the result is something quite fresh and delightful .", True),
+    ("Do I think that [most] ... somehow manages to escape the shackles ?", True),
+    ("the ongoing efforts of Cube [two] , and his skinny buddy Mike Epps", True),
+    ("has done an amazing job of getting [three] realistic performances from his cast", False),
+    ("offering itself up in [various] subtle plot maneuvers", False),
+    ("Screenwriter Dan Schneider substitute volume and [their] primary colors for humor", False),
+    ("Bray is [more] completely at sea ; he has no clue", False),
     ("Do I agree that [that] it 's good ? yes", True),
     ("I thought that [to] a Movie to Forget , but it was n't .", True),
     ("[As] there can be no other explanation .", True),

@@ -58,6 +58,10 @@ PRECONJUNCTIONS = {"either": ("or",), "neither": ("nor",), "both": ("and",)}
 # Inserted alone these need a second part ("as ... as", "so ... that", "such a ..."):
 NEEDS_COMPLEMENT = frozenset("as so such".split())
 DEGREE = frozenset("more most much less least very".split())
+ADJECTIVES = frozenset({"JJ", "JJR", "JJS"})
+MODIFIED_NEXT = frozenset({"NN", "NNS", "NNP", "NNPS", "JJ", "JJR", "JJS", "CD", "VBG", "VBN",
+                           "HYPH", "``"})
+MUCH_BEFORE = frozenset("more less too better worse fewer".split())
 # Quantifiers spaCy may tag JJ that still need a plural head ("how many medical aid is").
 QUANTIFIERS = frozenset("many several few fewer various numerous".split())
 # Words inside a noun phrase: no determiner may follow them ("its gentle a story").
@@ -181,6 +185,19 @@ def structure_error(tagged: "Tagged", inserted: Sequence[int]) -> bool:
             return True
         # a word that needs its own complement ("written so as well", "so little moments")
         if word in NEEDS_COMPLEMENT:
+            return True
+        # an adjective, number or possessive needs what it modifies next ("Cube two,", "most
+        # ... somehow"); an adjective never comes before a determiner ("actual the result")
+        if tags[i] in ADJECTIVES | {"CD", "PRP$"} and nxt not in MODIFIED_NEXT | (
+                {",", "CC"} if tags[i] in ADJECTIVES else set()):
+            return True
+        if tags[i] in ADJECTIVES and nxt in DETERMINERS:
+            return True
+        if tags[i] in ("RBR", "RBS") and (i + 1 == len(toks) or not toks[i + 1][:1].isalnum()):
+            return True
+        # "much" modifies comparatives only ("so much bad")
+        if word == "much" and nxt not in ("JJR", "RBR") and (right is None or toks[right] not in
+                                                             MUCH_BEFORE):
             return True
         # a second number or degree word ("two flagrantly four fake", "most much of it")
         if tags[i] == "CD" and any(tags[j] == "CD" for j in range(max(0, i - 3), i)):
