@@ -50,7 +50,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    params = load_params(args.root / "params.yaml")
+    params = load_params(args.root)
     c = params.capabilities
     processed = args.root / "data" / "processed"
     nlp = load_spacy(params.models.spacy, offline=True)
