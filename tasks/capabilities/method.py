@@ -317,7 +317,7 @@ class CapabilitiesMethod(Method):
         tables = {m: report.table3(results[results["model_id"] == m], lcs, c.bootstrap,
                                    params.seed, c.pass_to_fail_count, multiplicity)
                   for m in self.model_ids()}
-        funnel = report.funnel(built["fill_stats"], built["seed_counts"])
+        funnel = report.funnel(built["fill_stats"])
         curve = pd.concat([x["curve"] for x in coverage], ignore_index=True) if coverage else None
         out = Report(self.stage, metrics=report.headline_metrics(tables, suite, pcfg, curve),
                      substitutes=substitutes(params), provenance=provenance(

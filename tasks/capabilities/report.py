@@ -120,7 +120,7 @@ def examples(suite: pd.DataFrame, results: pd.DataFrame, seed: int,
     return pd.DataFrame(rows)
 
 
-def funnel(built_stats: list[dict], seed_counts: pd.DataFrame) -> pd.DataFrame:
+def funnel(built_stats: list[dict]) -> pd.DataFrame:
     """Per capability: proposals → rejections per validation rule → kept, and expansions per
     seed (the volume to read Table 3's counts against)."""
     table = pd.DataFrame(built_stats)
