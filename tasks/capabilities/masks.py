@@ -46,12 +46,12 @@ import numpy as np
 
 from tasks.capabilities.grammar import as_node, is_preterminal
 from tasks.core.errors import LingtestError
+from tasks.core.sections import INSERTABLE_TAGS
 from tasks.data.treebank import Node, leaves
 
 MASK = "{MASK}"
-PTB_TAGS = frozenset("""CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR
-RBS RP SYM TO UH VB VBD VBG VBN VBP VBZ WDT WP WP$ WRB # $ . , : `` '' -LRB- -RRB-""".split())
 SKIP_SYMBOLS = frozenset({",", ".", ":", "``", "''", "-LRB-", "-RRB-", "#", "$", "SYM", "LS"})
+PTB_TAGS = INSERTABLE_TAGS | SKIP_SYMBOLS
 MAX_EMBEDDINGS = 50  # per (seed rule, reference rule) pair; reached only by very long rules
 TOP_PRODUCTIONS = 5  # ALiCT's NUM_TOPK (CFGDiff.py): reference rules kept per seed production
 SAMPLING = ("alict", "count")

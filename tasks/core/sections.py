@@ -203,6 +203,11 @@ class TrainSentimentParams(Section):
     max_test: int | None = Field(None, ge=1, description="seeded cap on test sentences")
 
 
+# Penn Treebank word tags: what S²LCT may insert (punctuation and symbols never are).
+INSERTABLE_TAGS = frozenset("""CC CD DT EX FW IN JJ JJR JJS MD NN NNS NNP NNPS PDT POS PRP PRP$
+RB RBR RBS RP TO UH VB VBD VBG VBN VBP VBZ WDT WP WP$ WRB""".split())
+
+
 class CapabilitiesParams(Section):
     """S²LCT: specifications, seed search, parsing, expansion, models under test (Method 1)."""
 
@@ -280,9 +285,7 @@ class CapabilitiesParams(Section):
     @field_validator("insert_tags")
     @classmethod
     def _known_tags(cls, tags: list[str] | None) -> list[str] | None:
-        from tasks.capabilities.masks import PTB_TAGS, SKIP_SYMBOLS
-
-        unknown = [t for t in tags or () if t not in PTB_TAGS - SKIP_SYMBOLS]
+        unknown = [t for t in tags or () if t not in INSERTABLE_TAGS]
         if unknown:
             raise ValueError(f"not insertable PTB tags: {unknown}; use word tags such as JJ, "
                              f"RB, NN, VBZ (punctuation is never inserted)")
