@@ -306,11 +306,15 @@ class TextPass:
     def __init__(self, model: CausalLM, text: str, ids: list[int], logp: torch.Tensor,
                  cache):
         self.model, self.text, self.ids, self.logp, self.cache = model, text, ids, logp, cache
+        picked = torch.tensor(ids[1:], device=logp.device)
+        # log P(token | all before it) for each of the text's tokens after the start
+        self._token_logprobs = logp[:-1].gather(-1, picked.unsqueeze(-1)).squeeze(-1) \
+            .double().cpu().numpy()
 
     def token_logprobs(self) -> np.ndarray:
-        """log P(token | all before it) for each of the text's tokens after the start."""
-        ids = torch.tensor(self.ids[1:], device=self.logp.device)
-        return self.logp[:-1].gather(-1, ids.unsqueeze(-1)).squeeze(-1).double().cpu().numpy()
+        """log P(token | all before it) for each of the text's tokens after the start
+        (computed once with the pass: the seed's score and every fill's read it)."""
+        return self._token_logprobs
 
     def next_logprobs(self, cut: int) -> np.ndarray | None:
         """log P(next token | text[:cut].rstrip()) over the vocabulary, when that prefix's
