@@ -19,7 +19,8 @@ SMALL = ["capabilities.capabilities=[LC2,LC9]", "capabilities.seeds_per_lc=2",
          "capabilities.max_masks_per_seed=4", "capabilities.fill_candidates=4",
          "capabilities.pcfg_heldout=10", "capabilities.checklist_max_examples=3",
          "capabilities.coverage_sizes=[4,8]", "capabilities.coverage_repeats=2",
-         "capabilities.coverage_max_train=64", "capabilities.bootstrap=200"]
+         "capabilities.coverage_max_train=64", "capabilities.bootstrap=200",
+         "capabilities.table_layouts=[alict,ase22]"]
 
 
 def flow_task_runs(flow_run_id: str) -> list:
@@ -108,6 +109,13 @@ def test_suite_results_and_table3(capabilities_run) -> None:
         assert table.loc[0, "seed_fail_%"] == pytest.approx(
             100 * (lc2["verdict"] == "fail").mean())
         assert table.loc[0, "paper_seed_fail_% BERT"] == 4.0
+        # the ASE'22 layout, one trial: one failure rate over the seeds and expansions
+        ase22 = pd.read_csv(reports / f"s2lct-ase22-{model}.csv").set_index("capability")
+        lc2_all = rows[rows["capability"] == "LC2"]
+        assert ase22.loc["LC2", "test_cases (median)"] == len(lc2_all)
+        assert ase22.loc["LC2", "fail_% (median)"] == pytest.approx(
+            100 * (lc2_all["verdict"] == "fail").mean(), abs=0.01)
+        assert ase22.loc["LC2", "trials"] == 1
     text = (reports / "s2lct-table3-vader.md").read_text()
     assert "Substitutes:" in text and "## Provenance" in text
 

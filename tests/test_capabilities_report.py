@@ -67,6 +67,29 @@ def test_table3_alict_count_counts_duplicates_as_result_py() -> None:
         report.table3(results_frame(), ["LC2"], 200, 1, "paper")
 
 
+def test_ase22_layout_is_the_median_over_trials_of_one_failure_rate() -> None:
+    """Trial 0 holds s1, s2 (and their expansions), trial 1 s1, s3: test cases, one failure
+    rate over seeds and expansions, and #pass→fail per trial; the median of the two."""
+    results = results_frame()
+    trials = {"s1": [0, 1], "s2": [0], "s3": [1], "s4": [0, 1]}
+    suite = results.assign(provenance=[
+        '{"trials": %s}' % trials[c] if k == "seed" else "{}"
+        for c, k in zip(results["case_id"], results["kind"])])
+    membership = report.trial_membership(suite)
+    assert membership["e3"] == (0,) and membership["e1"] == (0, 1)
+    assert set(report.in_trial(results, membership, 1)["case_id"]) == {
+        "s1", "e1", "e2", "e4", "s3", "s4"}
+    lc2 = report.ase22_table(results, ["LC2"], membership, trials=2).iloc[0]
+    # trial 0: s1 e1 e2 e4 s2 e3 → 6 cases, 4 fail; trial 1: s1 e1 e2 e4 s3 → 5 cases, 2 fail
+    assert lc2["test_cases (median)"] == 5.5
+    assert lc2["fail_% (median)"] == round((400 / 6 + 40) / 2, 2)
+    assert (lc2["fail_% min"], lc2["fail_% max"]) == (40.0, round(400 / 6, 2))
+    assert lc2["pass_to_fail (median)"] == 2  # e1 and e4 in both trials
+    # without trials in the provenance every case is trial 0's
+    plain = report.trial_membership(results.assign(provenance="{}"))
+    assert set(plain.values()) == {(0,)}
+
+
 def example_suite(n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One seed per capability LC1..LC3 with ``n`` expansions each (one text duplicated)."""
     rows = []

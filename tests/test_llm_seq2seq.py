@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tasks.consistency.oracle import read_answer
-from tasks.models.json_stop import JSONAnswerStop, json_end
+from tasks.models.json_stop import JSONAnswerStop, json_end, looping
 from tasks.models.llm import LLMSettings, check_llm, load_llm, parse_llm
 
 TARGET = '{"answer": true} and some more words after it'
@@ -32,15 +32,33 @@ def test_json_end(text, end) -> None:
     assert json_end(text) == end
 
 
+# SmolLM2's answers in a consistency run: two loops (one a JSON object nesting itself with
+# growing indentation) and answers that must run on.
+DOLPHINS = ("The Miami Dolphins have a special place for their beloved mascot, the Miami "
+            "Dolphin Dolphin. ")
+NESTED = "".join(f'{"  " * i}"fate_json_key_json": {{\n' for i in range(12))
+
+
+@pytest.mark.parametrize(("text", "loops"), [
+    (DOLPHINS * 2, False), (DOLPHINS * 3, True), ("\n\n".join([DOLPHINS.strip()] * 4), True),
+    (NESTED, True), ("no " * 30, False), ("no " * 90, True),
+    ('{"answer": true, "reason": "' + " ".join(f"step {i} differs" for i in range(60)), False),
+    ("```json\n" + '{"answer": false, "why": "' + "The passage says so. " * 2, False),
+])
+def test_looping_catches_repeats_not_long_answers(text, loops) -> None:
+    assert looping(text) is loops
+
+
 def test_stop_criterion_is_per_row() -> None:
     from tiny_models import minilm_tokenizer
 
     tok = minilm_tokenizer()
-    rows = [tok.encode(t, add_special_tokens=False) for t in ("x {", "x { } y")]
+    rows = [tok.encode(t, add_special_tokens=False) for t in ("x {", "x { } y",
+                                                             "x " + DOLPHINS * 3)]
     width = max(map(len, rows))
     ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
     done = JSONAnswerStop(tok, 1)(ids, None)
-    assert done.tolist() == [False, True]
+    assert done.tolist() == [False, True, True]  # the third: a repetition loop
 
 
 @pytest.fixture(scope="module")

@@ -263,6 +263,30 @@ def test_sampling_and_transforms_are_deterministic_per_seed(tag, polarity) -> No
     assert len(S.sample_seeds(matches, 40, np.random.default_rng(0))) == 32  # all of them
 
 
+def test_trials_sample_anew_and_name_the_trials_of_each_case(tag, polarity) -> None:
+    """Trial 0 is the one-trial run's sampling; trial t samples with seed + t; a case
+    drawn by two trials is held once with both trials in its provenance."""
+    from tasks.capabilities.pipeline import seed_cases
+
+    trial_seed_cases = seed_cases.fn
+
+    rows = [("pos", f"The film number {i} is great .") for i in range(30)]
+    tagged = tag(*rows, ("neg", "The plot is dull ."), ("neg", "The film is bad ."))
+    specs = [SPECS["LC3"], SPECS["LC8"]]
+    one, one_counts = trial_seed_cases(specs, tagged, polarity, 5, 7, trials=1)
+    pd.testing.assert_frame_equal(one, S.seed_cases(specs, tagged, polarity, 5, 7)[0])
+    three, counts = trial_seed_cases(specs, tagged, polarity, 5, 7, trials=3)
+    assert three["case_id"].is_unique
+    trials = {c: json.loads(p)["trials"] for c, p in zip(three["case_id"], three["provenance"])}
+    for t in range(3):
+        drawn = set(S.seed_cases(specs, tagged, polarity, 5, 7 + t)[0]["case_id"])
+        assert drawn == {c for c, ts in trials.items() if t in ts}
+    assert len(three) > len(one)  # the later trials drew other seeds
+    assert list(counts["cases"]) == list(one_counts["cases"])  # trial 0's counts
+    assert list(counts["cases_all_trials"]) == list(three["capability"].value_counts()[
+        list(counts["capability"])])
+
+
 # --------------------------------------------------------------------------- SentiWordNet
 
 def test_sentiwordnet_missing_is_a_clear_error(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ new capability only expands itself. Model calls are not cached: they take second
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from tasks.capabilities.fill import tag_lexicon
 from tasks.capabilities.masks import reference_cfg
 from tasks.capabilities.specs import CapabilitySpec
 from tasks.core.caching import model_id, task
+from tasks.core.cases import provenance_json
 from tasks.models.registry import resolve
 from tasks.models.sentiment import SentimentModel
 
@@ -53,10 +55,26 @@ def induce_grammar(ptb_path: Path, heldout: int) -> dict:
 
 
 @task(name="seed-cases", cache_policy=NO_CACHE)
-def seed_cases(specs: list[CapabilitySpec], tagged: pd.DataFrame, polarity: search.WordPolarity,
-               seeds_per_lc: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Search, sample and transform (seconds): not worth a cache entry."""
-    return search.seed_cases(specs, tagged, polarity, seeds_per_lc, seed)
+def seed_cases(specs: list[CapabilitySpec], tagged: pd.DataFrame,
+               polarity: search.WordPolarity, seeds_per_lc: int, seed: int,
+               trials: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Search, sample and transform (seconds: not worth a cache entry), ``trials`` times:
+    trial t samples with ``seed + t`` (trial 0 is the one-trial run's), each case held once;
+    with more than one trial its provenance names the trials that drew it (``trials``).
+    Counts: trial 0's, and the union's cases beside (``cases_all_trials``)."""
+    seeds, counts = search.seed_cases(specs, tagged, polarity, seeds_per_lc, seed)
+    if trials == 1:
+        return seeds, counts
+    drawn = pd.concat([seeds.assign(trial=0), *[
+        search.seed_cases(specs, tagged, polarity, seeds_per_lc, seed + t)[0].assign(trial=t)
+        for t in range(1, trials)]], ignore_index=True)
+    member = drawn.groupby("case_id", sort=False)["trial"].agg(lambda t: sorted(set(t)))
+    union = drawn.drop_duplicates("case_id").drop(columns="trial").reset_index(drop=True)
+    union["provenance"] = [provenance_json(**{**json.loads(p), "trials": member[c]})
+                           for c, p in zip(union["case_id"], union["provenance"])]
+    counts["cases_all_trials"] = counts["capability"].map(union["capability"].value_counts()
+                                                          ).fillna(0).astype(int)
+    return union, counts
 
 
 # ``polarity`` is a closure over ``polarity_path`` and ``settings["word_sentiment"]``, both keyed.

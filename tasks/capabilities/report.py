@@ -30,6 +30,7 @@ PAPER_MODELS = ("BERT", "RoBERTa", "DistilBERT")
 
 
 PASS_TO_FAIL_COUNTS = ("distinct", "alict")
+TABLE_LAYOUTS = ("alict", "ase22")
 # ALiCT's published results: about 27 expansions per seed (e.g. 2,323 for one LC's 50 seeds).
 PAPER_EXPANSIONS_PER_SEED = 27
 EXAMPLES = 40  # expansions drawn at random (seeded) for the examples report
@@ -80,6 +81,51 @@ def table3(results: pd.DataFrame, capabilities: list[str], n_boot: int = 1000,
     numeric = [c for c in table.columns if "%" in c or c.endswith(("_lo", "_hi"))]
     table[numeric] = table[numeric].astype(float).round(2)
     return table
+
+
+def trial_membership(suite: pd.DataFrame) -> dict[str, tuple[int, ...]]:
+    """Per case id, the trials (seed samplings) it belongs to: a seed's from its provenance
+    (``trials``; absent: trial 0 only), an expansion's its seed's."""
+    seeds = suite[suite["kind"] == "seed"]
+    of_seed = {cid: tuple(json.loads(p).get("trials", [0]))
+               for cid, p in zip(seeds["case_id"], seeds["provenance"])}
+    exps = suite[suite["kind"] != "seed"]
+    return {**of_seed, **{cid: of_seed.get(parent, (0,))
+                          for cid, parent in zip(exps["case_id"], exps["parent_case_id"])}}
+
+
+def in_trial(results: pd.DataFrame, membership: dict[str, tuple[int, ...]],
+             trial: int) -> pd.DataFrame:
+    """The result rows of one trial's cases."""
+    return results[[trial in membership.get(c, (0,)) for c in results["case_id"]]]
+
+
+def ase22_table(results: pd.DataFrame, capabilities: list[str],
+                membership: dict[str, tuple[int, ...]], trials: int) -> pd.DataFrame:
+    """One model's table in S²LCT's ASE'22 layout: per capability, the median over
+    ``trials`` seed samplings of #test cases (seeds and expansions together), one failure
+    rate over all of them, and #pass→fail (distinct failing expansions of passed seeds);
+    the failure rate's range over the trials beside."""
+    rows = []
+    for lc in capabilities:
+        part = results[results["capability"] == lc]
+        per_trial = []
+        for trial in range(trials):
+            cases = in_trial(part, membership, trial)
+            seeds = cases[cases["kind"] == "seed"]
+            exps = cases[cases["kind"] == "expansion"]
+            passed = set(seeds.loc[seeds["verdict"] == "pass", "case_id"])
+            failing = exps[(exps["verdict"] == "fail") & exps["parent_case_id"].isin(passed)]
+            per_trial.append({
+                "seeds": len(seeds), "expansions": len(exps), "test_cases": len(cases),
+                "fail_%": 100 * cases["verdict"].eq("fail").mean() if len(cases) else np.nan,
+                "pass_to_fail": len(failing)})
+        frame = pd.DataFrame(per_trial)
+        rows.append({"capability": lc, "trials": trials,
+                     **{f"{k} (median)": float(frame[k].median()) for k in frame.columns},
+                     "fail_% min": float(frame["fail_%"].min()),
+                     "fail_% max": float(frame["fail_%"].max())})
+    return pd.DataFrame(rows).round(2)
 
 
 def checklist_table(verdicts: pd.DataFrame) -> pd.DataFrame:

@@ -243,6 +243,13 @@ class CapabilitiesParams(Section):
     pass_to_fail_count: Literal["distinct", "alict"] = Field(
         "distinct", description="Table 3's #pass→fail: distinct failing expansions of passed "
         "seeds (the paper's text) | alict (Result.py: duplicates counted)")
+    trials: int = Field(
+        1, ge=1, le=10, description="seed samplings (trial t samples with seed + t); Table 3 "
+        "reads trial 0, the ase22 layout the median over all (S²LCT's ASE'22 paper: 3)")
+    table_layouts: list[Literal["alict", "ase22"]] = Field(
+        ["alict"], min_length=1, description="Table 3 layouts published per model: alict "
+        "(ALiCT's Table 3) | ase22 (median over trials, one failure rate over seeds and "
+        "expansions)")
     mask_sampling: Literal["alict", "count"] = Field(
         "alict", description="alict: top_productions reference rules per seed production, then "
         "uniform (ALiCT); count: ∝ reference count over all candidates (earlier behaviour)")

@@ -26,7 +26,7 @@ from transformers import StoppingCriteriaList
 
 from tasks.core.errors import LingtestError
 from tasks.models.encoders import pick_device
-from tasks.models.json_stop import JSONAnswerStop, json_end
+from tasks.models.json_stop import JSONAnswerStop, json_end, looping
 from tasks.models.registry import Resolution, hub_offline, resolve, transformers_classes
 
 log = logging.getLogger(__name__)
@@ -117,10 +117,15 @@ class CausalLM:
                      for row in out]
             if stop_after_json:  # a row that stopped keeps going until the batch is done
                 ends = [json_end(text) for text in texts]
-                capped = sum(end is None and int(row[-1]) not in (pad, self.tokenizer.eos_token_id)
-                             for end, row in zip(ends, out)) if out.shape[1] - width >= \
-                    max_new_tokens else 0
-                if capped:  # prose or a JSON value that never closes (a repetition loop)
+                loops = sum(end is None and looping(text) for end, text in zip(ends, texts))
+                capped = sum(end is None and not looping(text)
+                             and int(row[-1]) not in (pad, self.tokenizer.eos_token_id)
+                             for end, row, text in zip(ends, out, texts)) \
+                    if out.shape[1] - width >= max_new_tokens else 0
+                if loops:
+                    log.info("%s: %d of %d answers stopped in a repetition loop",
+                             self.model_id, loops, len(rows))
+                if capped:  # prose or a JSON value that never closes
                     log.warning("%s: %d of %d answers reached max_new_tokens=%d unfinished",
                                 self.model_id, capped, len(rows), max_new_tokens)
                 texts = [text[:end or len(text)] for text, end in zip(texts, ends)]
