@@ -16,6 +16,30 @@ SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 # Seed words with the [inserted] ones bracketed; True: a reader rejects it. The bad ones are
 # taken from the suite (session-3 and session-4 readings); the good ones too.
 CASES = [
+    # the second blind reading after the volume change (issue #24)
+    ("Oliver Stone 's conspiracy thriller JFK was [about] long , intricate , star-studded", True),
+    ("consistently intelligent and [highly] sickeningly savage , but I think", True),
+    ("Bray is completely at sea ; [there] with nothing but a Savage Garden music video", True),
+    ("but I think that the [most] result is something quite fresh and delightful .", True),
+    ("the film might have been more satisfying if it had , [more] in fact , been fleshed out", True),
+    ("but I think that [our] murder By Numbers is like a couple of mediocre films", True),
+    ("told by Hollywood , and much [else] more ordinary for it ? yes", True),
+    ("Do I think that [first] ... somehow manages to escape the shackles ? no", True),
+    ("Do I think that [by] but they fascinate in their recklessness ? no", True),
+    ("a moratorium on treacly [billion] films about inspirational prep-school professors", True),
+    ("Do I think that those eternally devoted [past] to the insanity of Black ? no", True),
+    ("the bottom line is the [latest] piece works brilliantly .", False),
+    ("Do I agree that it almost [always] feels as if the movie is more interested", False),
+    ("the director seems to take pleasure in misery and at the [very] same time", False),
+    ("This is not [necessarily] the kind of movie where the big scene is a man", False),
+    ("make for a [really] bad film ? no", False),
+    ("it cost [about] 20 million dollars", False),
+    ("it cost [two] million dollars", False),
+    ("Do I agree that never [again] capitalizes on this concept ? no", False),
+    ("the ending is [deeply] sad .", False),
+    ("Do I agree that the catch [here] is that they 're stuck with a script ? no", False),
+    ("bring their characters [closer] to life", False),
+    ("a [very] nicely made film", False),
     # the blind reading of the 40 random examples after the volume change (issue #24)
     ("I agreed that this movie is so [much] bad , that it 's almost worth seeing", True),
     ("but I think that [actual] the result is something quite fresh and delightful .", True),

@@ -258,6 +258,34 @@ def test_in_context_proposals_search_the_whole_vocabulary_of_the_tag(lm, nlp):
     assert by_symbol["JJ"][0].text in ("The new film works.", "The old film works.")
 
 
+def test_fills_hopeless_by_their_word_alone_are_refused_unscored(lm, nlp, polarity,
+                                                                  monkeypatch):
+    """In-context path: a fill whose word after its left context is already more than
+    UNSCORED_MARGIN below the confidence floor is refused (as confidence) without an LM
+    score; the others are scored as before."""
+    import tasks.capabilities.fill as fill
+    from tasks.capabilities.masks import Surface
+
+    tree = "(S (NP (DT The) (NN film)) (VP (VBZ works)) (. .))"
+    masked = mask_candidates(tree, {"NP": Counter({("DT", "JJ", "NN"): 5})},
+                             surface=Surface.of("The film works.", tree))
+    tags = {w: frozenset({"JJ"}) for w in ("new", "old", "first", "short", "other")}
+    scored: list[int] = []
+    real = fill.in_context_scores
+    monkeypatch.setattr(fill, "in_context_scores", lambda cands, seed_pass, after=8: (
+        scored.append(len(cands)), real(cands, seed_pass, after))[1])
+    free = expand(masked, lm, nlp, polarity, k=5, max_keep=None, tags=tags)
+    assert free.report()["valid"] > 0 and scored == [free.report()["valid"]]
+    words = {c.words[0]: c.score for c in fill.propose_in_context(
+        masked, lm.text_pass("The film works."), 5, tags)}
+    floor = min(words[e.words[0]] for e in free) + fill.UNSCORED_MARGIN + 1e-3
+    bounded = expand(masked, lm, nlp, polarity, k=5, max_keep=None, tags=tags,
+                     min_logprob_per_word=floor)
+    hopeless = sum(words[e.words[0]] < floor - fill.UNSCORED_MARGIN for e in free)
+    assert hopeless >= 1 and scored[-1] == free.report()["valid"] - hopeless
+    assert bounded.report()["rejected_confidence"] >= hopeless
+
+
 def test_a_fill_tagged_otherwise_stands_when_its_tag_makes_a_reference_rule(nlp):
     """pos_check in_context: "light" proposed as NN but tagged JJ before "film" is kept when
     NP → DT JJ NN is a reference rule (and the kept candidate names that rule); not without

@@ -67,6 +67,15 @@ QUANTIFIERS = frozenset("many several few fewer various numerous".split())
 # Words inside a noun phrase: no determiner may follow them ("its gentle a story").
 INSIDE_NP = frozenset({"JJ", "JJR", "JJS", "DT", "PDT", "PRP$", "CD", "POS"})
 DETERMINERS = frozenset({"DT", "PDT", "PRP$"})
+# Prepositions that spaCy tags RB in context ("JFK was about long", "devoted past to",
+# "that by but"): as inserted adverbs they read as a preposition without its object.
+PREPOSITION_ADVERBS = frozenset("""about above across after along around before behind below
+beneath beside between beyond by down in inside near off on out outside over past round
+through throughout under underneath up within without there""".split())
+LARGE_NUMBERS = frozenset("hundred hundreds thousand thousands million millions billion "
+                          "billions trillion dozen dozens".split())
+# Function words that are capitalised mid-sentence only inside a title ("murder By Numbers").
+TITLE_WORD_TAGS = frozenset({"IN", "DT", "CC", "TO", "PRP$"})
 
 
 def is_whole_word(word: str, tags: Mapping[str, frozenset[str]] | None = None) -> bool:
@@ -182,6 +191,37 @@ def structure_error(tagged: "Tagged", inserted: Sequence[int]) -> bool:
         if tags[i] in MODIFIER_TAGS and right is not None and (
                 tags[right] in PROPER or (right > 0 and tagged.tokens[right][:1].isupper()
                                           and toks[right] != "i")):
+            return True
+        # a title whose capitalised function word follows ("our murder By Numbers")
+        if tags[i] in MODIFIER_TAGS and any(
+                j < len(toks) and tags[j] in TITLE_WORD_TAGS and tagged.tokens[j][:1].isupper()
+                for j in (i + 1, i + 2)):
+            return True
+        # a preposition standing as an adverb ("was about long", "devoted past to the",
+        # "at sea; there with nothing"); "about 20" stays
+        if word in PREPOSITION_ADVERBS and tags[i] in ADVERBS | {"RP", "EX"} and nxt != "CD":
+            return True
+        # "billion films": a large number needs a number or "a" before it
+        if word in LARGE_NUMBERS and (left is None or not (tags[left] == "CD"
+                                                           or toks[left] in ("a", "one"))):
+            return True
+        # nothing is inserted before an ellipsis or a dash ("that first ... somehow")
+        if right is not None and toks[right] in ("...", "--", "…"):
+            return True
+        # "the most result": "most"/"least" before a singular noun
+        if word in ("most", "least") and nxt == "NN":
+            return True
+        # a comparative between a comma and a preposition ("had, more in fact, been")
+        if tags[i] in ("RBR", "JJR") and nxt == "IN" and left is not None \
+                and toks[left] == "," and toks[right] != "than":
+            return True
+        # "much else more ordinary": "else" closes a phrase, never modifies what follows
+        if word == "else" and nxt in MODIFIED_NEXT | ADVERBS | DETERMINERS:
+            return True
+        # two -ly adverbs in a row ("highly sickeningly savage")
+        if tags[i] in ADVERBS and word.endswith("ly") and any(
+                0 <= j < len(toks) and j != i and tags[j] in ADVERBS and toks[j].endswith("ly")
+                for j in (i - 1, i + 1)):
             return True
         # a word that needs its own complement ("written so as well", "so little moments")
         if word in NEEDS_COMPLEMENT:
