@@ -52,12 +52,12 @@ def model_ref(spec: str | ModelRef, root: Path | None = None) -> ModelRef:
 def identity(spec: str | ModelRef, settings: dict, prompts: dict,
              root: Path | None = None) -> str:
     """What fixes a model's answers, known without loading it: spec, the settings that
-    change answers, prompt settings and, for a local model, the resolved revision (package
-    version / file hash); for an HTTP model, the server (base URL) and, where the API gives
+    change answers, prompt settings and, for a local model, its stop rule and the resolved
+    revision (package version / file hash); for an HTTP model, the server (base URL) and, where the API gives
     one, the model's digest, so answers from another server are never reused; for a
     ``python:`` model its revision (module file hash + ``revision`` attribute: importing the
     module is its loading), so an edited module is asked again and an unchanged one is not."""
-    from tasks.models.llm import HTTP_FORMS, LLMSettings, load_llm
+    from tasks.models.llm import HTTP_FORMS, STOP_RULE, LLMSettings, load_llm
 
     ref = model_ref(spec, root)
     kind = ("http" if ref.form in HTTP_FORMS else ref.form if ref.form in ("python", "seq2seq")
@@ -79,7 +79,8 @@ def identity(spec: str | ModelRef, settings: dict, prompts: dict,
             endpoint = backend.endpoint()
         finally:
             backend.close()
-    extra = {"stop": "after the JSON answer"} if kind in ("hf", "seq2seq") else {}
+    extra = ({"stop": STOP_RULE}  # a changed rule: a new model key
+             if kind in ("hf", "seq2seq") else {})
     text = json.dumps({"spec": store_key(ref), "prompt": prompts, "revision": revision,
                        "settings": {k: settings[k] for k in ANSWER_SETTINGS[kind]}, **extra,
                        **({"endpoint": endpoint} if endpoint is not None else {})},

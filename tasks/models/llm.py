@@ -26,6 +26,9 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 from tasks.core.errors import LingtestError
 from tasks.models.model_spec import ModelRef, parse_model
 
+# How local models end an answer (``tasks.models.json_stop``), recorded with their answers.
+STOP_RULE = "after the JSON answer or a repetition loop"
+
 if TYPE_CHECKING:
     from tasks.models.causal_lm import CausalLM
     from tasks.models.user_code import UserObject
@@ -138,7 +141,7 @@ class LocalLLM:
         return {**self.lm.parameters(), "backend": "transformers", "spec": self.model_id,
                 "max_new_tokens": self.settings.max_new_tokens, "system": self.settings.system,
                 "chat_template": True, "batch_size": self.settings.batch_size,
-                "stop": "after the JSON answer"}
+                "stop": STOP_RULE}
 
     def answer(self, prompts: list[str]) -> list[LLMResponse]:
         """Answers in prompt order (``answer_in_batches``)."""

@@ -16,7 +16,7 @@ import threading
 import torch
 
 from tasks.core.errors import LingtestError
-from tasks.models.llm import LLMResponse, LLMSettings, answer_in_batches
+from tasks.models.llm import STOP_RULE, LLMResponse, LLMSettings, answer_in_batches
 from tasks.models.model_spec import ModelRef
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class Seq2SeqLLM:
                 "architecture": type(self.model).__name__,
                 "decoding": {"strategy": "greedy", "do_sample": False, "num_beams": 1},
                 "max_new_tokens": self.settings.max_new_tokens,
-                "stop": "after the JSON answer", "batch_size": self.settings.batch_size}
+                "stop": STOP_RULE, "batch_size": self.settings.batch_size}
 
     def _generate(self, prompts: list[str]) -> list[str]:
         from transformers import StoppingCriteriaList
