@@ -149,14 +149,17 @@ def append_accepted(tree: TestTree, rows: dict[str, dict[str, str]]) -> tuple[Te
 
 def prompt_scores(tree: TestTree, model: SentimentModel,
                   binary_labels: tuple[str, str] | None) -> np.ndarray:
-    """Each tree row's score for the prompt builder from ``model`` (its ``<model> score``
-    column when the tree has one, else scored now, as AdaTest scores a tree on opening it);
-    rows that are no test get the builder's label rule (``score_max`` of "")."""
+    """Each tree row's score for the prompt builder: every labelled test scored on ``model``
+    now (AdaTest scores the tree on the model it tests), whatever ``<model> score`` cells the
+    tree holds: after a round only the new rows carry one, and an empty cell would fall back
+    to the row's pass/fail label, judged against another model. Rows that are no test get
+    the builder's label rule (``score_max`` of "")."""
     column = score_column(model.model_id)
-    if column not in tree.frame.columns:
-        cases = tree_to_cases(tree, binary_labels)
-        tree = scores_to_tree(tree, cases, score_cases(cases, model))
-    return tree_scores(tree, column)
+    cases = tree_to_cases(tree, binary_labels)
+    frame = tree.frame.copy()
+    frame[column] = ""  # rows that are no test: the builder's label rule
+    scored = TestTree(frame, tree.source, tree.lineterminator, tree.index_name)
+    return tree_scores(scores_to_tree(scored, cases, score_cases(cases, model)), column)
 
 
 def run_round(tree: TestTree, topic: str, generator: Generator, oracle, models:
