@@ -276,7 +276,12 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
                          "(e.g. data/raw/adatest/imdb_hotel_conversion.csv)."),
           diversity: bool = typer.Option(
               True, help="Fill each prompt with tests unlike those already in it (AdaTest's "
-                         "prompt diversity, MiniLM cosine similarity); off: by score alone.")
+                         "prompt diversity, MiniLM cosine similarity); off: by score alone."),
+          top: int = typer.Option(
+              20, help="Suggestions shown per round: the highest failure scores of all "
+                       "prompts × completions."),
+          review_timeout_s: int = typer.Option(
+              3600, help="Seconds a round waits for review before the run fails.")
           ) -> None:
     """AdaTest with a person in the loop: each round pauses in the Prefect UI for review
     (start `lingtest ui` first); not a DVC stage. Trees under inputs/adaptive/ are tracked
@@ -286,6 +291,11 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     from tasks.adaptive.method import GROWN_TREES
     from tasks.core.runtime import configure_environment
 
+    if top < 1:
+        raise LingtestError(f"lingtest adapt --top {top}: show at least 1 suggestion a round")
+    if review_timeout_s < 1:
+        raise LingtestError(f"lingtest adapt --review-timeout-s {review_timeout_s}: give the "
+                            "seconds a round waits for review, >= 1 (default 3600)")
     workspace = Workspace.current()
     params = _params(None, None)
     from tasks.core.validate import check_model
@@ -325,6 +335,7 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
                encoder_precision=params.runtime.encoder_precision,
                encoder_backend=params.runtime.encoder_backend,
                diversity=diversity, oracle_min_confidence=oracle_min_confidence,
+               top=top, review_timeout_s=review_timeout_s,
                oracle_topic_filter=oracle_topic_filter,
                label_maps=params.models.label_map, names=params.models.names)
 
