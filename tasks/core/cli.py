@@ -431,8 +431,7 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
     from tasks.adaptive.tree import read_tree
 
     workspace = Workspace.current()
-    target = Path(tree).expanduser()
-    target = target if target.is_absolute() else Path.cwd() / target
+    target = Path(tree).expanduser().resolve()
     read_tree(target)  # a missing or malformed tree: one error before anything loads
     if port is not None and not 0 < port < 65536:
         raise LingtestError(f"lingtest review --port {port}: give a port 1..65535, or leave "
