@@ -199,3 +199,15 @@ def test_round_two_prompts_read_the_models_scores_of_every_test(hotel):
     assert [i for i in rooms if abs(prompt[i] - actual[i]) > 1e-9] == []
     sheets = "02076434c5fc4a389f127e542c479c64"  # "Sheets didn't seem clean", a pass row
     assert prompt[sheets] == pytest.approx(actual[sheets]) and prompt[sheets] > 0.5
+
+
+def test_prompt_scores_take_a_test_that_two_topics_hold(hotel):
+    """A reviewer may file an input that another topic holds with the same label; the next
+    round's prompts still score every row (the cases' one-case-per-test rule is the stages')."""
+    sheets = "02076434c5fc4a389f127e542c479c64"  # /Rooms: "Sheets didn't seem clean", neg
+    twice, _ = append_accepted(hotel, {"copy": {**hotel.frame.loc[sheets].to_dict(),
+                                                "topic": "/Service", "labeler": "oracle:x"}})
+    with pytest.raises(LingtestError, match="are the same test"):
+        tree_to_cases(twice, ("neg", "pos"))
+    scores = dict(zip(twice.frame.index, prompt_scores(twice, VaderModel(), ("neg", "pos"))))
+    assert scores["copy"] == scores[sheets] > 0.5

@@ -20,11 +20,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import INPUT_B, Expectation, expectation_of, to_topic
 from tasks.adaptive.generators import Generator, dedupe, suggestions_frame
 from tasks.adaptive.label_model import CachedEmbed, rank_suggestions
-from tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts, score_max
-from tasks.adaptive.review import PROVENANCE, row_id
+from tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts
+from tasks.adaptive.review import PROVENANCE, prompt_scores, row_cases, row_id
 from tasks.adaptive.review_form import append_reviewed
 from tasks.adaptive.scoring import score_cases, score_column
 from tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, is_subtopic,
@@ -75,23 +74,6 @@ class ReviewSettings:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise LingtestError(f"lingtest review --{name} {value}: must be >= 1")
-
-
-def row_cases(frame: pd.DataFrame, binary_labels: tuple[str, str] | None) -> pd.DataFrame:
-    """The labelled test rows as cases whose ``case_id`` is the row id (so a tree holding
-    one test twice, in two topics, is still shown rather than refused)."""
-    rows = []
-    for rid, row in frame[frame["label"].isin(TEST_LABELS)].iterrows():
-        input_b = str(row.get(INPUT_B, "") or "")
-        if input_b:
-            expect = Expectation("invariance")
-        elif row["output"] == "":
-            continue
-        else:
-            expect, _ = expectation_of(row["output"], row["label"], binary_labels)
-        rows.append({"case_id": rid, "topic": to_topic(row["topic"]), "input": row["input"],
-                     INPUT_B: input_b, "expectation": expect.text})
-    return pd.DataFrame(rows, columns=["case_id", "topic", "input", INPUT_B, "expectation"])
 
 
 def subtopic_path(topic: str, name: str) -> str:
@@ -146,14 +128,6 @@ class ReviewSession:
             out[f"{model.model_id} verdict"] = results["verdict"]
         out["expectation"] = cases.set_index("case_id")["expectation"]
         return out
-
-    def prompt_scores(self, scored: pd.DataFrame) -> np.ndarray:
-        """The driving model's failure score of every row (no test, or no score: the
-        builder's label rule)."""
-        column = score_column(self.models[0].model_id)
-        values = scored[column].reindex(self.tree.frame.index)
-        return np.array([score_max("" if pd.isna(v) else float(v), label)
-                         for v, label in zip(values, self.tree.frame["label"])])
 
     def children(self, topic: str) -> list[str]:
         """The direct subtopics of ``topic``, in order of first appearance."""
@@ -234,7 +208,7 @@ class ReviewSession:
             round_no = self.rounds.get(topic, 0) + 1
             tree, seed = self.tree, self.settings.seed + 1000 * (round_no - 1)
             s = self.settings
-            scores = self.prompt_scores(self.scored_tests())
+            scores = prompt_scores(tree, self.models[0], s.binary_labels)
         generator = self.generator
         items = build_prompts(tree, topic, np.random.default_rng(seed), s.prompt_settings,
                               repetitions=s.prompts, scores=scores,
