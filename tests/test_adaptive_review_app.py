@@ -76,6 +76,11 @@ def test_edit_write_expect_move_rename_create_delete(hotel_copy, completions):
     row = read_tree(hotel_copy).frame.loc[edited]
     assert row["input"] == "The room was filthy"
     assert json.loads(row["provenance"])["edited_from"] == first["input"]
+    second = session.view("/Rooms")["suggestions"][0]
+    off = session.accept("/Rooms", second["sid"], "off_topic")
+    row = read_tree(hotel_copy).frame.loc[off]
+    assert (row["input"], row["label"], row["labeler"]) == (second["input"], "off_topic", "ada")
+    assert off not in session.scored_tests().index  # an off-topic row is no test
     preview = session.preview("/Rooms", "The bathroom was disgusting")
     assert [m["id"] for m in preview] == ["vader"] and 0 <= preview[0]["score"] <= 1
     written = session.add_test("/Rooms", "The bathroom was disgusting", "pass")

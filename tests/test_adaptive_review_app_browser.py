@@ -81,6 +81,12 @@ async def review_in_browser(websocket_url: str, url: str, shots: Path) -> dict:
         seen["ranked"] = await b.wait_for(
             f"(s => s.length === 8 && s)({SUGGESTIONS})", "8 suggestions listed")
         await b.screenshot(shots / "2-suggestions.png")
+        await type_into(b, "#filter", "room")
+        seen["filtered"] = await b.evaluate(
+            "[...document.querySelectorAll('#sug-list .sug')].filter(li => !li.hidden)"
+            ".map(li => li.querySelector('.sug-text').value)")
+        await b.evaluate("(e => { e.value = ''; e.dispatchEvent(new Event('input', "
+                         "{bubbles: true})); })(document.getElementById('filter'))")
 
         # edit the best-ranked suggestion (its score follows the typing), file it as failing
         top = seen["ranked"][0]
@@ -167,6 +173,8 @@ def test_review_in_the_browser(mirror: Path, tmp_path: Path) -> None:
     print(f"review session in the browser: {time.monotonic() - started:.1f} s")
     assert review.returncode == 0, log.read_text()
 
+    assert seen["filtered"] == [s["text"] for s in seen["ranked"] if "room" in s["text"].lower()]
+    assert 0 < len(seen["filtered"]) < 8
     scores = [s["score"] for s in seen["ranked"]]
     assert scores == sorted(scores, reverse=True), seen["ranked"]
     assert len(seen["after_accept"]) == 7
