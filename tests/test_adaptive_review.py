@@ -176,3 +176,38 @@ def test_topic_membership_on_the_hotel_tree(hotel):
     assert membership.on_topic("/Nowhere", texts).all()  # no tests there: cannot judge
     oracle = ModelOracle(VaderModel(), 0.0, membership)
     assert oracle.expect("/Rooms", texts)[1:] == [None, None, None]
+
+
+def test_round_two_prompts_read_the_models_scores_of_every_test(hotel):
+    """After a round only the new rows carry a ``vader score``; the prompt builder must still
+    read VADER's own failure score of every original test, not its pass/fail label (judged
+    against another model): on /Rooms 33 of 47 tests differed by more than 0.2 before."""
+    from tasks.adaptive.scoring import score_cases
+
+    with CompletionsServer(script=round_script) as server:
+        generator = HTTPGenerator("gpt-test", server.url, settings=LLMSettings(retries=0))
+        grown = run_round(hotel, "/Rooms", generator, RuleOracle("hotel-rule", hotel_rule),
+                          [VaderModel()], seed=7, prompts=2, completions=3,
+                          settings=PromptSettings(prompt_diversity=False),
+                          binary_labels=("neg", "pos")).tree
+    assert (grown.frame["vader score"] != "").sum() == 3  # the round's rows only
+    cases = tree_to_cases(hotel, ("neg", "pos"))
+    actual = dict(zip(cases["tree_id"], score_cases(cases, VaderModel())["score"]))
+    prompt = dict(zip(grown.frame.index, prompt_scores(grown, VaderModel(), ("neg", "pos"))))
+    rooms = [i for i in hotel.tests.index if hotel.frame.at[i, "topic"] == "/Rooms"]
+    assert len(rooms) == 47
+    assert [i for i in rooms if abs(prompt[i] - actual[i]) > 1e-9] == []
+    sheets = "02076434c5fc4a389f127e542c479c64"  # "Sheets didn't seem clean", a pass row
+    assert prompt[sheets] == pytest.approx(actual[sheets]) and prompt[sheets] > 0.5
+
+
+def test_prompt_scores_take_a_test_that_two_topics_hold(hotel):
+    """A reviewer may file an input that another topic holds with the same label; the next
+    round's prompts still score every row (the cases' one-case-per-test rule is the stages')."""
+    sheets = "02076434c5fc4a389f127e542c479c64"  # /Rooms: "Sheets didn't seem clean", neg
+    twice, _ = append_accepted(hotel, {"copy": {**hotel.frame.loc[sheets].to_dict(),
+                                                "topic": "/Service", "labeler": "oracle:x"}})
+    with pytest.raises(LingtestError, match="are the same test"):
+        tree_to_cases(twice, ("neg", "pos"))
+    scores = dict(zip(twice.frame.index, prompt_scores(twice, VaderModel(), ("neg", "pos"))))
+    assert scores["copy"] == scores[sheets] > 0.5

@@ -171,13 +171,16 @@ DISTINCT = ["The bed squeaked all night", "Street noise kept us awake",
 
 
 def near_duplicate_tree():
+    """Every test asks for pos; VADER gives none of them any positive mass, so it fails all
+    fourteen with score 1.0 and by score alone the picks follow row order (near-duplicates
+    first). The stale ``vader score`` cells are ignored: prompts score on the model."""
     from tasks.adaptive.tree import new_tree
 
     rows = [{"topic": "/Rooms", "label": "topic_marker"}]
-    scored = [(t, 0.96 - 0.01 * k) for k, t in enumerate(NEAR_DUPLICATES)] + \
-        [(t, 0.7 - 0.01 * k) for k, t in enumerate(DISTINCT)]
-    rows += [{"topic": "/Rooms", "input": text, "output": "pos", "label": "fail",
-              "labeler": "me", "vader score": repr(score)} for text, score in scored]
+    stale = [(t, 0.5 - 0.01 * k) for k, t in enumerate(NEAR_DUPLICATES)] + \
+        [(t, 0.9 - 0.01 * k) for k, t in enumerate(DISTINCT)]
+    rows += [{"topic": "/Rooms", "input": text, "output": "pos", "label": "pass",
+              "labeler": "me", "vader score": repr(score)} for text, score in stale]
     return new_tree(rows, [f"r{k}" for k in range(len(rows))])
 
 
@@ -247,9 +250,66 @@ def test_lingtest_adapt_passes_its_options_to_the_flow(tmp_path, monkeypatch, mi
     tree = shutil.copy(mirror / "adatest" / "imdb_hotel_conversion.csv", tmp_path / "t.csv")
     args = ["adapt", "--topic", "/Rooms", "--oracle", "vader", "--tree", str(tree)]
     for extra in ([], ["--no-diversity", "--oracle-min-confidence", "0.3",
-                       "--no-oracle-topic-filter"]):
+                       "--no-oracle-topic-filter", "--top", "5", "--review-timeout-s", "120"]):
         done = CliRunner().invoke(app, args + extra)
         assert done.exit_code == 0, done.output
     assert [kw["diversity"] for kw in calls] == [True, False]
+    assert [kw["top"] for kw in calls] == [20, 5]
+    assert [kw["review_timeout_s"] for kw in calls] == [3600, 120]
     assert [kw["oracle_min_confidence"] for kw in calls] == [0.8, 0.3]
     assert [kw["oracle_topic_filter"] for kw in calls] == [True, False]
+
+
+ROOM_LINES = ["The room was spotless", "Sheets were stained", "The bed was comfortable",
+              "The minibar was overpriced", "Room service never came", "Lovely view of the sea",
+              "The carpet smelled of smoke", "Towels were fresh every day",
+              "The walls were paper thin", "Our room was upgraded for free",
+              "The shower was lukewarm at best", "Quiet room at the end of the hall",
+              "The curtains did not block any light", "Spacious room with a sofa",
+              "The safe was broken", "Nice toiletries in the bathroom",
+              "The heater made a loud noise", "Room was cleaned daily",
+              "There was hair in the sink", "Big windows and lots of light",
+              "The TV had no channels", "Comfortable pillows",
+              "The door lock was flimsy", "Very cozy little room"]
+
+
+def room_script(prompt: str, n: int, seed: int) -> list[str]:
+    """Prompt k (seed 7 + k) gets lines 12k .. 12k + n - 1: every completion distinct."""
+    return [ROOM_LINES[((seed - 7) * 12 + k) % len(ROOM_LINES)] for k in range(n)]
+
+
+def test_suggest_ranks_all_prompts_and_completions_by_failure_score(mirror):
+    """2 prompts × 12 completions: the form shows the 20 highest failure scores of all 24
+    (not the first 20 generated), highest first, with the score in the table."""
+    from tasks.adaptive.generators import HTTPGenerator
+    from tasks.adaptive.prompts import PromptSettings
+    from tasks.models.llm import LLMSettings
+    from tasks.models.sentiment import VaderModel
+
+    tree = read_tree(mirror / "adatest" / "imdb_hotel_conversion.csv")
+    settings = PromptSettings(prompt_diversity=False)
+    shown = {}
+    with CompletionsServer(script=room_script) as server:
+        generator = HTTPGenerator("gpt-test", server.url, settings=LLMSettings(retries=0))
+        for top in (20, 100):
+            shown[top] = suggest(tree, "/Rooms", generator, VaderModel(), seed=7, prompts=2,
+                                 completions=12, settings=settings, top=top,
+                                 binary_labels=("neg", "pos"))
+    everything = shown[100]
+    assert sorted(everything["input"]) == sorted(ROOM_LINES)  # 24 generated, all scored
+    assert len(shown[20]) == 20
+    scores = list(shown[20]["score"])
+    assert scores == sorted(scores, reverse=True) and 0 <= scores[-1] <= scores[0] <= 1
+    assert list(shown[20]["input"]) == list(everything["input"][:20])
+    generated_first = set(ROOM_LINES[:20])
+    assert set(shown[20]["input"]) != generated_first  # ranked, not generation order
+    # VADER reads "Sheets were stained" as neutral: the /Rooms tests ask for neg or pos,
+    # so it fails it (score near 1) and it ranks above "Lovely view of the sea" (pos, right)
+    by_input = everything.set_index("input")
+    assert by_input.loc["Sheets were stained", "output"] == "neutral"
+    assert by_input.loc["Sheets were stained", "score"] > by_input.loc[
+        "Lovely view of the sea", "score"]
+    table = review_markdown(shown[20], "/Rooms", 1, "vader")
+    assert "| # | input | vader output | failure score |" in table
+    first = shown[20].iloc[0]
+    assert f"| 1 | {first['input']} | {first['output']} | {first['score']:.2f} |" in table

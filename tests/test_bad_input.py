@@ -62,6 +62,10 @@ def _checklist_suite() -> bytes:
 CHECKLIST_SUITE = _checklist_suite()
 
 
+REVIEW_TREE = (b",topic,input,output,label,labeler,description\n"
+               b"m1,/Rooms,,,topic_marker,a,\nt1,/Rooms,Clean room,pos,pass,a,\n")
+
+
 def py(attr: str, file: str = "lex") -> str:
     return f"python:inputs/models/{file}.py:{attr}"
 
@@ -365,6 +369,21 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
     ("adapt-generator-unknown-prefix",
      ["adapt", "--topic", "/Rooms", "--tree", "t.csv", "--generator", "gpt:x", "--oracle",
       "vader"], {}, "--generator"),
+    ("adapt-review-timeout-zero",
+     ["adapt", "--topic", "/Rooms", "--tree", "t.csv", "--oracle", "vader",
+      "--review-timeout-s", "0"], {}, "--review-timeout-s 0"),
+    ("adapt-top-zero", ["adapt", "--topic", "/Rooms", "--tree", "t.csv", "--top", "0"], {},
+     "--top 0"),
+    ("review-tree-missing", ["review", "inputs/none.csv"], {}, "no such test tree file"),
+    ("review-tree-malformed", ["review", "inputs/t.csv"],
+     {"inputs/t.csv": b",topic,input,output,label,labeler,description\nt1,Rooms,a,pos,pass,a,\n"},
+     "does not start with '/'"),
+    ("review-port-out-of-range", ["review", "inputs/t.csv", "--port", "70000"],
+     {"inputs/t.csv": REVIEW_TREE}, "--port 70000"),
+    ("review-completions-zero", ["review", "inputs/t.csv", "--completions", "0"],
+     {"inputs/t.csv": REVIEW_TREE}, "--completions 0"),
+    ("review-model-is-an-llm", ["review", "inputs/t.csv", "--model", "openai:gpt-4o"],
+     {"inputs/t.csv": REVIEW_TREE}, "--model"),
     ("repair-default-python-encoder",
      run("repair", "contrastive.encoders=[python:inputs/models/enc.py:embed]"),
      {"inputs/models/enc.py": ENCODER}, "repair.models"),
@@ -475,3 +494,25 @@ def test_valid_inputs_reach_the_stage(project, monkeypatch, capsys):
                "consistency.llms=['ollama:llama3']")
     status, output, started = lingtest(argv, monkeypatch, capsys)
     assert (status, started) == (0, ["consistency"]), output
+
+
+def test_review_on_a_port_in_use_is_one_clear_error(project, monkeypatch, capsys):
+    """`lingtest review --port N` while something listens on N: one line naming the port
+    and the fix, before any model loads; the tree is untouched."""
+    import socket
+
+    (project / "inputs" / "t.csv").write_bytes(REVIEW_TREE)
+    before = _snapshot(project)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        status, output, _ = lingtest(["review", "inputs/t.csv", "--port", str(port),
+                                      "--model", "vader", "--generator", "openai:gpt-test",
+                                      "--base-url", "http://127.0.0.1:9/v1"],
+                                     monkeypatch, capsys)
+    assert status == 2 and "Traceback" not in output, output
+    assert f"--port {port}: cannot listen on 127.0.0.1:{port}" in output
+    assert "leave --port out for a free one" in output
+    assert len(output.strip().splitlines()) <= 3, output
+    assert _snapshot(project) == before

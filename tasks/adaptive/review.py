@@ -38,13 +38,14 @@ from typing import Callable, Literal
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import Expectation, case_to_row, to_topic, tree_to_cases
+from tasks.adaptive.cases import (INPUT_B, Expectation, case_to_row, expectation_of,
+                                  to_topic)
 from tasks.adaptive.generators import (Generator, dedupe, score_suggestions, suggestion_cases,
                                        suggestions_frame)
-from tasks.adaptive.prompts import (Embed, PromptSettings, build_prompts, prompt_texts,
-                                    tree_scores)
-from tasks.adaptive.scoring import score_cases, score_column, scores_to_tree
-from tasks.adaptive.tree import TestTree, ensure_topic_markers, topic_problem, write_tree
+from tasks.adaptive.prompts import Embed, PromptSettings, build_prompts, prompt_texts, score_max
+from tasks.adaptive.scoring import score_cases, score_column
+from tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, topic_problem,
+                                 write_tree)
 from tasks.core.cases import provenance_json
 from tasks.core.errors import LingtestError
 from tasks.models.sentiment import LABELS3, SentimentModel
@@ -147,16 +148,35 @@ def append_accepted(tree: TestTree, rows: dict[str, dict[str, str]]) -> tuple[Te
     return TestTree(out, tree.source, tree.lineterminator, tree.index_name), list(kept)
 
 
+def row_cases(frame: pd.DataFrame, binary_labels: tuple[str, str] | None) -> pd.DataFrame:
+    """The labelled test rows as cases whose ``case_id`` is the row id (so a tree holding
+    one test twice, in two topics, is scored rather than refused: the prompt builder and
+    `lingtest review` score every row; the stages' cases keep one case per test)."""
+    rows = []
+    for rid, row in frame[frame["label"].isin(TEST_LABELS)].iterrows():
+        input_b = str(row.get(INPUT_B, "") or "")
+        if input_b:
+            expect = Expectation("invariance")
+        elif row["output"] == "":
+            continue
+        else:
+            expect, _ = expectation_of(row["output"], row["label"], binary_labels)
+        rows.append({"case_id": rid, "topic": to_topic(row["topic"]), "input": row["input"],
+                     INPUT_B: input_b, "expectation": expect.text})
+    return pd.DataFrame(rows, columns=["case_id", "topic", "input", INPUT_B, "expectation"])
+
+
 def prompt_scores(tree: TestTree, model: SentimentModel,
                   binary_labels: tuple[str, str] | None) -> np.ndarray:
-    """Each tree row's score for the prompt builder from ``model`` (its ``<model> score``
-    column when the tree has one, else scored now, as AdaTest scores a tree on opening it);
-    rows that are no test get the builder's label rule (``score_max`` of "")."""
-    column = score_column(model.model_id)
-    if column not in tree.frame.columns:
-        cases = tree_to_cases(tree, binary_labels)
-        tree = scores_to_tree(tree, cases, score_cases(cases, model))
-    return tree_scores(tree, column)
+    """Each tree row's score for the prompt builder: every labelled test scored on ``model``
+    now (AdaTest scores the tree on the model it tests), whatever ``<model> score`` cells the
+    tree holds: after a round only the new rows carry one, and an empty cell would fall back
+    to the row's pass/fail label, judged against another model. Rows that are no test (or
+    have no score) get the builder's label rule (``score_max`` of "")."""
+    results = score_cases(row_cases(tree.frame, binary_labels), model)
+    by_row = dict(zip(results["case_id"], results["score"]))
+    return np.array([score_max("" if pd.isna(by_row.get(i, np.nan)) else by_row[i], label)
+                     for i, label in zip(tree.frame.index, tree.frame["label"])])
 
 
 def run_round(tree: TestTree, topic: str, generator: Generator, oracle, models:

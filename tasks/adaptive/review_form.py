@@ -1,7 +1,7 @@
 """A person's review of one AdaTest round in the Prefect UI (the form a paused flow shows).
 
-The paused run's description is a Markdown table of the round's suggestions (the model's
-output for each); the form has one multi-select per verdict (``fail``: valid tests the model
+The paused run's description is a Markdown table of the round's suggestions, ranked by the
+model's failure score (highest first), with the model's output and the score; the form has one multi-select per verdict (``fail``: valid tests the model
 fails, ``passing``: valid tests it passes, ``off_topic``), a ``subtopic`` the accepted tests go
 under, and ``stop``. Every default is empty, so nothing enters the tree without a click.
 Accepted tests are written in AdaTest's layout (``output`` = the model's output, ``label`` =
@@ -19,6 +19,7 @@ from prefect.input import RunInput
 import numpy as np
 
 from tasks.adaptive.generators import Generator, dedupe, suggestions_frame
+from tasks.adaptive.label_model import rank_suggestions
 from tasks.adaptive.prompts import Embed, PromptSettings, build_prompts, prompt_texts
 from tasks.adaptive.review import PROVENANCE, append_accepted, prompt_scores, row_id
 from tasks.adaptive.tree import TestTree, topic_problem
@@ -34,21 +35,25 @@ def suggest(tree: TestTree, topic: str, generator: Generator, model, seed: int,
             settings: PromptSettings = PromptSettings(), top: int = 20,
             binary_labels: tuple[str, str] | None = None,
             embed: Embed | None = None) -> pd.DataFrame:
-    """A round's suggestions for a person: prompts → generate → dedupe → the model's output,
-    the first ``top`` kept (a person reads a table, not hundreds of lines). ``embed`` is the
-    sentence encoder behind the prompts' diversity (``settings.prompt_diversity``)."""
+    """A round's suggestions for a person: prompts → generate → dedupe → every suggestion
+    scored on ``model`` (``label_model.rank_suggestions``: the label the topic's nearest tests
+    ask for, ``output`` and failure ``score``) → the ``top`` highest scores, highest first
+    (a person reads a table, not a hundred lines; all prompts × completions compete).
+    ``embed`` is the sentence encoder behind the prompts' diversity
+    (``settings.prompt_diversity``) and the nearest tests (None: the topic's label shares)."""
     problem = topic_problem(topic)
     if problem:
         raise LingtestError(f"adapt --topic: {problem}; name a tree topic such as /Rooms")
+    if top < 1:
+        raise LingtestError(f"adapt --top {top}: show at least 1 suggestion")
     rng = np.random.default_rng(seed)
     items = build_prompts(tree, topic, rng, settings, repetitions=prompts, embed=embed,
                           scores=prompt_scores(tree, model, binary_labels))
     texts = prompt_texts(items, topic)
     n = completions or max(1, settings.max_suggestions // max(1, len(texts)))
     shown = dedupe(suggestions_frame(texts, generator.complete(texts, n, seed),
-                                     generator.generator_id, seed), tree, topic).head(top)
-    outputs = model.predict(list(shown["input"])) if len(shown) else []
-    return shown.assign(output=list(outputs))
+                                     generator.generator_id, seed), tree, topic)
+    return rank_suggestions(shown, tree, topic, [model], binary_labels, embed).head(top)
 
 
 def _cell(text: str) -> str:
@@ -62,9 +67,13 @@ def review_markdown(suggestions: pd.DataFrame, topic: str, round_no: int, model_
              f"Pick each suggestion the model **{_cell(model_id)}** fails under `fail`, the ones it "
              "gets right under `passing`, and inputs outside the topic under `off_topic`; "
              "anything not picked is dropped. Tick `stop` to end after this round.", "",
-             f"| # | input | {_cell(model_id)} output |", "|---|---|---|"]
+             "Highest failure score first (how likely the model fails the input, 0..1, "
+             "against the label the topic's most similar tests ask for).", "",
+             f"| # | input | {_cell(model_id)} output | failure score |", "|---|---|---|---|"]
     for number, (_, row) in enumerate(suggestions.iterrows(), 1):
-        lines.append(f"| {number} | {_cell(row['input'])} | {_cell(row['output'])} |")
+        score = row.get("score", float("nan"))
+        shown = "" if pd.isna(score) else f"{float(score):.2f}"
+        lines.append(f"| {number} | {_cell(row['input'])} | {_cell(row['output'])} | {shown} |")
     return "\n".join(lines)
 
 
@@ -117,14 +126,14 @@ def apply_review(tree: TestTree, suggestions: pd.DataFrame, form, topic: str, re
             "label": _TREE_LABEL[name], "labeler": reviewer, "description": "",
             PROVENANCE: provenance_json(round=round_no, prompt_id=s["prompt_id"],
                                         generator=s["generator"], seed=int(s["seed"]))}
-    grown, written = _append_human(tree, rows)
+    grown, written = append_reviewed(tree, rows)
     counts = {"round": round_no, "topic": target, "reviewer": reviewer,
               "shown": len(suggestions), **{n: len(p) for n, p in picks.items()},
               "written": len(written), "stop": bool(form.stop)}
     return grown, counts
 
 
-def _append_human(tree: TestTree, rows: dict[str, dict[str, str]]):
+def append_reviewed(tree: TestTree, rows: dict[str, dict[str, str]]):
     """A reviewer's rows appended; unlike an oracle, a person may relabel a row they see."""
     frame = tree.frame.drop(index=[i for i in rows if i in tree.frame.index])
     return append_accepted(TestTree(frame, tree.source, tree.lineterminator, tree.index_name),

@@ -276,7 +276,12 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
                          "(e.g. data/raw/adatest/imdb_hotel_conversion.csv)."),
           diversity: bool = typer.Option(
               True, help="Fill each prompt with tests unlike those already in it (AdaTest's "
-                         "prompt diversity, MiniLM cosine similarity); off: by score alone.")
+                         "prompt diversity, MiniLM cosine similarity); off: by score alone."),
+          top: int = typer.Option(
+              20, help="Suggestions shown per round: the highest failure scores of all "
+                       "prompts × completions."),
+          review_timeout_s: int = typer.Option(
+              3600, help="Seconds a round waits for review before the run fails.")
           ) -> None:
     """AdaTest with a person in the loop: each round pauses in the Prefect UI for review
     (start `lingtest ui` first); not a DVC stage. Trees under inputs/adaptive/ are tracked
@@ -286,6 +291,11 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     from tasks.adaptive.method import GROWN_TREES
     from tasks.core.runtime import configure_environment
 
+    if top < 1:
+        raise LingtestError(f"lingtest adapt --top {top}: show at least 1 suggestion a round")
+    if review_timeout_s < 1:
+        raise LingtestError(f"lingtest adapt --review-timeout-s {review_timeout_s}: give the "
+                            "seconds a round waits for review, >= 1 (default 3600)")
     workspace = Workspace.current()
     params = _params(None, None)
     from tasks.core.validate import check_model
@@ -325,6 +335,7 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
                encoder_precision=params.runtime.encoder_precision,
                encoder_backend=params.runtime.encoder_backend,
                diversity=diversity, oracle_min_confidence=oracle_min_confidence,
+               top=top, review_timeout_s=review_timeout_s,
                oracle_topic_filter=oracle_topic_filter,
                label_maps=params.models.label_map, names=params.models.names)
 
@@ -390,6 +401,82 @@ def covering_array_command(
         typer.secho(f"lingtest: error: {error}", fg="red", err=True)
         raise typer.Exit(2) from None
     typer.echo(covering.ca_csv_text(array), nl=False)
+
+
+@app.command()
+def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; every change is "
+                                      "written to it at once (e.g. inputs/adaptive/hotel.csv)."),
+           port: Optional[int] = typer.Option(
+               None, help="Port on 127.0.0.1 (default: a free port, printed at start)."),
+           model: Optional[List[str]] = typer.Option(
+               None, "--model", help="Model under test, side by side when repeated; the "
+                                     "first ranks suggestions (default lingtest/minilm-sst2)."),
+           generator: str = typer.Option(
+               "HuggingFaceTB/SmolLM2-135M-Instruct",
+               help="Suggestion generator, as for `lingtest adapt` (offline: the packaged "
+                    "SmolLM2)."),
+           base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
+           reviewer: str = typer.Option("reviewer", help="Your name: the labeler of the rows "
+                                                          "you label."),
+           seed: Optional[int] = typer.Option(None, help="Default: the run's `seed`."),
+           prompts: Optional[int] = typer.Option(
+               None, help="Prompts per round of suggestions (default AdaTest's plan: 8)."),
+           completions: Optional[int] = typer.Option(
+               None, help="Completions per prompt (default 12: ~100 suggestions a round)."),
+           diversity: bool = typer.Option(
+               True, help="AdaTest's prompt diversity (MiniLM); off: prompts by score alone.")
+           ) -> None:
+    """AdaTest's review loop in the browser: the tree by topic with every model's failure
+    scores, ranked suggestions filed in one click, edits saved to TREE with undo."""
+    from tasks.adaptive.tree import read_tree
+
+    workspace = Workspace.current()
+    target = Path(tree).expanduser().resolve()
+    read_tree(target)  # a missing or malformed tree: one error before anything loads
+    if port is not None and not 0 < port < 65536:
+        raise LingtestError(f"lingtest review --port {port}: give a port 1..65535, or leave "
+                            "--port out for a free one")
+    params = _params(None, None)
+    from tasks.adaptive.review_app.session import ReviewSettings
+    from tasks.adaptive.prompts import PromptSettings
+
+    settings = ReviewSettings(
+        reviewer=reviewer, seed=params.seed if seed is None else seed, prompts=prompts,
+        completions=completions,
+        binary_labels=tuple(params.adaptive.binary_labels or []) or None,
+        prompt_settings=PromptSettings(prompt_diversity=diversity))
+    specs = list(model or ["lingtest/minilm-sst2"])
+    from tasks.core.validate import check_model
+    for spec in specs:
+        check_model("--model", spec, "classifier", params, workspace)
+    from tasks.models.llm import check_llm, parse_llm
+    check_llm(parse_llm(generator, "--generator", params.models.names, workspace.root),
+              params.models.offline, workspace.root, key="--generator", base_url=base_url)
+    from tasks.adaptive.review_app.app import bind, serve
+
+    sock = bind(port)  # a port in use: one error before the models load
+    from tasks.adaptive.generators import make_generator
+    from tasks.adaptive.prompts import minilm_embed
+    from tasks.adaptive.review_app.session import ReviewSession
+    from tasks.models.sentiment import load_sentiment_model
+
+    offline = bool(params.models.offline)
+    models = [load_sentiment_model(spec, (0.5, 0.5), offline, workspace.root,
+                                   params.runtime.pass_tokens,
+                                   precision=params.runtime.encoder_precision,
+                                   backend=params.runtime.encoder_backend,
+                                   label_maps=params.models.label_map, names=params.models.names)
+              for spec in specs]
+    session = ReviewSession(
+        target, models, lambda: make_generator(generator, offline=offline, base_url=base_url,
+                                               root=workspace.root, names=params.models.names),
+        settings, embed=minilm_embed(offline))
+    try:
+        serve(session, sock, announce=lambda line: typer.echo(line, err=True))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
 
 
 def main() -> None:

@@ -1,0 +1,383 @@
+"""What ``lingtest review`` holds between requests: one tree file, its models, each topic's
+suggestions and the undo history. Every change is written to the tree file at once (atomic
+rename, ``tree.write_tree``: AdaTest's layout, untouched rows byte for byte) and can be undone.
+
+Rows a reviewer labels (an accepted suggestion, a written test, a changed expected output)
+get ``labeler`` = the reviewer; accepted suggestions and written tests carry a
+``provenance`` cell (JSON: round, generator, seed, prompt id, the text a suggestion had
+before it was edited; ``written`` for a test typed in). Moving a test or renaming a topic
+changes only ``topic``. Scores are not written: the app computes them per model as it shows
+a page (the ``adaptive`` stage re-scores tracked trees).
+"""
+from __future__ import annotations
+
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from tasks.adaptive.generators import Generator, dedupe, suggestions_frame
+from tasks.adaptive.label_model import CachedEmbed, rank_suggestions
+from tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts
+from tasks.adaptive.review import PROVENANCE, prompt_scores, row_cases, row_id
+from tasks.adaptive.review_form import append_reviewed
+from tasks.adaptive.scoring import score_cases, score_column
+from tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, is_subtopic,
+                                 read_tree, topic_name, topic_problem, write_tree)
+from tasks.core.cases import provenance_json
+from tasks.core.errors import LingtestError
+
+VERDICTS = ("fail", "pass", "off_topic")
+UNDO_DEPTH = 100
+
+
+class CachedModel:
+    """A model under test that answers each distinct text once (pages re-score the tree)."""
+
+    def __init__(self, model):
+        self.model, self.model_id, self.revision = model, model.model_id, model.revision
+        self.answers: dict[str, tuple[str, np.ndarray]] = {}
+
+    def predict_with_probabilities3(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        new = [t for t in dict.fromkeys(texts) if t not in self.answers]
+        if new:
+            answers, probs = self.model.predict_with_probabilities3(new)
+            self.answers.update(zip(new, zip(answers, np.asarray(probs, float))))
+        return ([self.answers[t][0] for t in texts],
+                np.array([self.answers[t][1] for t in texts]).reshape(-1, 3))
+
+    def predict(self, texts: list[str]) -> list[str]:
+        return self.predict_with_probabilities3(texts)[0]
+
+
+@dataclass(frozen=True)
+class ReviewSettings:
+    """Who reviews and how suggestions are made (``prompts`` × ``completions``: AdaTest's
+    plan, 8 × 12, when None)."""
+
+    reviewer: str = "reviewer"
+    seed: int = 0
+    prompts: int | None = None
+    completions: int | None = None
+    binary_labels: tuple[str, str] | None = None
+    prompt_settings: PromptSettings = PromptSettings()
+
+    def __post_init__(self) -> None:
+        if not self.reviewer.strip():
+            raise LingtestError("lingtest review --reviewer: give your name (the labeler of "
+                                "the rows you label)")
+        for name in ("prompts", "completions"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise LingtestError(f"lingtest review --{name} {value}: must be >= 1")
+
+
+def subtopic_path(topic: str, name: str) -> str:
+    """``topic``/``name`` with spaces as ``%20`` (AdaTest's topic paths)."""
+    name = name.strip()
+    if not name or "/" in name:
+        raise LingtestError(f"topic name {name!r}: give a name without '/', e.g. Cleanliness")
+    path = f"{topic}/{urllib.parse.quote(name, safe='')}"
+    problem = topic_problem(path)
+    if problem:
+        raise LingtestError(f"topic name {name!r}: {problem}")
+    return path
+
+
+class ReviewSession:
+    """One tree under review (see the module docstring). Thread-safe: one lock around
+    every read and change; generating suggestions runs outside it."""
+
+    def __init__(self, path: str | Path, models: list, generator: Callable[[], Generator],
+                 settings: ReviewSettings = ReviewSettings(), embed=None):
+        if not models:
+            raise LingtestError("lingtest review: no model under test; name one with --model")
+        self.path = Path(path)
+        self.tree = read_tree(self.path)
+        self.models = [CachedModel(m) for m in models]
+        self._make_generator, self._generator = generator, None
+        self.settings = settings
+        self.embed = CachedEmbed(embed) if embed is not None else None
+        self.history: list[tuple[str, TestTree]] = []
+        self.suggestions: dict[str, pd.DataFrame] = {}
+        self.rounds: dict[str, int] = {}
+        self.recent: str | None = None  # the row the last change filed or changed
+        self.lock = threading.RLock()
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def generator(self) -> Generator:
+        if self._generator is None:
+            self._generator = self._make_generator()
+        return self._generator
+
+    def scored_tests(self) -> pd.DataFrame:
+        """Every labelled test row with each model's output, score and verdict
+        (``<model> output|score|verdict``), indexed by row id."""
+        frame = self.tree.frame
+        cases = row_cases(frame, self.settings.binary_labels)
+        out = pd.DataFrame(index=pd.Index(cases["case_id"], dtype=object))
+        for model in self.models:
+            results = score_cases(cases, model).set_index("case_id")
+            out[f"{model.model_id} output"] = results["output"]
+            out[score_column(model.model_id)] = results["score"]
+            out[f"{model.model_id} verdict"] = results["verdict"]
+        out["expectation"] = cases.set_index("case_id")["expectation"]
+        return out
+
+    def children(self, topic: str) -> list[str]:
+        """The direct subtopics of ``topic``, in order of first appearance."""
+        depth = topic.count("/") + 1
+        found = []
+        for t in self.tree.topics():
+            if t != topic and is_subtopic(topic, t):
+                child = "/".join(t.split("/")[:depth + 1])
+                if child not in found:
+                    found.append(child)
+        return found
+
+    def view(self, topic: str) -> dict:
+        """What the page for ``topic`` shows."""
+        with self.lock:
+            self._topic(topic)
+            frame = self.tree.frame
+            scored = self.scored_tests()
+            first = self.models[0].model_id
+            verdicts = scored[f"{first} verdict"].reindex(frame.index)
+            folders = []
+            for child in self.children(topic):
+                under = [is_subtopic(child, t) for t in frame["topic"]]
+                folders.append({"path": child, "name": topic_name(child),
+                                "fail": int((verdicts[under] == "fail").sum()),
+                                "pass": int((verdicts[under] == "pass").sum())})
+            tests = []
+            here = frame[(frame["topic"] == topic) & (frame["label"] != "topic_marker")]
+            for rid, row in here.iterrows():
+                item = {"id": rid, "input": row["input"], "label": row["label"],
+                        "output": row["output"], "labeler": row["labeler"],
+                        "expected": "", "models": []}
+                if rid in scored.index:
+                    item["expected"] = scored.at[rid, "expectation"]
+                    for model in self.models:
+                        score = scored.at[rid, score_column(model.model_id)]
+                        item["models"].append({
+                            "id": model.model_id,
+                            "output": scored.at[rid, f"{model.model_id} output"],
+                            "score": None if pd.isna(score) else float(score),
+                            "verdict": scored.at[rid, f"{model.model_id} verdict"]})
+                tests.append(item)
+            tests.sort(key=lambda t: (t["label"] not in TEST_LABELS,
+                                      -(t["models"][0]["score"] or 0) if t["models"] else 0))
+            parents = [{"path": p, "name": topic_name(p) if p else "root"}
+                       for p in _ancestors(topic)]
+            suggestions = self.suggestions.get(topic)
+            return {"topic": topic, "name": topic_name(topic) if topic else "root",
+                    "parents": parents, "folders": folders, "tests": tests,
+                    "description": self.tree.description(topic),
+                    "topics": [t for t in self.tree.topics()],
+                    "models": [m.model_id for m in self.models],
+                    "suggestions": [] if suggestions is None else
+                    _suggestion_items(suggestions, self.models),
+                    "suggested": suggestions is not None,
+                    "round": self.rounds.get(topic, 0),
+                    "undo": self.history[-1][0] if self.history else None,
+                    "recent": self.recent,
+                    "path": str(self.path), "reviewer": self.settings.reviewer}
+
+    def preview(self, topic: str, text: str) -> list[dict]:
+        """Each model's output and failure score for a text being typed (the label the
+        topic's nearest tests ask for: ``label_model``)."""
+        text = text.strip()
+        if not text:
+            return []
+        with self.lock:
+            ranked = rank_suggestions(pd.DataFrame({"input": [text]}), self.tree, topic,
+                                      self.models, self.settings.binary_labels, self.embed)
+        return _suggestion_items(ranked, self.models)[0]["models"]
+
+    # ------------------------------------------------------------------ suggestions
+    def suggest(self, topic: str) -> int:
+        """A new round of suggestions for ``topic`` (AdaTest's prompts, the generator,
+        dedupe), ranked by the first model's failure score; returns how many."""
+        with self.lock:
+            self._topic(topic)
+            round_no = self.rounds.get(topic, 0) + 1
+            tree, seed = self.tree, self.settings.seed + 1000 * (round_no - 1)
+            s = self.settings
+            scores = prompt_scores(tree, self.models[0], s.binary_labels)
+        generator = self.generator
+        items = build_prompts(tree, topic, np.random.default_rng(seed), s.prompt_settings,
+                              repetitions=s.prompts, scores=scores,
+                              embed=self.embed if s.prompt_settings.prompt_diversity else None)
+        texts = prompt_texts(items, topic)
+        n = s.completions or max(1, s.prompt_settings.max_suggestions // max(1, len(texts)))
+        made = suggestions_frame(texts, generator.complete(texts, n, seed),
+                                 generator.generator_id, seed)
+        with self.lock:
+            shown = dedupe(made, self.tree, topic)
+            ranked = rank_suggestions(shown, self.tree, topic, self.models,
+                                      s.binary_labels, self.embed)
+            ranked["sid"] = [f"{round_no}-{k}" for k in range(len(ranked))]
+            ranked["round"] = round_no
+            self.suggestions[topic], self.rounds[topic] = ranked, round_no
+            return len(ranked)
+
+    # ------------------------------------------------------------------ changes
+    def _change(self, what: str, tree: TestTree, recent: str | None = None) -> None:
+        self.history = [*self.history, (what, self.tree)][-UNDO_DEPTH:]
+        self.tree, self.recent = tree, recent
+        write_tree(tree, self.path)
+
+    def _frame(self, frame: pd.DataFrame) -> TestTree:
+        t = self.tree
+        return TestTree(frame, t.source, t.lineterminator, t.index_name)
+
+    def _labelled_row(self, topic: str, text: str, verdict: str, provenance: str) -> dict:
+        if verdict not in VERDICTS:
+            raise LingtestError(f"verdict {verdict!r}: use one of {', '.join(VERDICTS)}")
+        text = " ".join(text.split())
+        if not text:
+            raise LingtestError("an empty input is no test; type the text first")
+        output = self.models[0].predict([text])[0]
+        return {"topic": topic, "input": text, "output": output, "label": verdict,
+                "labeler": self.settings.reviewer, "description": "", PROVENANCE: provenance}
+
+    def accept(self, topic: str, sid: str, verdict: str, text: str | None = None) -> str:
+        """File suggestion ``sid`` (edited to ``text`` if given) as fail / pass / off_topic:
+        ``output`` = the first model's answer, ``label`` = the verdict. Returns the row id."""
+        with self.lock:
+            shown = self.suggestions.get(topic)
+            if shown is None or sid not in set(shown["sid"]):
+                raise LingtestError(f"suggestion {sid!r} of {topic!r} is not shown any more; "
+                                    "reload the page")
+            s = shown[shown["sid"] == sid].iloc[0]
+            text = s["input"] if text is None else text
+            fields = {"round": int(s["round"]), "prompt_id": s["prompt_id"],
+                      "generator": s["generator"], "seed": int(s["seed"])}
+            if " ".join(text.split()) != s["input"]:
+                fields["edited_from"] = s["input"]
+            row = self._labelled_row(topic, text, verdict, provenance_json(**fields))
+            rid = row_id(topic, row["input"])
+            grown, _ = append_reviewed(self.tree, {rid: row})
+            self._change(f"file {row['input']!r} as {verdict}", grown, rid)
+            self.suggestions[topic] = shown[shown["sid"] != sid]
+            return rid
+
+    def add_test(self, topic: str, text: str, verdict: str) -> str:
+        """A test typed in by the reviewer, labelled like an accepted suggestion."""
+        with self.lock:
+            self._topic(topic)
+            row = self._labelled_row(topic, text, verdict, provenance_json(written=True))
+            rid = row_id(topic, row["input"])
+            grown, _ = append_reviewed(self.tree, {rid: row})
+            self._change(f"add {row['input']!r} as {verdict}", grown, rid)
+            return rid
+
+    def _topic(self, topic: str) -> None:
+        if topic and topic not in self.tree.topics():
+            raise LingtestError(f"{self.path}: no topic {topic!r}; reload the page")
+
+    def _row(self, rid: str) -> pd.Series:
+        if rid not in self.tree.frame.index:
+            raise LingtestError(f"{self.path}: no row {rid!r}; reload the page")
+        return self.tree.frame.loc[rid]
+
+    def set_expected(self, rid: str, label: str) -> None:
+        """The test should output ``label``: written as AdaTest does a passing test
+        (``output`` = label, ``label`` = pass)."""
+        from tasks.models.sentiment import LABELS3
+
+        with self.lock:
+            row = self._row(rid)
+            if row["label"] not in TEST_LABELS:
+                raise LingtestError(f"row {rid} is no test ({row['label']!r}); label it first")
+            if label not in LABELS3:
+                raise LingtestError(f"expected output {label!r}: use one of {LABELS3}")
+            frame = self.tree.frame.copy()
+            frame.loc[rid, ["output", "label", "labeler"]] = [label, "pass",
+                                                              self.settings.reviewer]
+            self._change(f"expect {label} for {row['input']!r}", self._frame(frame), rid)
+
+    def move(self, rid: str, topic: str) -> None:
+        with self.lock:
+            row = self._row(rid)
+            self._topic(topic)
+            frame = self.tree.frame.copy()
+            frame.loc[rid, "topic"] = topic
+            self._change(f"move {row['input']!r} to {topic_name(topic) or 'root'}",
+                         self._frame(frame), rid)
+
+    def delete(self, rid: str) -> None:
+        with self.lock:
+            row = self._row(rid)
+            self._change(f"delete {row['input']!r}", self._frame(self.tree.frame.drop(rid)))
+
+    def create_topic(self, parent: str, name: str) -> str:
+        with self.lock:
+            path = subtopic_path(parent, name)
+            if path in self.tree.topics():
+                raise LingtestError(f"topic {path!r} exists already")
+            frame = ensure_topic_markers(self.tree.frame, [path], labeler=self.settings.reviewer)
+            self._change(f"create {name.strip()!r}", self._frame(frame))
+            return path
+
+    def rename_topic(self, topic: str, name: str) -> str:
+        """``topic`` and everything under it moved to ``<parent>/<name>``."""
+        with self.lock:
+            if not topic or topic not in self.tree.topics():
+                raise LingtestError(f"{self.path}: no topic {topic!r} to rename")
+            path = subtopic_path(topic.rsplit("/", 1)[0], name)
+            if path == topic:
+                return path
+            if path in self.tree.topics():
+                raise LingtestError(f"topic {path!r} exists already; pick another name")
+            frame = self.tree.frame.copy()
+            frame["topic"] = [path + t[len(topic):] if is_subtopic(topic, t) else t
+                              for t in frame["topic"]]
+            self._change(f"rename {topic_name(topic)!r} to {name.strip()!r}",
+                         self._frame(frame))
+            def renamed(t: str) -> str:
+                return path + t[len(topic):] if is_subtopic(topic, t) else t
+
+            self.suggestions = {renamed(t): v for t, v in self.suggestions.items()}
+            self.rounds = {renamed(t): v for t, v in self.rounds.items()}
+            return path
+
+    def delete_topic(self, topic: str) -> None:
+        """``topic``, its subtopics and every row in them."""
+        with self.lock:
+            if not topic or topic not in self.tree.topics():
+                raise LingtestError(f"{self.path}: no topic {topic!r} to delete")
+            frame = self.tree.frame
+            keep = [not is_subtopic(topic, t) for t in frame["topic"]]
+            self._change(f"delete topic {topic_name(topic)!r}", self._frame(frame[keep]))
+
+    def undo(self) -> str:
+        """Put back the tree as it was before the last change (and write it)."""
+        with self.lock:
+            if not self.history:
+                raise LingtestError("nothing to undo")
+            what, before = self.history[-1]
+            self.history = self.history[:-1]
+            self.tree, self.recent = before, None
+            write_tree(before, self.path)
+            return what
+
+
+def _ancestors(topic: str) -> list[str]:
+    parts = topic.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _suggestion_items(ranked: pd.DataFrame, models: list) -> list[dict]:
+    items = []
+    for _, s in ranked.iterrows():
+        items.append({"sid": s.get("sid", ""), "input": s["input"],
+                      "models": [{"id": m.model_id, "output": s[f"{m.model_id} output"],
+                                  "score": float(s[score_column(m.model_id)]),
+                                  "verdict": ""} for m in models]})
+    return items
