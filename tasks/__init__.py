@@ -1,0 +1,1 @@
+"""lingtest's computing side: the methods' tasks (one package per method) over a shared core."""
