@@ -106,12 +106,12 @@ def ase22_table(results: pd.DataFrame, capabilities: list[str],
     ``trials`` seed samplings of #test cases (seeds and expansions together), one failure
     rate over all of them, and #pass→fail (distinct failing expansions of passed seeds);
     the failure rate's range over the trials beside."""
+    by_trial = [in_trial(results, membership, trial) for trial in range(trials)]
     rows = []
     for lc in capabilities:
-        part = results[results["capability"] == lc]
         per_trial = []
-        for trial in range(trials):
-            cases = in_trial(part, membership, trial)
+        for drawn in by_trial:
+            cases = drawn[drawn["capability"] == lc]
             seeds = cases[cases["kind"] == "seed"]
             exps = cases[cases["kind"] == "expansion"]
             passed = set(seeds.loc[seeds["verdict"] == "pass", "case_id"])

@@ -117,10 +117,11 @@ class CausalLM:
                      for row in out]
             if stop_after_json:  # a row that stopped keeps going until the batch is done
                 ends = [json_end(text) for text in texts]
-                loops = sum(end is None and looping(text) for end, text in zip(ends, texts))
-                capped = sum(end is None and not looping(text)
+                looped = [end is None and looping(text) for end, text in zip(ends, texts)]
+                loops = sum(looped)
+                capped = sum(end is None and not loop
                              and int(row[-1]) not in (pad, self.tokenizer.eos_token_id)
-                             for end, row, text in zip(ends, out, texts)) \
+                             for end, loop, row in zip(ends, looped, out)) \
                     if out.shape[1] - width >= max_new_tokens else 0
                 if loops:
                     log.info("%s: %d of %d answers stopped in a repetition loop",
