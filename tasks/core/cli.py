@@ -446,9 +446,9 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
         binary_labels=tuple(params.adaptive.binary_labels or []) or None,
         prompt_settings=PromptSettings(prompt_diversity=diversity))
     specs = list(model or ["lingtest/minilm-sst2"])
-    from tasks.core.validate import check_model
+    from tasks.adaptive.tested_models import check_tested_model, load_tested_model
     for spec in specs:
-        check_model("--model", spec, "classifier", params, workspace)
+        check_tested_model("--model", spec, params, workspace)
     from tasks.models.llm import check_llm, parse_llm
     check_llm(parse_llm(generator, "--generator", params.models.names, workspace.root),
               params.models.offline, workspace.root, key="--generator", base_url=base_url)
@@ -461,12 +461,17 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
     from tasks.models.sentiment import load_sentiment_model
 
     offline = bool(params.models.offline)
-    models = [load_sentiment_model(spec, (0.5, 0.5), offline, workspace.root,
-                                   params.runtime.pass_tokens,
-                                   precision=params.runtime.encoder_precision,
-                                   backend=params.runtime.encoder_backend,
-                                   label_maps=params.models.label_map, names=params.models.names)
-              for spec in specs]
+
+    def sentiment(spec: str):
+        return load_sentiment_model(spec, (0.5, 0.5), offline, workspace.root,
+                                    params.runtime.pass_tokens,
+                                    precision=params.runtime.encoder_precision,
+                                    backend=params.runtime.encoder_backend,
+                                    label_maps=params.models.label_map,
+                                    names=params.models.names)
+
+    models = [load_tested_model(spec, sentiment, workspace.root, offline, params.models.names,
+                                params.models.label_map) for spec in specs]
     session = ReviewSession(
         target, models, lambda: make_generator(generator, offline=offline, base_url=base_url,
                                                root=workspace.root, names=params.models.names),

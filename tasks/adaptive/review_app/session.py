@@ -11,6 +11,7 @@ a page (the ``adaptive`` stage re-scores tracked trees).
 """
 from __future__ import annotations
 
+import json
 import threading
 import urllib.parse
 from dataclasses import dataclass
@@ -20,12 +21,15 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from tasks.adaptive.cases import EXPECTATION_COLUMN, RAW_THRESHOLD, SCORE_BELOW
 from tasks.adaptive.generators import Generator, dedupe, suggestions_frame
 from tasks.adaptive.label_model import CachedEmbed, rank_suggestions
 from tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts
 from tasks.adaptive.review import PROVENANCE, prompt_scores, row_cases, row_id
 from tasks.adaptive.review_form import append_reviewed
 from tasks.adaptive.scoring import score_cases, score_column
+from tasks.adaptive.templates import expand_template
+from tasks.adaptive.tested_models import as_tested
 from tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, is_subtopic,
                                  read_tree, topic_name, topic_problem, write_tree)
 from tasks.core.cases import provenance_json
@@ -36,22 +40,36 @@ UNDO_DEPTH = 100
 
 
 class CachedModel:
-    """A model under test that answers each distinct text once (pages re-score the tree)."""
+    """A model under test (``tested_models``) that answers each distinct text once (pages
+    re-score the tree)."""
 
     def __init__(self, model):
-        self.model, self.model_id, self.revision = model, model.model_id, model.revision
-        self.answers: dict[str, tuple[str, np.ndarray]] = {}
+        self.model = as_tested(model)
+        self.model_id, self.revision = self.model.model_id, self.model.revision
+        self.kind, self.labels = self.model.kind, self.model.labels
+        self.answers: dict[str, tuple[str, object]] = {}
 
-    def predict_with_probabilities3(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+    def _answers(self, texts: list[str]) -> list[tuple[str, object]]:
         new = [t for t in dict.fromkeys(texts) if t not in self.answers]
         if new:
-            answers, probs = self.model.predict_with_probabilities3(new)
-            self.answers.update(zip(new, zip(answers, np.asarray(probs, float))))
-        return ([self.answers[t][0] for t in texts],
-                np.array([self.answers[t][1] for t in texts]).reshape(-1, 3))
+            if self.kind == "raw":
+                outputs, values = self.model.outputs_and_scores(new)
+            else:
+                outputs, values = self.model.predict_with_probabilities(new)
+            self.answers.update(zip(new, zip(outputs, np.asarray(values, float))))
+        return [self.answers[t] for t in texts]
+
+    def predict_with_probabilities(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        found = self._answers(texts)
+        return ([a for a, _ in found],
+                np.array([p for _, p in found]).reshape(-1, len(self.labels)))
+
+    def outputs_and_scores(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        found = self._answers(texts)
+        return [a for a, _ in found], np.array([p for _, p in found], float)
 
     def predict(self, texts: list[str]) -> list[str]:
-        return self.predict_with_probabilities3(texts)[0]
+        return [a for a, _ in self._answers(texts)]
 
 
 @dataclass(frozen=True)
@@ -180,6 +198,7 @@ class ReviewSession:
                     "description": self.tree.description(topic),
                     "topics": [t for t in self.tree.topics()],
                     "models": [m.model_id for m in self.models],
+                    "labels": list(self.models[0].labels),
                     "suggestions": [] if suggestions is None else
                     _suggestion_items(suggestions, self.models),
                     "suggested": suggestions is not None,
@@ -190,14 +209,23 @@ class ReviewSession:
 
     def preview(self, topic: str, text: str) -> list[dict]:
         """Each model's output and failure score for a text being typed (the label the
-        topic's nearest tests ask for: ``label_model``)."""
-        text = text.strip()
+        topic's nearest tests ask for: ``label_model``); for a template, its worst
+        expansion per model (AdaTest scores a template by its worst)."""
+        text = " ".join(text.split())
         if not text:
             return []
+        texts = expand_template(text)
         with self.lock:
-            ranked = rank_suggestions(pd.DataFrame({"input": [text]}), self.tree, topic,
+            ranked = rank_suggestions(pd.DataFrame({"input": texts}), self.tree, topic,
                                       self.models, self.settings.binary_labels, self.embed)
-        return _suggestion_items(ranked, self.models)[0]["models"]
+        items = _suggestion_items(ranked, self.models)
+        worst = []
+        for k, _ in enumerate(self.models):
+            cell = dict(max((item["models"][k] for item in items), key=lambda m: m["score"]))
+            if len(texts) > 1:
+                cell["output"] = f"{cell['output']} (worst of {len(texts)})"
+            worst.append(cell)
+        return worst
 
     # ------------------------------------------------------------------ suggestions
     def suggest(self, topic: str) -> int:
@@ -236,19 +264,35 @@ class ReviewSession:
         t = self.tree
         return TestTree(frame, t.source, t.lineterminator, t.index_name)
 
-    def _labelled_row(self, topic: str, text: str, verdict: str, provenance: str) -> dict:
+    def _labelled_rows(self, topic: str, text: str, verdict: str, **provenance
+                       ) -> dict[str, dict]:
+        """Row id → row for a filed text: one row per expansion of a template
+        (``templates``), labelled ``verdict`` with the first model's output; a raw-score
+        model's rows state their expectation (``should score below 0.5``)."""
         if verdict not in VERDICTS:
             raise LingtestError(f"verdict {verdict!r}: use one of {', '.join(VERDICTS)}")
         text = " ".join(text.split())
         if not text:
             raise LingtestError("an empty input is no test; type the text first")
-        output = self.models[0].predict([text])[0]
-        return {"topic": topic, "input": text, "output": output, "label": verdict,
-                "labeler": self.settings.reviewer, "description": "", PROVENANCE: provenance}
+        texts = expand_template(text)
+        if len(texts) > 1:
+            provenance["template"] = text
+        first = self.models[0]
+        outputs = first.predict(texts)
+        rows = {}
+        for expansion, output in zip(texts, outputs):
+            row = {"topic": topic, "input": expansion, "output": output, "label": verdict,
+                   "labeler": self.settings.reviewer, "description": "",
+                   PROVENANCE: provenance_json(**provenance)}
+            if first.kind == "raw":
+                row[EXPECTATION_COLUMN] = SCORE_BELOW.format(threshold=RAW_THRESHOLD)
+            rows[row_id(topic, expansion)] = row
+        return rows
 
     def accept(self, topic: str, sid: str, verdict: str, text: str | None = None) -> str:
         """File suggestion ``sid`` (edited to ``text`` if given) as fail / pass / off_topic:
-        ``output`` = the first model's answer, ``label`` = the verdict. Returns the row id."""
+        ``output`` = the first model's answer, ``label`` = the verdict. Returns the (first)
+        row id."""
         with self.lock:
             shown = self.suggestions.get(topic)
             if shown is None or sid not in set(shown["sid"]):
@@ -260,21 +304,22 @@ class ReviewSession:
                       "generator": s["generator"], "seed": int(s["seed"])}
             if " ".join(text.split()) != s["input"]:
                 fields["edited_from"] = s["input"]
-            row = self._labelled_row(topic, text, verdict, provenance_json(**fields))
-            rid = row_id(topic, row["input"])
-            grown, _ = append_reviewed(self.tree, {rid: row})
-            self._change(f"file {row['input']!r} as {verdict}", grown, rid)
+            rows = self._labelled_rows(topic, text, verdict, **fields)
+            grown, _ = append_reviewed(self.tree, rows)
+            rid = next(iter(rows))
+            self._change(f"file {_what(rows)} as {verdict}", grown, rid)
             self.suggestions[topic] = shown[shown["sid"] != sid]
             return rid
 
     def add_test(self, topic: str, text: str, verdict: str) -> str:
-        """A test typed in by the reviewer, labelled like an accepted suggestion."""
+        """A test typed in by the reviewer (a template: one per expansion), labelled like an
+        accepted suggestion."""
         with self.lock:
             self._topic(topic)
-            row = self._labelled_row(topic, text, verdict, provenance_json(written=True))
-            rid = row_id(topic, row["input"])
-            grown, _ = append_reviewed(self.tree, {rid: row})
-            self._change(f"add {row['input']!r} as {verdict}", grown, rid)
+            rows = self._labelled_rows(topic, text, verdict, written=True)
+            grown, _ = append_reviewed(self.tree, rows)
+            rid = next(iter(rows))
+            self._change(f"add {_what(rows)} as {verdict}", grown, rid)
             return rid
 
     def _topic(self, topic: str) -> None:
@@ -289,14 +334,16 @@ class ReviewSession:
     def set_expected(self, rid: str, label: str) -> None:
         """The test should output ``label``: written as AdaTest does a passing test
         (``output`` = label, ``label`` = pass)."""
-        from tasks.models.sentiment import LABELS3
-
         with self.lock:
             row = self._row(rid)
             if row["label"] not in TEST_LABELS:
                 raise LingtestError(f"row {rid} is no test ({row['label']!r}); label it first")
-            if label not in LABELS3:
-                raise LingtestError(f"expected output {label!r}: use one of {LABELS3}")
+            labels = self.models[0].labels
+            if not labels:
+                raise LingtestError(f"{self.models[0].model_id} is a raw-score model: its "
+                                    "tests expect a low score, not an output")
+            if label not in labels:
+                raise LingtestError(f"expected output {label!r}: use one of {labels}")
             frame = self.tree.frame.copy()
             frame.loc[rid, ["output", "label", "labeler"]] = [label, "pass",
                                                               self.settings.reviewer]
@@ -366,6 +413,13 @@ class ReviewSession:
             self.tree, self.recent = before, None
             write_tree(before, self.path)
             return what
+
+
+def _what(rows: dict[str, dict]) -> str:
+    """How the undo button names a filing: the input, or a template's count."""
+    first = next(iter(rows.values()))
+    return repr(first["input"]) if len(rows) == 1 else \
+        f"{len(rows)} tests of {json.loads(first[PROVENANCE])['template']!r}"
 
 
 def _ancestors(topic: str) -> list[str]:
