@@ -183,3 +183,78 @@ def test_templates_expand_on_filing_and_preview_scores_the_worst(project):
         {"The {room|bed} was {lovely|awful}"}
     assert session.undo().startswith("add 4 tests of")
     assert len(read_tree(path).tests) == len(before)
+
+
+def test_checked_before_loading(project):
+    from tasks.adaptive.tested_models import check_tested_model
+    from tasks.core.config import load_params
+    from tasks.core.paths import Workspace
+
+    workspace = Workspace.current()
+    params = load_params(workspace.root)
+    check_tested_model("--model", str(project / "aspects.py").join(["python:", ":Aspect"]),
+                       params, workspace)
+    check_tested_model("--model", "vader", params, workspace)
+    with pytest.raises(LingtestError, match="nonexistent/scorer.*missing"):
+        check_tested_model("--model", "HuggingFaceTB/SmolLM2-135M-Instruct"
+                           "#scorer=nonexistent/scorer", params, workspace)
+    with pytest.raises(LingtestError, match="unknown option 'scorers'"):
+        check_tested_model("--model", "vader#scorers=vader", params, workspace)
+
+
+PARAPHRASER = '''"""A scripted pair writer: completes a pair prompt with pairs (and one line that is not)."""
+SEEN = []
+
+LINES = ['The towels were fresh" ~ "The towels were clean"',
+         'The room was lovely" ~ "The room was awful"',
+         'The lift was slow"',
+         'The bed was comfy" ~ "The bed was comfortable"',
+         'The room was lovely" ~ "The room was awful"']
+
+
+def generate(prompts, n, seed):
+    SEEN.extend(prompts)
+    return [LINES[:n] for _ in prompts]
+'''
+
+
+def test_invariance_pairs_are_suggested_ranked_and_filed(project):
+    from tasks.adaptive.generators import make_generator
+    from tasks.adaptive.pairs import is_pair_topic, parse_pair
+
+    (project / "paraphraser.py").write_text(PARAPHRASER)
+    rows = [("/Same", "The staff were kind", "The staff were friendly"),
+            ("/Same", "The view was great", "The view was wonderful"),
+            ("/Same", "Check-in was quick", "Check-in was fast")]
+    vader = VaderModel()
+    tree = new_tree([{"topic": t, "input": a, "input_b": b, "label": "pass", "labeler": "ada",
+                      "output": "|".join(vader.predict([a, b])), "description": ""}
+                     for t, a, b in rows], [f"{k:032x}" for k in range(1, 4)])
+    path = project / "pairs.csv"
+    write_tree(tree, path)
+    assert is_pair_topic(read_tree(path), "/Same") and not is_pair_topic(read_tree(path), "/X")
+    assert parse_pair('a" ~ "b"') == ("a", "b") and parse_pair('a"') is None
+    generator = make_generator("python:paraphraser.py:generate", root=project)
+    session = ReviewSession(path, [vader], lambda: generator, ReviewSettings(
+        reviewer="ada", prompts=1, completions=5,
+        prompt_settings=PromptSettings(prompt_diversity=False)))
+    assert session.suggest("/Same") == 3  # the line with one input and the repeat dropped
+    module = generator.user.module
+    assert '"The staff were kind" ~ "The staff were friendly"' in module.SEEN[0]
+    shown = session.view("/Same")["suggestions"]
+    assert shown[0]["input"] == "The room was lovely" and shown[0]["input_b"] == \
+        "The room was awful"  # the two answers differ: the highest equality score
+    assert shown[0]["models"][0]["score"] > 0.5 > shown[-1]["models"][0]["score"]
+    rid = session.accept("/Same", shown[0]["sid"], "fail")
+    row = read_tree(path).frame.loc[rid]
+    assert (row["input"], row["input_b"], row["label"]) == \
+        ("The room was lovely", "The room was awful", "fail")
+    assert row["output"] == "|".join(vader.predict(["The room was lovely",
+                                                    "The room was awful"]))
+    cases = tree_to_cases(read_tree(path))
+    assert set(cases["expectation"]) == {"should have the same output for both inputs"}
+    edited = session.accept("/Same", shown[1]["sid"], "pass",
+                            text="The towels were fresh ~ The towels were spotless")
+    assert read_tree(path).frame.loc[edited, "input_b"] == "The towels were spotless"
+    with pytest.raises(LingtestError, match="first ~ second"):
+        session.accept("/Same", shown[2]["sid"], "pass", text="no separator here")

@@ -241,24 +241,7 @@ def as_tested(model):
 
 
 def check_tested_model(key: str, spec: str, params, workspace) -> None:
-    """One error naming ``key`` before anything loads: a generation model and its scorer, a
-    ``python:`` raw-score model or own-label classifier, else a sentiment classifier."""
+    """One error naming ``key`` before anything loads (``validate``'s "tested model")."""
     from tasks.core.validate import check_model
 
-    names, root = params.models.names, workspace.root
-    ref = parse_model(spec, key, names, root)
-    scorer = ref.options.get("scorer")
-    if scorer:
-        check_model(key, ref.bare, "llm", params, workspace)
-        scorer_ref = parse_model(scorer, f"{key} scorer", names, root)
-        if scorer_ref.form == "python":
-            from tasks.models.user_code import load_user_object
-            load_user_object(scorer_ref, root)
-        else:
-            check_model(f"{key} scorer", scorer, "classifier", params, workspace)
-        return
-    if ref.form == "python":
-        from tasks.models.user_code import load_user_object
-        load_user_object(ref, root, instantiate=False)
-        return
-    check_model(key, spec, "classifier", params, workspace)
+    check_model(key, spec, "tested model", params, workspace)

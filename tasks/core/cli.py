@@ -410,7 +410,10 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
                None, help="Port on 127.0.0.1 (default: a free port, printed at start)."),
            model: Optional[List[str]] = typer.Option(
                None, "--model", help="Model under test, side by side when repeated; the "
-                                     "first ranks suggestions (default lingtest/minilm-sst2)."),
+                                     "first ranks suggestions (default lingtest/minilm-sst2): "
+                                     "any classifier (python: over its own labels too), a "
+                                     "python: raw-score model, or an LLM spec with "
+                                     "#scorer=<classifier or python:>&fail_label=<label>."),
            generator: str = typer.Option(
                "HuggingFaceTB/SmolLM2-135M-Instruct",
                help="Suggestion generator, as for `lingtest adapt` (offline: the packaged "

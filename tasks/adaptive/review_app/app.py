@@ -28,6 +28,11 @@ class Topic(BaseModel):
     topic: str
 
 
+class Round(BaseModel):
+    topic: str
+    pairs: bool | None = None
+
+
 class Suggestion(BaseModel):
     topic: str
     sid: str
@@ -67,8 +72,8 @@ def create_app(session: ReviewSession) -> FastAPI:
         return templates.TemplateResponse(request, "review.html", {"v": session.view(topic)})
 
     @app.post("/api/suggest")
-    def suggest(body: Topic):
-        return {"count": session.suggest(body.topic)}
+    def suggest(body: Round):
+        return {"count": session.suggest(body.topic, body.pairs)}
 
     @app.post("/api/accept")
     def accept(body: Suggestion):

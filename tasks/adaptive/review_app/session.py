@@ -21,9 +21,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import EXPECTATION_COLUMN, RAW_THRESHOLD, SCORE_BELOW
+from tasks.adaptive.cases import EXPECTATION_COLUMN, INPUT_B, RAW_THRESHOLD, SCORE_BELOW
 from tasks.adaptive.generators import Generator, dedupe, suggestions_frame
 from tasks.adaptive.label_model import CachedEmbed, rank_suggestions
+from tasks.adaptive.pairs import is_pair_topic, pair_generator, rank_pairs, split_pairs
 from tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts
 from tasks.adaptive.review import PROVENANCE, prompt_scores, row_cases, row_id
 from tasks.adaptive.review_form import append_reviewed
@@ -175,7 +176,8 @@ class ReviewSession:
             tests = []
             here = frame[(frame["topic"] == topic) & (frame["label"] != "topic_marker")]
             for rid, row in here.iterrows():
-                item = {"id": rid, "input": row["input"], "label": row["label"],
+                item = {"id": rid, "input": row["input"], "input_b": row.get(INPUT_B, ""),
+                        "label": row["label"],
                         "output": row["output"], "labeler": row["labeler"],
                         "expected": "", "models": []}
                 if rid in scored.index:
@@ -202,6 +204,7 @@ class ReviewSession:
                     "suggestions": [] if suggestions is None else
                     _suggestion_items(suggestions, self.models),
                     "suggested": suggestions is not None,
+                    "pair_topic": is_pair_topic(self.tree, topic),
                     "round": self.rounds.get(topic, 0),
                     "undo": self.history[-1][0] if self.history else None,
                     "recent": self.recent,
@@ -228,27 +231,33 @@ class ReviewSession:
         return worst
 
     # ------------------------------------------------------------------ suggestions
-    def suggest(self, topic: str) -> int:
+    def suggest(self, topic: str, pairs: bool | None = None) -> int:
         """A new round of suggestions for ``topic`` (AdaTest's prompts, the generator,
-        dedupe), ranked by the first model's failure score; returns how many."""
+        dedupe), ranked by the first model's failure score; returns how many. ``pairs``
+        (default: whether most of the topic's tests are invariance pairs) suggests pairs
+        ranked by the equality score (``pairs``)."""
         with self.lock:
             self._topic(topic)
             round_no = self.rounds.get(topic, 0) + 1
             tree, seed = self.tree, self.settings.seed + 1000 * (round_no - 1)
             s = self.settings
             scores = prompt_scores(tree, self.models[0], s.binary_labels)
-        generator = self.generator
+            pairs = is_pair_topic(tree, topic) if pairs is None else pairs
+        generator = pair_generator(self.generator) if pairs else self.generator
         items = build_prompts(tree, topic, np.random.default_rng(seed), s.prompt_settings,
                               repetitions=s.prompts, scores=scores,
-                              embed=self.embed if s.prompt_settings.prompt_diversity else None)
+                              embed=self.embed if s.prompt_settings.prompt_diversity else None,
+                              pairs=pairs)
         texts = prompt_texts(items, topic)
         n = s.completions or max(1, s.prompt_settings.max_suggestions // max(1, len(texts)))
         made = suggestions_frame(texts, generator.complete(texts, n, seed),
                                  generator.generator_id, seed)
         with self.lock:
-            shown = dedupe(made, self.tree, topic)
-            ranked = rank_suggestions(shown, self.tree, topic, self.models,
-                                      s.binary_labels, self.embed)
+            if pairs:
+                ranked = rank_pairs(split_pairs(made, self.tree, topic), topic, self.models)
+            else:
+                ranked = rank_suggestions(dedupe(made, self.tree, topic), self.tree, topic,
+                                          self.models, s.binary_labels, self.embed)
             ranked["sid"] = [f"{round_no}-{k}" for k in range(len(ranked))]
             ranked["round"] = round_no
             self.suggestions[topic], self.rounds[topic] = ranked, round_no
@@ -264,16 +273,19 @@ class ReviewSession:
         t = self.tree
         return TestTree(frame, t.source, t.lineterminator, t.index_name)
 
-    def _labelled_rows(self, topic: str, text: str, verdict: str, **provenance
-                       ) -> dict[str, dict]:
+    def _labelled_rows(self, topic: str, text: str, verdict: str, pair: bool = False,
+                       **provenance) -> dict[str, dict]:
         """Row id → row for a filed text: one row per expansion of a template
         (``templates``), labelled ``verdict`` with the first model's output; a raw-score
-        model's rows state their expectation (``should score below 0.5``)."""
+        model's rows state their expectation (``should score below 0.5``); ``pair``: the
+        text is ``first ~ second``, an invariance test."""
         if verdict not in VERDICTS:
             raise LingtestError(f"verdict {verdict!r}: use one of {', '.join(VERDICTS)}")
         text = " ".join(text.split())
         if not text:
             raise LingtestError("an empty input is no test; type the text first")
+        if pair:
+            return self._pair_row(topic, text, verdict, provenance)
         texts = expand_template(text)
         if len(texts) > 1:
             provenance["template"] = text
@@ -289,6 +301,17 @@ class ReviewSession:
             rows[row_id(topic, expansion)] = row
         return rows
 
+    def _pair_row(self, topic: str, text: str, verdict: str, provenance: dict
+                  ) -> dict[str, dict]:
+        first, tilde, second = (part.strip() for part in text.partition("~"))
+        if not tilde or not first or not second:
+            raise LingtestError(f"pair {text!r}: write the two inputs as 'first ~ second'")
+        outputs = self.models[0].predict([first, second])
+        row = {"topic": topic, "input": first, INPUT_B: second, "output": "|".join(outputs),
+               "label": verdict, "labeler": self.settings.reviewer, "description": "",
+               PROVENANCE: provenance_json(**provenance)}
+        return {row_id(topic, f"{first}\n{second}"): row}
+
     def accept(self, topic: str, sid: str, verdict: str, text: str | None = None) -> str:
         """File suggestion ``sid`` (edited to ``text`` if given) as fail / pass / off_topic:
         ``output`` = the first model's answer, ``label`` = the verdict. Returns the (first)
@@ -299,12 +322,14 @@ class ReviewSession:
                 raise LingtestError(f"suggestion {sid!r} of {topic!r} is not shown any more; "
                                     "reload the page")
             s = shown[shown["sid"] == sid].iloc[0]
-            text = s["input"] if text is None else text
+            pair = bool(s.get(INPUT_B, ""))
+            shown_text = f"{s['input']} ~ {s[INPUT_B]}" if pair else s["input"]
+            text = shown_text if text is None else text
             fields = {"round": int(s["round"]), "prompt_id": s["prompt_id"],
                       "generator": s["generator"], "seed": int(s["seed"])}
-            if " ".join(text.split()) != s["input"]:
-                fields["edited_from"] = s["input"]
-            rows = self._labelled_rows(topic, text, verdict, **fields)
+            if " ".join(text.split()) != shown_text:
+                fields["edited_from"] = shown_text
+            rows = self._labelled_rows(topic, text, verdict, pair, **fields)
             grown, _ = append_reviewed(self.tree, rows)
             rid = next(iter(rows))
             self._change(f"file {_what(rows)} as {verdict}", grown, rid)
@@ -431,6 +456,7 @@ def _suggestion_items(ranked: pd.DataFrame, models: list) -> list[dict]:
     items = []
     for _, s in ranked.iterrows():
         items.append({"sid": s.get("sid", ""), "input": s["input"],
+                      "input_b": s.get(INPUT_B, "") or "",
                       "models": [{"id": m.model_id, "output": s[f"{m.model_id} output"],
                                   "score": float(s[score_column(m.model_id)]),
                                   "verdict": ""} for m in models]})

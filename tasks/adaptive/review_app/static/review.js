@@ -88,7 +88,7 @@ const actions = {
     button.disabled = true;
     button.textContent = "Generating…";
     try {
-      await post("/api/suggest", {topic: topic()});
+      await post("/api/suggest", {topic: topic(), pairs: document.getElementById("pairs").checked});
     } finally {
       await refresh(topic());
     }
