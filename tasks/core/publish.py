@@ -15,6 +15,7 @@ import pandas as pd
 from tasks.core import io
 from tasks.core.artifacts import publish_table
 from tasks.core.config import Params
+from tasks.core.environment import environment_note
 from tasks.core.paths import Workspace
 from tasks.core.runtime import git_commit
 
@@ -64,7 +65,8 @@ def provenance(params: Params, workspace: Workspace, section: str,
                inputs: Iterable[str | Path] = (), models: Iterable[str] = (),
                **extra: object) -> dict:
     """What every report states: seed, profile, the stage's parameters, input hashes, model
-    revisions and the code's commit; ``extra`` adds method-specific lines."""
+    revisions, the code's commit and whether the packages match ``requirements.lock``;
+    ``extra`` adds method-specific lines."""
     value = params
     for part in section.split("."):
         value = getattr(value, part)
@@ -80,6 +82,7 @@ def provenance(params: Params, workspace: Workspace, section: str,
         out.update(encoder_path_note(params))
     out.update(extra)
     out["code"] = git_commit(workspace.root)
+    out.update(environment_note(workspace.root))
     return out
 
 
