@@ -487,6 +487,42 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
         sock.close()
 
 
+@app.command()
+def compare(before: str = typer.Argument(..., help="A git revision, DVC experiment name, "
+                                          "Prefect flow-run id, or `workspace`."),
+            after: str = typer.Argument("workspace", help="The same kinds (default: the "
+                                                           "files on disk)."),
+            stage: Optional[List[str]] = typer.Option(
+                None, "--stage", help="Stage(s) to compare (default: every testing stage)."),
+            markdown: Optional[Path] = typer.Option(
+                None, help="Also write the comparison as Markdown to this file.")) -> None:
+    """Two runs side by side: changed parameters, headline metric deltas and per-case
+    fixed / broken / added / removed counts with the top changes, per stage."""
+    from flows import STAGES, stage_method as method_class
+    from tasks.core.compare import (compare as compare_runs, comparison_markdown,
+                                    resolve_rev, snapshot)
+    from tasks.core.io import write_text
+
+    root = Workspace.current().root
+    names = list(stage or [s for s in STAGES if method_class(s) is not None])
+    unknown = [s for s in names if s not in STAGES]
+    if unknown:
+        raise LingtestError(f"lingtest compare --stage {unknown[0]}: no such stage; stages: "
+                            f"{', '.join(STAGES)}")
+    revs = (resolve_rev(root, before), resolve_rev(root, after))
+    parts = []
+    for name in names:
+        cls = method_class(name)
+        keys = cls.contract.result_index if cls is not None else ["case_id", "model_id"]
+        parts.append(comparison_markdown(compare_runs(
+            name, snapshot(root, name, revs[0], before), snapshot(root, name, revs[1], after),
+            keys)))
+    text = "\n".join(parts)
+    typer.echo(text, nl=False)
+    if markdown is not None:
+        write_text(markdown, text)
+
+
 def main() -> None:
     try:
         app()
