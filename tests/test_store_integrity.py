@@ -52,6 +52,28 @@ def test_a_damaged_answer_database_is_named_with_the_fix(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
 
 
+def test_the_consistency_flow_checks_the_database_before_rewriting_its_suite(tmp_path):
+    """A run started without ``lingtest run``'s validation (a deployment) stops at
+    ``check_inputs``, before ``build_suite`` rewrites the interim files."""
+    import shutil
+
+    from tasks.consistency.method import ConsistencyMethod
+    from tasks.core.config import load_params
+    from tasks.core.paths import PACKAGE_ROOT, Workspace
+
+    shutil.copy(PACKAGE_ROOT / "params.yaml", tmp_path / "params.yaml")
+    questions = tmp_path / "inputs" / "q.jsonl"
+    questions.parent.mkdir()
+    questions.write_text('{"question": "is it so", "answer": true}\n')
+    database = tmp_path / "data" / "consistency" / "results.sqlite"
+    database.parent.mkdir(parents=True)
+    database.write_bytes(b"not a database\n" * 500)
+    method = ConsistencyMethod(load_params(tmp_path, [f"consistency.questions={questions}"]),
+                               Workspace(tmp_path))
+    with pytest.raises(LingtestError, match=f"{database}: the result database is damaged"):
+        method.check_inputs()
+
+
 def test_a_database_in_use_is_not_called_damaged(tmp_path):
     """A writer holding the file: the check does not judge (nor wait forever)."""
     import sqlite3
