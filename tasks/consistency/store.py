@@ -127,7 +127,7 @@ def parse_database_url(url: str) -> Any:
     return parsed
 
 
-DAMAGED = ("malformed", "not a database", "file is encrypted", "disk i/o error")
+DAMAGED = ("malformed", "not a database", "file is encrypted")  # SQLite's words for it
 
 
 def _damaged(path: Path, problem: str) -> LingtestError:
@@ -166,9 +166,9 @@ def check_sqlite(url: str) -> None:
 def _name_damage(path: str | None):
     """An engine hook: a damaged SQLite file met mid-run raises the same one-line error."""
     def hook(context: Any) -> None:
-        reason = str(getattr(context, "original_exception", "") or "").lower()
-        if path and any(word in reason for word in DAMAGED):
-            raise _damaged(Path(path), reason.strip())
+        reason = str(getattr(context, "original_exception", "") or "").strip()
+        if path and any(word in reason.lower() for word in DAMAGED):
+            raise _damaged(Path(path), reason.splitlines()[0])
     return hook
 
 
