@@ -12,6 +12,7 @@ import typer
 
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
+from tasks.core.secrets import redact_text, redact_value
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Reproducible pipelines for testing NLP models.")
@@ -192,7 +193,7 @@ def models(set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP
     rows = describe_configured(_params(set_, profile), Workspace.current())
     table = Table("parameter", "model", "name", "kind", "source", "revision", "pooling",
                   "path / reason")
-    for row in rows:
+    for row in map(redact_value, rows):  # a spec's URL may carry a password
         where = row.get("reason") if row["source"] == "missing" else row.get("path")
         table.add_row(row["key"], row["id"], str(row.get("name") or ""), row["kind"], row["source"],
                       str(row.get("revision") or ""), str(row.get("pooling") or ""),
@@ -527,7 +528,8 @@ def main() -> None:
     try:
         app()
     except LingtestError as error:
-        typer.secho(f"lingtest: error: {error}", fg="red", err=True)
+        # a message may quote a parameter value: never print its password
+        typer.secho(f"lingtest: error: {redact_text(str(error))}", fg="red", err=True)
         sys.exit(2)
 
 

@@ -18,6 +18,7 @@ from tasks.core.config import Params
 from tasks.core.environment import environment_note
 from tasks.core.paths import Workspace
 from tasks.core.runtime import git_commit
+from tasks.core.secrets import redact_value
 
 
 @dataclass
@@ -112,7 +113,7 @@ def publish(report: Report, workspace: Workspace) -> Path:
     """Write ``report`` into ``reports/<stage>`` (swapped in whole) and its metrics JSON."""
     final = workspace.reports / report.stage
     staged = io.staging_dir(final)
-    prov = dict(report.provenance)
+    prov = redact_value(dict(report.provenance))  # a model spec or URL may carry a password
     if report.substitutes:
         prov["substitutes"] = report.substitutes
     for table in report.tables:

@@ -236,6 +236,9 @@ def _check_stage_files(stage: str, params: Params, workspace: Workspace) -> None
         load_specs(folder, c.capabilities)
     elif stage == "consistency":
         c = params.consistency
+        from tasks.consistency.pipeline import database_url
+        from tasks.consistency.store import check_sqlite
+        check_sqlite(database_url(c, workspace))  # a bad URL, or a damaged SQLite file
         if c.questions:
             from tasks.data.questions import read_questions_jsonl
             _read("consistency.questions", read_questions_jsonl, _path(c.questions, workspace))

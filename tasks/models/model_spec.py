@@ -93,7 +93,8 @@ def _options(spec: str, key: str) -> tuple[str, dict[str, str]]:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
     except ValueError:
         raise LingtestError(f"{key}: model spec `{spec}`: options after `#` must read "
-                            f"key=value&key=value (keys: {', '.join(OPTION_KEYS)})") from None
+                            f"name=value, joined by & (names: {', '.join(OPTION_KEYS)}); a `#` "
+                            "in a URL's password is written %23") from None
     options = dict(pairs)
     unknown = sorted(set(options) - set(OPTION_KEYS))
     if unknown or len(options) != len(pairs):
