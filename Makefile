@@ -36,7 +36,11 @@ lock: install
 
 install: $(STAMP)
 
+# With a default DVC remote (`dvc remote add -d …`), first fetch what it holds, so a new host
+# reproduces only what nobody has pushed yet.
 run: install
+	if $(BIN)/dvc remote default >/dev/null 2>&1; then \
+		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc pull --allow-missing; fi
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
 test: install
