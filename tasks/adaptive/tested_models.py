@@ -239,9 +239,3 @@ def as_tested(model):
     """``model`` as a tested model: a sentiment model is wrapped, a tested one kept."""
     return model if hasattr(model, "kind") else SentimentClassifier(model)
 
-
-def check_tested_model(key: str, spec: str, params, workspace) -> None:
-    """One error naming ``key`` before anything loads (``validate``'s "tested model")."""
-    from tasks.core.validate import check_model
-
-    check_model(key, spec, "tested model", params, workspace)

@@ -450,9 +450,10 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
         binary_labels=tuple(params.adaptive.binary_labels or []) or None,
         prompt_settings=PromptSettings(prompt_diversity=diversity))
     specs = list(model or ["lingtest/minilm-sst2"])
-    from tasks.adaptive.tested_models import check_tested_model, load_tested_model
-    for spec in specs:
-        check_tested_model("--model", spec, params, workspace)
+    from tasks.adaptive.tested_models import load_tested_model
+    from tasks.core.validate import check_model
+    for spec in specs:  # any classifier, a raw-score model, or an LLM with #scorer=
+        check_model("--model", spec, "tested model", params, workspace)
     from tasks.models.llm import check_llm, parse_llm
     check_llm(parse_llm(generator, "--generator", params.models.names, workspace.root),
               params.models.offline, workspace.root, key="--generator", base_url=base_url)
