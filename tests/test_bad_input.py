@@ -298,6 +298,17 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
      {LEX: LEXICON}, "fine-tunes lingtest's own classifier"),
     ("debug-topics-empty", run("adaptive-debug", "adaptive.debug.topics=[]"), {},
      "adaptive.debug.topics: empty"),
+    ("adaptive-tree-missing", run("adaptive", "adaptive.trees=[inputs/none.csv]"), {},
+     "adaptive.trees: "),
+    ("adaptive-tree-before-data", run("adaptive", "adaptive.trees=[data/raw/adatest/x.csv]"),
+     {}, "lingtest run data"),
+    ("adaptive-tree-malformed", run("adaptive", "adaptive.trees=[inputs/t.csv]"),
+     {"inputs/t.csv": b",topic,input\nab,/A,x,extra\n"}, "inputs/t.csv"),
+    ("adaptive-scorer-missing",
+     run("adaptive", "adaptive.models=[HuggingFaceTB/SmolLM2-135M-Instruct#scorer=nobody/x]"),
+     {}, "nobody/x"),
+    ("capabilities-none-listed", run("capabilities", "capabilities.capabilities=[]"), {},
+     "at least 1 item"),
     ("debug-topics-repeated", run("adaptive-debug", "adaptive.debug.topics=[a, a]"), {},
      "appear twice"),
     ("debug-topics-unknown", run("adaptive-debug", "adaptive.debug.topics=[no such test]"),
@@ -410,7 +421,7 @@ def _snapshot(root: Path) -> dict[str, tuple[int, str]]:
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror: Path) -> Path:
     """A project with params, and earlier outputs under data/ and reports/ to protect."""
     (tmp_path / "params").mkdir()
     (tmp_path / "params.yaml").write_bytes((PACKAGE_ROOT / "params.yaml").read_bytes())
@@ -420,6 +431,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                                       "sst/a\t00\t1\tsst\tmirror\nmrpc/b\t00\t1\tmrpc\tmirror\n")
     (tmp_path / "data" / "processed").mkdir()
     (tmp_path / "data" / "processed" / "sst.parquet").write_bytes(b"earlier table")
+    (raw / "adatest").mkdir()  # the data stage's copy of the tree the adaptive stage reads
+    (raw / "adatest" / "imdb_hotel_conversion.csv").write_bytes(
+        (mirror / "adatest" / "imdb_hotel_conversion.csv").read_bytes())
     (tmp_path / "reports").mkdir()
     (tmp_path / "reports" / "metrics.json").write_text(json.dumps({"earlier": 1}))
     (tmp_path / "inputs").mkdir()

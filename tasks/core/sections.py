@@ -240,7 +240,8 @@ class CapabilitiesParams(Section):
 
     specs_dir: str | None = Field(
         None, description="folder of capability specification files (YAML); null: built-in")
-    capabilities: list[str] | None = Field(None, description="LC ids to run; null: every spec")
+    capabilities: list[str] | None = Field(None, min_length=1,
+                                           description="LC ids to run; null: every spec")
     seeds_per_lc: int = Field(50, ge=1, description="seeds sampled per capability")
     word_sentiment: Literal["lexicon", "sentiwordnet"] = Field(
         "lexicon", description="word polarity: SST + Hu & Liu lexicon, or SentiWordNet")

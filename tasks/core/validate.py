@@ -245,6 +245,15 @@ def _check_stage_files(stage: str, params: Params, workspace: Workspace) -> None
         if c.import_dir:
             from tasks.consistency.guide_import import read_guide_folder
             _read("consistency.import_dir", read_guide_folder, _path(c.import_dir, workspace))
+    elif stage == "adaptive":
+        from tasks.adaptive.tree import read_tree
+        for tree in params.adaptive.trees:
+            path = _path(tree, workspace)
+            if not path.exists() and path.is_relative_to(workspace.raw):
+                raise LingtestError(f"adaptive.trees: {path} does not exist yet; fix: "
+                                    "lingtest run data (it imports the mirror's trees) or "
+                                    "make run")
+            _read("adaptive.trees", read_tree, path)
     elif stage == "adaptive-debug":
         _check_debug(params, workspace)
 
