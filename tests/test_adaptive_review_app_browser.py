@@ -99,6 +99,8 @@ async def review_in_browser(websocket_url: str, url: str, shots: Path) -> dict:
         seen["filtered"] = await b.evaluate(  # shown: laid out, not just flagged hidden
             "[...document.querySelectorAll('#sug-list .sug')].filter(li => li.offsetParent)"
             ".map(li => li.querySelector('.sug-text').value)")
+        seen["filtered_count"] = await b.evaluate(
+            "document.querySelector('.sug-head .count').innerText")
         seen["filtered_tests"] = await b.evaluate(
             "[...document.querySelectorAll('tr.test')].map(tr => [!tr.offsetParent, "
             "tr.querySelector('td.input').innerText])")
@@ -251,6 +253,7 @@ def test_review_in_the_browser(mirror: Path, tmp_path: Path, minilm_root: Path, 
 
     assert seen["filtered"] == [s["text"] for s in seen["ranked"] if "room" in s["text"].lower()]
     assert 0 < len(seen["filtered"]) < 8
+    assert seen["filtered_count"] == f"{len(seen['filtered'])} of 8 shown · round 1"
     hidden = {text for gone, text in seen["filtered_tests"] if gone}
     assert hidden == {text for _, text in seen["filtered_tests"] if "room" not in text.lower()}
     assert 0 < len(hidden) < len(seen["filtered_tests"])

@@ -149,7 +149,7 @@ class ReviewSession:
                                     f"one of {', '.join(self.model_ids)} (or restart with "
                                     f"--model {model})")
             if generator is not None and generator not in self.generators:
-                raise LingtestError(f"generator {generator!r}: not loaded here; choose one "
+                raise LingtestError(f"generator {generator!r}: not named at start; choose one "
                                     f"of {', '.join(self.generators)} (or restart with "
                                     f"--generator {generator})")
             if model is not None and model != self.driving.model_id:

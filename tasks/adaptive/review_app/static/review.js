@@ -64,6 +64,12 @@ function applyFilter() {
     const text = row.querySelector("td.input").innerText.toLowerCase();
     row.hidden = !!words && !text.includes(words);
   }
+  const count = document.querySelector(".sug-head .count");
+  if (count && count.dataset.total) {
+    const shown = document.querySelectorAll("#sug-list .sug:not([hidden])").length;
+    const of = words ? `${shown} of ${count.dataset.total}` : count.dataset.total;
+    count.textContent = `${of} shown · round ${count.dataset.round}`;
+  }
 }
 
 // Run `request`, re-render the page, and keep a refusal's message on the new page.
@@ -113,8 +119,7 @@ const actions = {
     button.disabled = true;
     button.textContent = "Thinking of names…";
     await thenRefresh(post("/api/topic/suggest", {topic: topic()}));
-    const names = document.querySelector(".topic-names");  // above the tests: show it
-    if (names) names.scrollIntoView({block: "nearest"});
+    document.querySelector("section.tree").scrollTop = 0;  // the names sit above the tests
   },
   async "create-named-topic"(button) {
     button.disabled = true;
