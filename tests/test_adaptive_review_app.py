@@ -250,3 +250,24 @@ def test_a_second_round_for_the_same_topic_is_refused_while_one_runs(hotel_copy,
     assert session.rounds == {"/Rooms": 2}  # once the first is done, the next is welcome
     refused = client.post("/api/choose", json={"model": "roberta"})
     assert refused.status_code == 400 and "choose one of vader" in refused.json()["error"]
+
+
+def test_the_tree_is_found_from_the_current_folder_then_the_project_root(tmp_path,
+                                                                        monkeypatch):
+    from tasks.core.cli import _review_tree
+    from tasks.core.paths import Workspace
+
+    root, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    for folder in (root / "inputs", elsewhere / "inputs"):
+        folder.mkdir(parents=True)
+        (folder / "t.csv").write_text(str(folder))
+    monkeypatch.chdir(elsewhere)
+    workspace = Workspace(root)
+    assert _review_tree("inputs/t.csv", workspace) == (elsewhere / "inputs" / "t.csv").resolve()
+    (elsewhere / "inputs" / "t.csv").unlink()
+    assert _review_tree("inputs/t.csv", workspace) == (root / "inputs" / "t.csv").resolve()
+    (root / "inputs" / "t.csv").unlink()
+    with pytest.raises(LingtestError) as refused:
+        _review_tree("inputs/t.csv", workspace)
+    assert f"no tree at {elsewhere / 'inputs/t.csv'} nor {root / 'inputs/t.csv'}" in str(
+        refused.value)
