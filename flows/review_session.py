@@ -89,8 +89,14 @@ class SessionRecorder:
         while not self.stopping.is_set():
             if self.due.wait(0.25):
                 self.due.clear()
-                self._publish()
-                logger.info("saved so far: %s", self._counts_line())
+                try:
+                    self._publish()
+                except Exception as error:  # noqa: BLE001 - the API hiccuped: next time
+                    logger.warning("artifact not updated (%s); retried in %.0f s", error,
+                                   self.every_s)
+                    self.due.set()
+                else:
+                    logger.info("saved so far: %s", self._counts_line())
                 self.stopping.wait(self.every_s)  # a burst of clicks: one version per every_s
         self.due.clear()
         self._publish()
