@@ -406,19 +406,22 @@ def covering_array_command(
 
 @app.command()
 def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; every change is "
-                                      "written to it at once (e.g. inputs/adaptive/hotel.csv)."),
+                                      "written to it at once (e.g. inputs/adaptive/hotel.csv; "
+                                      "relative to the current folder, else the project)."),
            port: Optional[int] = typer.Option(
                None, help="Port on 127.0.0.1 (default: a free port, printed at start)."),
            model: Optional[List[str]] = typer.Option(
                None, "--model", help="Model under test, side by side when repeated; the "
-                                     "first ranks suggestions (default lingtest/minilm-sst2): "
-                                     "any classifier (python: over its own labels too), a "
-                                     "python: raw-score model, or an LLM spec with "
-                                     "#scorer=<classifier or python:>&fail_label=<label>."),
-           generator: str = typer.Option(
-               "HuggingFaceTB/SmolLM2-135M-Instruct",
-               help="Suggestion generator, as for `lingtest adapt` (offline: the packaged "
-                    "SmolLM2)."),
+                                     "driving one (the first; the page switches it) ranks "
+                                     "suggestions (default lingtest/minilm-sst2): any "
+                                     "classifier (python: over its own labels too), a python: "
+                                     "raw-score model, or an LLM spec with #scorer=<classifier "
+                                     "or python:>&fail_label=<label>."),
+           generator: Optional[List[str]] = typer.Option(
+               None, "--generator",
+               help="Suggestion generator, as for `lingtest adapt`; repeat to choose among "
+                    "several on the page, each loaded on first use (default: the packaged "
+                    "HuggingFaceTB/SmolLM2-135M-Instruct)."),
            base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
            reviewer: str = typer.Option("reviewer", help="Your name: the labeler of the rows "
                                                           "you label."),
@@ -428,15 +431,21 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
            completions: Optional[int] = typer.Option(
                None, help="Completions per prompt (default 12: ~100 suggestions a round)."),
            diversity: bool = typer.Option(
-               True, help="AdaTest's prompt diversity (MiniLM); off: prompts by score alone.")
+               True, help="AdaTest's prompt diversity (MiniLM); off: prompts by score alone."),
+           record: bool = typer.Option(
+               True, help="Record the session as a Prefect flow run (`review-session`: "
+                          "`lingtest ui`'s server, PREFECT_API_URL, else a temporary one).")
            ) -> None:
     """AdaTest's review loop in the browser: the tree by topic with every model's failure
     scores, ranked suggestions filed in one click, edits saved to TREE with undo."""
     from tasks.adaptive.tree import read_tree
 
     workspace = Workspace.current()
-    target = Path(tree).expanduser().resolve()
-    read_tree(target)  # a missing or malformed tree: one error before anything loads
+    target = _review_tree(tree, workspace)
+    read_tree(target)  # a malformed tree: one error before anything loads
+    from tasks.core.runtime import configure_environment
+
+    api = configure_environment(workspace) if record else None  # before Prefect is imported
     if port is not None and not 0 < port < 65536:
         raise LingtestError(f"lingtest review --port {port}: give a port 1..65535, or leave "
                             "--port out for a free one")
@@ -449,14 +458,16 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
         completions=completions,
         binary_labels=tuple(params.adaptive.binary_labels or []) or None,
         prompt_settings=PromptSettings(prompt_diversity=diversity))
-    specs = list(model or ["lingtest/minilm-sst2"])
+    specs = list(dict.fromkeys(model or ["lingtest/minilm-sst2"]))
     from tasks.adaptive.tested_models import load_tested_model
     from tasks.core.validate import check_model
     for spec in specs:  # any classifier, a raw-score model, or an LLM with #scorer=
         check_model("--model", spec, "tested model", params, workspace)
     from tasks.models.llm import check_llm, parse_llm
-    check_llm(parse_llm(generator, "--generator", params.models.names, workspace.root),
-              params.models.offline, workspace.root, key="--generator", base_url=base_url)
+    generators = list(dict.fromkeys(generator or ["HuggingFaceTB/SmolLM2-135M-Instruct"]))
+    for spec in generators:
+        check_llm(parse_llm(spec, "--generator", params.models.names, workspace.root),
+                  params.models.offline, workspace.root, key="--generator", base_url=base_url)
     from tasks.adaptive.review_app.app import bind, serve
 
     sock = bind(port)  # a port in use: one error before the models load
@@ -477,16 +488,44 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
 
     models = [load_tested_model(spec, sentiment, workspace.root, offline, params.models.names,
                                 params.models.label_map) for spec in specs]
-    session = ReviewSession(
-        target, models, lambda: make_generator(generator, offline=offline, base_url=base_url,
-                                               root=workspace.root, names=params.models.names),
-        settings, embed=minilm_embed(offline))
+
+    def loader(spec: str):
+        return lambda: make_generator(spec, offline=offline, base_url=base_url,
+                                      root=workspace.root, names=params.models.names)
+
+    session = ReviewSession(target, models, {spec: loader(spec) for spec in generators},
+                            settings, embed=minilm_embed(offline))
+    recorder = None
+    if record:
+        from flows.review_session import SessionRecorder
+
+        recorder = SessionRecorder(session, warn=lambda line: typer.secho(
+            line, fg="yellow", err=True)).start()
+        typer.echo(f"lingtest review: recorded as a `review-session` flow run on "
+                   f"{api or 'a temporary local Prefect server'}", err=True)
     try:
         serve(session, sock, announce=lambda line: typer.echo(line, err=True))
     except KeyboardInterrupt:
         pass
     finally:
         sock.close()
+        if recorder is not None and not recorder.stop():
+            typer.secho("lingtest review: the Prefect flow run did not end in time; it "
+                        "stays Running in the UI", fg="yellow", err=True)
+
+
+def _review_tree(tree: str, workspace: Workspace) -> Path:
+    """TREE relative to the current folder, else to the project root (as `lingtest adapt
+    --tree`); neither: one error naming both."""
+    given = Path(tree).expanduser()
+    candidates = [given] if given.is_absolute() else [Path.cwd() / given,
+                                                      workspace.root / given]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    tried = " nor ".join(str(c) for c in dict.fromkeys(candidates))
+    raise LingtestError(f"lingtest review {tree}: no tree at {tried}; give the path of an "
+                        "AdaTest CSV (e.g. inputs/adaptive/hotel.csv)")
 
 
 @app.command()

@@ -8,6 +8,11 @@ get ``labeler`` = the reviewer; accepted suggestions and written tests carry a
 before it was edited; ``written`` for a test typed in). Moving a test or renaming a topic
 changes only ``topic``. Scores are not written: the app computes them per model as it shows
 a page (the ``adaptive`` stage re-scores tracked trees).
+
+Several models are scored side by side; the *driving* one (first in ``models``; the page can
+switch it) ranks suggestions and gives ``output`` to the rows the reviewer files. Several
+generators can be named; the chosen one makes the next round (each loaded on first use, then
+kept). One round per topic at a time: a second request while one runs is refused.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from tasks.adaptive.review_form import append_reviewed
 from tasks.adaptive.scoring import score_cases, score_column
 from tasks.adaptive.templates import expand_template
 from tasks.adaptive.tested_models import as_tested
+from tasks.adaptive.topic_suggestions import suggest_topic_names
 from tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, is_subtopic,
                                  read_tree, topic_name, topic_problem, write_tree)
 from tasks.core.cases import provenance_json
@@ -111,14 +117,24 @@ class ReviewSession:
     """One tree under review (see the module docstring). Thread-safe: one lock around
     every read and change; generating suggestions runs outside it."""
 
-    def __init__(self, path: str | Path, models: list, generator: Callable[[], Generator],
+    def __init__(self, path: str | Path, models: list,
+                 generator: Callable[[], Generator] | dict[str, Callable[[], Generator]],
                  settings: ReviewSettings = ReviewSettings(), embed=None):
         if not models:
             raise LingtestError("lingtest review: no model under test; name one with --model")
         self.path = Path(path)
         self.tree = read_tree(self.path)
-        self.models = [CachedModel(m) for m in models]
-        self._make_generator, self._generator = generator, None
+        self.models = [CachedModel(m) for m in models]  # the driving model first
+        self.model_ids = [m.model_id for m in self.models]  # as named, for the page's menu
+        # generator name → factory; loaded on first use and kept (``load_generator``)
+        self.generators = generator if isinstance(generator, dict) else {"generator": generator}
+        self.generator_name = next(iter(self.generators))
+        self._loaded: dict[str, Generator] = {}
+        self._loading = threading.Lock()
+        self._busy: set[str] = set()  # topics whose round of suggestions is being made
+        self.topic_names: dict[str, list[str]] = {}  # suggested subtopic names per topic
+        self.topic_rounds: dict[str, int] = {}
+        self.listeners: list[Callable[[TestTree], None]] = []  # told of each saved tree
         self.settings = settings
         self.embed = CachedEmbed(embed) if embed is not None else None
         self.history: list[tuple[str, TestTree]] = []
@@ -130,9 +146,39 @@ class ReviewSession:
     # ------------------------------------------------------------------ reading
     @property
     def generator(self) -> Generator:
-        if self._generator is None:
-            self._generator = self._make_generator()
-        return self._generator
+        return self.load_generator(self.generator_name)
+
+    def load_generator(self, name: str) -> Generator:
+        """Generator ``name``, loaded once (one load at a time; requests wait for it)."""
+        with self._loading:
+            if name not in self._loaded:
+                self._loaded[name] = self.generators[name]()
+            return self._loaded[name]
+
+    @property
+    def driving(self) -> CachedModel:
+        return self.models[0]
+
+    def choose(self, model: str | None = None, generator: str | None = None) -> None:
+        """Switch the driving model (every topic's suggestions re-ranked by its scores) and
+        the generator of the next round; an unknown name is refused naming the choices."""
+        with self.lock:
+            if model is not None and model not in self.model_ids:
+                raise LingtestError(f"driving model {model!r}: not under test here; choose "
+                                    f"one of {', '.join(self.model_ids)} (or restart with "
+                                    f"--model {model})")
+            if generator is not None and generator not in self.generators:
+                raise LingtestError(f"generator {generator!r}: not named at start; choose one "
+                                    f"of {', '.join(self.generators)} (or restart with "
+                                    f"--generator {generator})")
+            if model is not None and model != self.driving.model_id:
+                self.models.sort(key=lambda m: m.model_id != model)
+                column = score_column(model)
+                self.suggestions = {
+                    t: s.sort_values(column, ascending=False, kind="stable")
+                    for t, s in self.suggestions.items()}
+            if generator is not None:
+                self.generator_name = generator
 
     def scored_tests(self) -> pd.DataFrame:
         """Every labelled test row with each model's output, score and verdict
@@ -166,7 +212,7 @@ class ReviewSession:
             frame = self.tree.frame
             scored = self.scored_tests()
             first = self.models[0].model_id
-            verdicts = scored[f"{first} verdict"].reindex(frame.index)
+            verdicts = scored[f"{first} verdict"].reindex(frame.index)  # the driving model's
             folders = []
             for child in self.children(topic):
                 under = [is_subtopic(child, t) for t in frame["topic"]]
@@ -201,6 +247,10 @@ class ReviewSession:
                     "topics": [t for t in self.tree.topics()],
                     "models": [m.model_id for m in self.models],
                     "labels": list(self.models[0].labels),
+                    "model_ids": self.model_ids, "driving": first,
+                    "generators": list(self.generators), "generator": self.generator_name,
+                    "topic_names": self.topic_names.get(topic, []),
+                    "busy": topic in self._busy,
                     "suggestions": [] if suggestions is None else
                     _suggestion_items(suggestions, self.models),
                     "suggested": suggestions is not None,
@@ -231,19 +281,38 @@ class ReviewSession:
         return worst
 
     # ------------------------------------------------------------------ suggestions
+    def _claim(self, key: str, what: str) -> None:
+        """Mark ``key`` busy, or refuse: one round per topic at a time (two tabs, a double
+        click)."""
+        if key in self._busy:
+            raise LingtestError(f"{what} are being made already (another tab or a second "
+                                "click); wait for them, then reload the page")
+        self._busy.add(key)
+
     def suggest(self, topic: str, pairs: bool | None = None) -> int:
-        """A new round of suggestions for ``topic`` (AdaTest's prompts, the generator,
-        dedupe), ranked by the first model's failure score; returns how many. ``pairs``
+        """A new round of suggestions for ``topic`` (AdaTest's prompts, the chosen generator,
+        dedupe), ranked by the driving model's failure score; returns how many. ``pairs``
         (default: whether most of the topic's tests are invariance pairs) suggests pairs
         ranked by the equality score (``pairs``)."""
         with self.lock:
             self._topic(topic)
+            self._claim(topic, f"suggestions for {topic_name(topic) or 'root'}")
+        try:
+            return self._suggest(topic, pairs)
+        finally:
+            with self.lock:
+                self._busy.discard(topic)
+
+    def _suggest(self, topic: str, pairs: bool | None) -> int:
+        with self.lock:
             round_no = self.rounds.get(topic, 0) + 1
             tree, seed = self.tree, self.settings.seed + 1000 * (round_no - 1)
             s = self.settings
-            scores = prompt_scores(tree, self.models[0], s.binary_labels)
+            scores = prompt_scores(tree, self.driving, s.binary_labels)
             pairs = is_pair_topic(tree, topic) if pairs is None else pairs
-        generator = pair_generator(self.generator) if pairs else self.generator
+            name = self.generator_name
+        generator = self.load_generator(name)
+        generator = pair_generator(generator) if pairs else generator
         items = build_prompts(tree, topic, np.random.default_rng(seed), s.prompt_settings,
                               repetitions=s.prompts, scores=scores,
                               embed=self.embed if s.prompt_settings.prompt_diversity else None,
@@ -263,11 +332,40 @@ class ReviewSession:
             self.suggestions[topic], self.rounds[topic] = ranked, round_no
             return len(ranked)
 
+    def suggest_topics(self, topic: str, count: int = 10) -> list[str]:
+        """Up to ``count`` subtopic names for ``topic`` from the chosen generator
+        (``topic_suggestions``), none an existing subtopic's; each creatable in one click."""
+        key = f"topics:{topic}"
+        with self.lock:
+            self._topic(topic)
+            self._claim(key, f"subtopic names for {topic_name(topic) or 'root'}")
+        try:
+            with self.lock:
+                tree, name = self.tree, self.generator_name
+                round_no = self.topic_rounds.get(topic, 0) + 1
+                existing = [topic_name(t) for t in self.children(topic)]
+            s = self.settings
+            names = suggest_topic_names(
+                tree, topic, self.load_generator(name), s.seed + 1000 * (round_no - 1),
+                existing, count, settings=s.prompt_settings,
+                embed=self.embed if s.prompt_settings.prompt_diversity else None)
+            with self.lock:
+                self.topic_names[topic], self.topic_rounds[topic] = names, round_no
+            return names
+        finally:
+            with self.lock:
+                self._busy.discard(key)
+
     # ------------------------------------------------------------------ changes
     def _change(self, what: str, tree: TestTree, recent: str | None = None) -> None:
         self.history = [*self.history, (what, self.tree)][-UNDO_DEPTH:]
         self.tree, self.recent = tree, recent
         write_tree(tree, self.path)
+        self._saved()
+
+    def _saved(self) -> None:
+        for listener in self.listeners:  # quick ones (a recorder marks itself due)
+            listener(self.tree)
 
     def _frame(self, frame: pd.DataFrame) -> TestTree:
         t = self.tree
@@ -395,6 +493,8 @@ class ReviewSession:
                 raise LingtestError(f"topic {path!r} exists already")
             frame = ensure_topic_markers(self.tree.frame, [path], labeler=self.settings.reviewer)
             self._change(f"create {name.strip()!r}", self._frame(frame))
+            offered = self.topic_names.get(parent, [])
+            self.topic_names[parent] = [n for n in offered if n != name.strip()]
             return path
 
     def rename_topic(self, topic: str, name: str) -> str:
@@ -417,6 +517,7 @@ class ReviewSession:
 
             self.suggestions = {renamed(t): v for t, v in self.suggestions.items()}
             self.rounds = {renamed(t): v for t, v in self.rounds.items()}
+            self.topic_names = {renamed(t): v for t, v in self.topic_names.items()}
             return path
 
     def delete_topic(self, topic: str) -> None:
@@ -437,6 +538,7 @@ class ReviewSession:
             self.history = self.history[:-1]
             self.tree, self.recent = before, None
             write_tree(before, self.path)
+            self._saved()
             return what
 
 
