@@ -1,7 +1,7 @@
 """The locked environment: ``requirements.lock`` pins every package the committed reports
 came from; ``make install`` installs with it as pip constraints, ``make lock`` re-resolves
 it (the newest versions ``pyproject.toml`` allows, through ``pip install --dry-run
---report``), and each report's provenance says whether the running environment matches it.
+--report``), and a report made in another environment says so in its provenance.
 
 Local version labels (``torch==2.13.0+cpu``) are dropped from the lock: ``==2.13.0`` is
 satisfied by the CPU and the CUDA builds alike (PEP 440), and which build a host installs
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import platform
+import logging
 import re
 from pathlib import Path
 
@@ -25,6 +25,7 @@ HEADER = ("# The versions lingtest's committed reports came from: `make install`
           "# these as pip constraints; `make lock` re-resolves them. Generated; do not edit.\n")
 SELF = "lingtest"
 TOOLS = {"pip", "setuptools", "wheel"}  # the installer's own, upgraded before it installs
+log = logging.getLogger(__name__)
 _LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)\s*$")
 
 
@@ -75,25 +76,22 @@ def lock_mismatches(lock: dict[str, str], present: dict[str, str]) -> list[str]:
 
 
 def environment_note(root: Path) -> dict[str, str]:
-    """The provenance line: Python and whether the installed packages match the lock
-    (``environment warning`` names each that does not)."""
+    """A report's ``environment warning`` naming each package installed at another version
+    than the lock says (logged too); nothing when they match, so reports made in the locked
+    environment read as they did."""
     path = root / LOCK_FILE
-    note = {"environment": f"python {platform.python_version()}"}
     if not path.is_file():
-        note["environment warning"] = f"no {LOCK_FILE}: the package versions are not pinned"
-        return note
-    lock = read_lock(path)
-    present = installed()
-    differing = lock_mismatches(lock, present)
-    matched = sum(1 for name in lock if name in present)
-    if differing:
-        note["environment warning"] = (f"{len(differing)} packages differ from {LOCK_FILE} "
-                                       f"(results may differ from the committed reports): "
-                                       + ", ".join(differing[:12])
-                                       + (", …" if len(differing) > 12 else ""))
-    else:
-        note["environment"] += f"; {matched} packages as in {LOCK_FILE}"
-    return note
+        return {"environment warning": f"no {LOCK_FILE}: the package versions are not pinned"}
+    differing = lock_mismatches(read_lock(path), installed())
+    if not differing:
+        return {}
+    log.warning("the installed packages differ from %s (%d): %s; results may differ from the "
+                "committed reports (make install; make lock after a deliberate upgrade)",
+                LOCK_FILE, len(differing), ", ".join(differing[:10]))
+    return {"environment warning": (f"{len(differing)} packages differ from {LOCK_FILE} "
+                                    f"(results may differ from the committed reports): "
+                                    + ", ".join(differing[:12])
+                                    + (", …" if len(differing) > 12 else ""))}
 
 
 def pins_from_report(report: Path) -> dict[str, str]:
