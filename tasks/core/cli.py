@@ -256,7 +256,8 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
           rounds: int = typer.Option(1, help="Rounds of suggest → review."),
           generator: str = typer.Option(
               "HuggingFaceTB/SmolLM2-135M-Instruct",
-              help="A model spec: a causal LM id or folder (offline: the packaged SmolLM2), "
+              help="A model spec: a causal LM id or folder (offline: the packaged SmolLM2, or "
+                   "google/gemma-3-270m, the packaged Gemma 3 270M), "
                    "openai:MODEL@URL (completions API), openai-chat:MODEL@URL, or "
                    "python:file.py:ATTR (generate(prompts, n=, seed=))."),
           base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
@@ -414,7 +415,7 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
            generator: str = typer.Option(
                "HuggingFaceTB/SmolLM2-135M-Instruct",
                help="Suggestion generator, as for `lingtest adapt` (offline: the packaged "
-                    "SmolLM2)."),
+                    "SmolLM2, or google/gemma-3-270m)."),
            base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
            reviewer: str = typer.Option("reviewer", help="Your name: the labeler of the rows "
                                                           "you label."),
