@@ -8,7 +8,7 @@ written once before the first round; best round per side. The last line checks t
 loads give the same weights and the same greedy answer to one prompt.
 
 Run: ``.venv/bin/python benchmarks/bench_llm_load.py [--rounds 3] [--model ID]``; also
-prints each side's peak resident memory (the process's ``ru_maxrss``).
+prints each side's peak resident memory (the process's ``ru_maxrss`` once loaded).
 """
 from __future__ import annotations
 
@@ -36,12 +36,13 @@ if not use_copy:
 began = time.perf_counter()
 lm = causal_lm._load(res, torch.device("cpu"), True)
 seconds = time.perf_counter() - began
+peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # before the check below
 weights = hashlib.sha256(b"".join(t.numpy().tobytes() for t in lm.model.state_dict().values()))
 ids = lm.tokenizer("Is Paris in France? Answer:", return_tensors="pt")
 answer = lm.tokenizer.decode(lm.model.generate(**ids, max_new_tokens=8, do_sample=False)[0])
 print(json.dumps({"seconds": seconds, "weights": weights.hexdigest()[:16], "answer": answer,
                   "copy_exists": (copy / "model.safetensors").is_file(),
-                  "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}))
+                  "peak_gb": peak_gb}))
 """
 
 

@@ -17,7 +17,8 @@ prompt), the completions are deduplicated against each other and the topic's tes
 topic's round, the completions it wrote and how many were left after dedupe (no text). The
 printed table compares the generators' speed on the same prompts.
 
-Run (from the checkout root; about 10 min on 2 idle cores, most of it Gemma's sampling):
+Run (from the checkout root; about 5 min on 2 idle cores, most of it Gemma's sampling;
+20 min on the shared machine of 2026-11-27):
 ``.venv/bin/python benchmarks/blind_suggestions.py --out /work/blind``.
 """
 from __future__ import annotations

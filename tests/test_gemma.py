@@ -27,7 +27,7 @@ def generator():
     from tasks.adaptive.generators import SamplingSettings, make_generator
 
     return make_generator(GEMMA, offline=True,
-                          sampling=SamplingSettings(max_new_tokens=24))
+                          sampling=SamplingSettings(max_new_tokens=12))
 
 
 def test_resolves_to_the_assembly_folder_without_writing(tmp_path, monkeypatch):
@@ -87,8 +87,8 @@ def test_it_is_a_base_model_that_transformers_loads(generator):
 
 
 def test_adatest_prompts_get_one_line_completions(generator):
-    first = generator.complete([PROMPT], 6, seed=0)[0]
-    assert first == generator.complete([PROMPT], 6, seed=0)[0]  # seeded
-    assert len(first) >= 4  # a completion that is empty after cleaning is dropped
+    first = generator.complete([PROMPT], 4, seed=0)[0]
+    assert first == generator.complete([PROMPT], 4, seed=0)[0]  # seeded
+    assert len(first) >= 3  # a completion that is empty after cleaning is dropped
     assert all(text and '"' not in text and "\n" not in text for text in first)
     assert len(set(first)) >= 3  # sampled at temperature 1, not one repeated line
