@@ -1,4 +1,5 @@
-"""A local causal LM (offline: SmolLM2-135M-Instruct from a GGUF) behind one small interface.
+"""A local causal LM (offline: SmolLM2-135M-Instruct, or Gemma 3 270M, from a packaged GGUF)
+behind one small interface.
 
 Used for greedy answers (consistency testing), for whole-sentence log-probabilities and
 next-word proposals (the offline substitute for BERT fill-mask in capability testing).
@@ -27,7 +28,8 @@ from transformers import StoppingCriteriaList
 from tasks.core.errors import LingtestError
 from tasks.models.encoders import pick_device
 from tasks.models.json_stop import JSONAnswerStop, json_end, looping
-from tasks.models.registry import Resolution, hub_offline, resolve, transformers_classes
+from tasks.models.registry import (Resolution, assemble_gguf, hub_offline, lingtest_cache, resolve,
+                                   transformers_classes)
 
 log = logging.getLogger(__name__)
 _CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
@@ -389,9 +391,7 @@ CONVERTED_MARKER = "lingtest-converted.json"
 def converted_root() -> Path:
     """Where de-quantised copies of GGUF models live: ``$LINGTEST_CACHE/converted``, default
     ``~/.cache/lingtest/converted`` (shared by every project of the user, like the HF cache)."""
-    base = os.environ.get("LINGTEST_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lingtest")
-    return Path(base).expanduser() / "converted"
+    return lingtest_cache() / "converted"
 
 
 def converted_dir(res: Resolution) -> Path | None:
@@ -457,6 +457,12 @@ def _from_pretrained(source: str, offline: bool, **extra):
     return model, tokenizer
 
 
+def _from_gguf_or_hub(res: Resolution, source: str, offline: bool, extra: dict):
+    """The original files: a chunked package's GGUF is assembled first (once per cache)."""
+    assemble_gguf(res)
+    return _from_pretrained(source, offline, **extra)
+
+
 def _load(res: Resolution, device: torch.device, offline: bool) -> CausalLM:
     source = res.path if res.source != "hub" else res.model_id
     extra = {"gguf_file": res.gguf_file} if res.gguf_file else {}
@@ -474,10 +480,10 @@ def _load(res: Resolution, device: torch.device, offline: bool) -> CausalLM:
                     model, tokenizer = _from_pretrained(str(copy), True)
                 except Exception:  # noqa: BLE001 - a damaged copy (any reader error): convert again
                     shutil.rmtree(copy, ignore_errors=True)
-                    model, tokenizer = _from_pretrained(source, offline, **extra)
+                    model, tokenizer = _from_gguf_or_hub(res, source, offline, extra)
                     _write_converted(model, tokenizer, copy, res)
             else:
-                model, tokenizer = _from_pretrained(source, offline, **extra)
+                model, tokenizer = _from_gguf_or_hub(res, source, offline, extra)
                 if copy is not None:
                     _write_converted(model, tokenizer, copy, res)
     except (OSError, ValueError, ImportError) as exc:
