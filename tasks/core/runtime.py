@@ -62,6 +62,15 @@ def configure_environment(workspace: Workspace, use_ui: bool = True) -> str | No
     return api_url or os.environ.get("PREFECT_API_URL")
 
 
+def interpreter_first(path: str) -> str:
+    """``path`` (a PATH value) with the running interpreter's bin folder first: a service's
+    PATH may hold no venv, and dvc.yaml's commands call ``lingtest`` and ``python`` by name."""
+    import sys
+
+    bin_dir = str(Path(sys.executable).parent)
+    return os.pathsep.join([bin_dir, *[p for p in path.split(os.pathsep) if p and p != bin_dir]])
+
+
 def seed_everything(seed: int) -> None:
     """One seed for Python, NumPy and torch (torch only if already importable)."""
     random.seed(seed)

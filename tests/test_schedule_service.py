@@ -1,0 +1,243 @@
+"""`lingtest serve` as a service manager runs it: `env -i` (no venv on PATH), started in another
+folder, real `lingtest ui` server, a tiny DVC stage whose command calls `lingtest` and `python`
+by name, a webhook receiver on 127.0.0.1, bounded waits.
+
+One module-scoped project and server serve both tests (each a deployment of its own).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tasks.core.paths import PACKAGE_ROOT
+
+from test_alerts import TOKEN, Receiver, _hold_in_subprocess
+from test_schedule import _artifacts, _env, _git, _start_ui, _stop
+from test_ui_server import free_port
+
+# The stage calls `lingtest` and `python` by name, as the pipeline's dvc.yaml does.
+DVC_YAML = """stages:
+  count:
+    cmd: lingtest params > effective.yaml && python count.py
+    deps: [count.py]
+    params: [seed]
+    outs:
+      - effective.yaml:
+          cache: false
+    metrics:
+      - metrics.json:
+          cache: false
+"""
+COUNT_PY = """import json, os, time, yaml
+seed = yaml.safe_load(open("params.yaml"))["seed"]
+time.sleep(float(os.environ.get("COUNT_SLEEP", "0")))
+if seed == 13:
+    raise SystemExit("count.py: error: seed 13 is unlucky")
+json.dump({"seed_seen": seed}, open("metrics.json", "w"))
+"""
+LINGTEST_BIN = Path(sys.executable).parent / "lingtest"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(project root, API URL) with `lingtest ui` running for it."""
+    root = tmp_path_factory.mktemp("service") / "project"
+    root.mkdir()
+    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    (root / "dvc.yaml").write_text(DVC_YAML)
+    (root / "count.py").write_text(COUNT_PY)
+    (root / ".gitignore").write_text(".prefect/\n/reports/schedule/\n")
+    _git(root, "init", "-q")
+    for args in (["init", "-q"], ["config", "core.analytics", "false"]):
+        subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, check=True, env=_env())
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "init")
+    ui, api_url = _start_ui(root, free_port())
+    yield root, api_url
+    _stop(ui)
+
+
+def _service(root: Path, args: list[str], log: str, **extra: str) -> subprocess.Popen:
+    """`env -i HOME=… PATH=/usr/bin:/bin <venv>/bin/lingtest serve --project <root> …` from
+    another folder. PYTHONPATH only points the venv's editable install at this checkout."""
+    elsewhere = root.parent / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    command = [str(LINGTEST_BIN)] if LINGTEST_BIN.is_file() else [
+        sys.executable, "-m", "tasks.core.cli"]
+    env = {"HOME": os.environ.get("HOME", str(root.parent)), "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": str(PACKAGE_ROOT), "PREFECT_RUNNER_POLL_FREQUENCY": "1", **extra}
+    out = open(root.parent / log, "w")
+    return subprocess.Popen([*command, "serve", "--project", str(root), *args], cwd=elsewhere,
+                            env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+
+
+def _runs(api_url: str, deployment: str) -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: api_url}):
+        with get_client(sync_client=True) as client:
+            return client.read_flow_runs(deployment_filter=DeploymentFilter(
+                name=DeploymentFilterName(any_=[deployment])), limit=200)
+
+
+def _wait(what: str, check, serve: subprocess.Popen, log: Path, timeout: float = 150):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert serve.poll() is None, log.read_text()[-3000:]
+        found = check()
+        if found:
+            return found
+        time.sleep(1)
+    pytest.fail(f"{what}: not within {timeout} s\n{log.read_text()[-3000:]}")
+
+
+def _named(runs: list, state: str) -> list:
+    return [r for r in runs if r.state_name == state]
+
+
+def _waiting(runs: list) -> list:
+    return [r for r in runs if r.state_type.value in ("SCHEDULED", "PENDING", "RUNNING")]
+
+
+def _experiments(root: Path) -> list[str]:
+    shown = subprocess.run([sys.executable, "-m", "dvc", "exp", "list", "--name-only"],
+                           cwd=root, capture_output=True, text=True, env=_env(), check=True)
+    return shown.stdout.split()
+
+
+@pytest.mark.timeout(600)
+def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(served) -> None:
+    root, api_url = served
+    receiver = Receiver()
+    log = root.parent / "service.log"
+    serve = _service(root, ["--interval", "4", "--name", "svc", "--notify", receiver.url],
+                     "service.log", COUNT_SLEEP="6")
+    started = time.monotonic()
+    try:
+        # 1. A tick completes: the stage's `lingtest` and `python` resolved under env -i.
+        done = _wait("a completed tick", lambda: _named(_runs(api_url, "svc"), "Completed"),
+                     serve, log)
+        first = done[0]
+        print(f"first completed tick after {time.monotonic() - started:.1f} s: {first.name}")
+        assert first.name.startswith("repro-all-")
+        tick = first.expected_start_time.astimezone(dt.timezone.utc)
+        assert first.name == f"repro-all-{tick:%Y%m%d-%H%M%S}"
+        assert f"exp:{first.name}" in first.tags and "stage:repro" in first.tags
+        assert first.name in _experiments(root)
+        assert json.loads((root / "metrics.json").read_text()) == {"seed_seen": 42}
+        assert yaml.safe_load((root / "effective.yaml").read_text())["seed"] == 42
+        assert any(first.name in (a.description or "") for a in _artifacts(api_url, "dvc-metrics"))
+        # 2. Ticks landing during the 6-s run were cancelled, not queued.
+        runs = _runs(api_url, "svc")
+        overlapped = [r for r in runs if r.state_type.value == "CANCELLED"
+                      and "concurrency limit" in (r.state.message or "")]
+        assert overlapped, [(r.name, r.state_name) for r in runs]
+        assert not [r for r in runs if r.state_name == "AwaitingConcurrencySlot"]
+        # 3. Nothing changed: the next ticks record no experiment.
+        _wait("an unchanged tick", lambda: _named(_runs(api_url, "svc"), "Unchanged"), serve, log)
+        assert _experiments(root) == [first.name]
+        # 4. A stage of the project running elsewhere: the tick is skipped, naming it.
+        holder = _hold_in_subprocess(root, "count")
+        try:
+            skipped = _wait("a tick skipped for the held stage", lambda: [
+                r for r in _named(_runs(api_url, "svc"), "Skipped")
+                if "stage count is running in this project since" in (r.state.message or "")],
+                serve, log)
+            assert f"pid {holder.pid}" in skipped[0].state.message
+        finally:
+            holder.send_signal(signal.SIGKILL)
+            holder.wait()
+        # 5. An injected failure: the tree stays as it was and the webhook hears of it.
+        _git(root, "add", "dvc.lock", "effective.yaml", "metrics.json")
+        _git(root, "commit", "-qm", "first outputs")
+        params = (root / "params.yaml").read_text()
+        (root / "params.yaml").write_text(params.replace("seed: 42", "seed: 13", 1))
+        status_before = subprocess.run(["git", "status", "--porcelain"], cwd=root,
+                                       capture_output=True, text=True).stdout
+        assert status_before.strip() == "M params.yaml"
+        failed = _wait("a failed tick", lambda: [r for r in _runs(api_url, "svc")
+                                                 if r.state_type.value == "FAILED"], serve, log)
+        posts = receiver.wait(1)
+        assert posts, "no alert reached the receiver"
+        path, body = posts[0]
+        assert path == f"/hooks/{TOKEN}"
+        text = body["text"]
+        print("alert:", text)
+        assert text.startswith(f"lingtest: scheduled rerun run {failed[0].name} Failed: ")
+        assert "seed 13 is unlucky" in text
+        assert f"/runs/flow-run/{failed[0].id}" in text
+        status_after = subprocess.run(["git", "status", "--porcelain"], cwd=root,
+                                      capture_output=True, text=True).stdout
+        assert status_after == status_before
+        assert json.loads((root / "metrics.json").read_text()) == {"seed_seen": 42}
+    finally:
+        (root / "params.yaml").write_text((root / "params.yaml").read_text().replace(
+            "seed: 13", "seed: 42", 1))
+        code = _stop(serve, timeout=60)
+        receiver.close()
+    text = log.read_text()
+    assert "tok3n" not in text, "the webhook's token reached the service's log"
+    assert "not found" not in text and "exited with 127" not in text
+    summary = [line for line in text.splitlines() if line.startswith("stopped serving")]
+    print(summary[-1], f"(served {time.monotonic() - started:.0f} s)")
+    assert code == 1, text[-2000:]  # the last finished tick failed
+    assert "the last run" in summary[-1] and "Failed" in summary[-1]
+    runs = _runs(api_url, "svc")
+    assert not _waiting(runs), "the stopped service left runs waiting"
+    from collections import Counter
+    print(Counter(f"{r.state_name}: {(r.state.message or '')[:40]}" for r in runs))
+
+
+@pytest.mark.timeout(600)
+def test_a_restarted_service_runs_no_stale_tick_and_a_stop_leaves_none_waiting(served) -> None:
+    root, api_url = served
+    log = root.parent / "restart-1.log"
+    first = _service(root, ["--interval", "3", "--name", "restart"], "restart-1.log")
+    try:
+        _wait("ticks scheduled", lambda: len([r for r in _runs(api_url, "restart")
+                                              if r.state_type.value == "SCHEDULED"]) >= 2,
+              first, log)
+    finally:
+        first.send_signal(signal.SIGKILL)  # a crash: no clean-up at all
+        first.wait()
+    killed = dt.datetime.now(dt.timezone.utc)
+    time.sleep(8)  # ticks fall due while no service runs
+    runs = _runs(api_url, "restart")
+    due = [r for r in runs if r.state_type.value in ("SCHEDULED", "PENDING")
+           and r.expected_start_time <= dt.datetime.now(dt.timezone.utc)]
+    assert due, ("no tick fell due while the service was down",
+                 [(r.name, r.state_name, r.expected_start_time) for r in runs])
+    print(f"{len(due)} tick(s) fell due while the service was down:",
+          sorted(r.state_name for r in due))
+    log = root.parent / "restart-2.log"
+    restarted_at = dt.datetime.now(dt.timezone.utc)
+    second = _service(root, ["--interval", "3", "--name", "restart"], "restart-2.log")
+    try:
+        ran = _wait("a tick of the restarted service", lambda: [
+            r for r in _runs(api_url, "restart") if r.state_type.value == "COMPLETED"
+            and r.expected_start_time >= restarted_at], second, log)
+        print(f"restarted service ran {ran[0].name} ({ran[0].state_name})")
+    finally:
+        code = _stop(second, timeout=60)
+    runs = {r.id: r for r in _runs(api_url, "restart")}
+    for old in due:
+        now = runs[old.id]
+        assert now.state_type.value == "CANCELLED", (now.name, now.state_name)
+        assert "stale tick" in now.state.message
+    stale_ran = [r for r in runs.values() if killed <= r.expected_start_time < restarted_at
+                 and r.state_type.value in ("COMPLETED", "FAILED", "RUNNING")]
+    assert not stale_ran, [r.name for r in stale_ran]
+    assert code == 0, log.read_text()[-2000:]
+    assert not _waiting(list(runs.values())), [(r.name, r.state_name) for r in runs.values()]
