@@ -77,6 +77,21 @@ def test_send_posts_slack_json_and_masks_the_url_when_the_hook_fails(receiver, c
     assert alerts.mask_url(receiver.url) == f"http://127.0.0.1:{receiver.server.server_port}/***"
 
 
+def test_the_webhook_url_is_masked_in_every_dump_and_error(tmp_path):
+    from tasks.core.config import load_params
+    from tasks.core.errors import LingtestError
+
+    (tmp_path / "params.yaml").write_text((PACKAGE_ROOT / "params.yaml").read_text())
+    url = f"https://hooks.example.com/services/{TOKEN}"
+    params = load_params(tmp_path, [f"runtime.notify_url={url}"])
+    assert params.runtime.notify_url == url  # the code reads the real URL
+    dumped = json.dumps(params.model_dump(mode="json"))  # provenance, Prefect's parameters
+    assert "tok3n" not in dumped and "https://hooks.example.com/***" in dumped
+    with pytest.raises(LingtestError) as bad:
+        load_params(tmp_path, [f"runtime.notify_url=hooks.example.com/{TOKEN}"])
+    assert "tok3n" not in str(bad.value) and "runtime.notify_url" in str(bad.value)
+
+
 def test_a_failed_flow_run_notifies_with_stage_run_state_and_error_line(receiver,
                                                                         prefect_harness):
     from prefect import flow

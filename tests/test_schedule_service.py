@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -53,7 +52,10 @@ def served(tmp_path_factory):
     """(project root, API URL) with `lingtest ui` running for it."""
     root = tmp_path_factory.mktemp("service") / "project"
     root.mkdir()
-    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    params = (PACKAGE_ROOT / "params.yaml").read_text()
+    assert "  alerts: []" in params
+    (root / "params.yaml").write_text(params.replace(  # fires on the first tick (seed 42)
+        "  alerts: []", "  alerts: [{metric: 'metrics.json:seed_seen', above: 40}]", 1))
     (root / "dvc.yaml").write_text(DVC_YAML)
     (root / "count.py").write_text(COUNT_PY)
     (root / ".gitignore").write_text(".prefect/\n/reports/schedule/\n")
@@ -135,6 +137,10 @@ def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(serve
         tick = first.expected_start_time.astimezone(dt.timezone.utc)
         assert first.name == f"repro-all-{tick:%Y%m%d-%H%M%S}"
         assert f"exp:{first.name}" in first.tags and "stage:repro" in first.tags
+        assert "alert:regression" in first.tags
+        regression = receiver.wait(1)[0][1]["text"]
+        assert regression == (f"lingtest: scheduled rerun {first.name} regression: "
+                              f"metrics.json:seed_seen = 42, above 40")
         assert first.name in _experiments(root)
         assert json.loads((root / "metrics.json").read_text()) == {"seed_seen": 42}
         assert yaml.safe_load((root / "effective.yaml").read_text())["seed"] == 42
@@ -169,9 +175,9 @@ def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(serve
         assert status_before.strip() == "M params.yaml"
         failed = _wait("a failed tick", lambda: [r for r in _runs(api_url, "svc")
                                                  if r.state_type.value == "FAILED"], serve, log)
-        posts = receiver.wait(1)
-        assert posts, "no alert reached the receiver"
-        path, body = posts[0]
+        posts = receiver.wait(2)
+        assert len(posts) == 2, "no failure alert reached the receiver"
+        path, body = posts[1]
         assert path == f"/hooks/{TOKEN}"
         text = body["text"]
         print("alert:", text)
