@@ -4,7 +4,8 @@
 server. Each tick is named by its stages and tick time (``repro-all-20261127-030000``); when
 ``dvc status`` shows a change it runs ``dvc exp run`` under that name as the DVC experiment
 (tag ``exp:<name>``, and in the ``dvc-metrics`` artifact), else it records no experiment
-(state *Unchanged*). A tick that lands while a run of this project's stages is active, or that
+(state *Unchanged*); after a rerun it pushes the outputs to the project's default DVC remote
+when one is configured. A tick that lands while a run of this project's stages is active, or that
 was scheduled before the service started, ends *Skipped* (Cancelled) at once. A failed rerun
 puts the working tree back as it was and alerts the webhook (``runtime.notify_url`` /
 ``serve --notify``); so do the regression rules (``runtime.alerts``).
@@ -170,6 +171,24 @@ def dvc_repro(root: str, stages: list[str], experiment: bool, name: str) -> str:
     return result.stdout
 
 
+def default_remote(root: str) -> str | None:
+    """The project's default DVC remote (``dvc remote add -d``), or None."""
+    result = _run(dvc_command("remote", "default"), root)
+    return result.stdout.strip() or None if result.returncode == 0 else None
+
+
+@task(name="dvc-push")
+def dvc_push(root: str, remote: str) -> str:
+    """Push the rerun's cached outputs, so a new host or colleague ``dvc pull``s them instead
+    of recomputing; a failed push fails the run (and alerts): the remote would be stale."""
+    result = _run(dvc_command("push", "--remote", remote), root)
+    get_run_logger().info("dvc push --remote %s\n%s", remote, result.stdout[-2000:])
+    if result.returncode != 0:
+        raise RuntimeError(f"dvc push --remote {remote} failed ({result.returncode}): "
+                           f"{result.stderr[-2000:]}")
+    return result.stdout
+
+
 @task(name="dvc-metrics")
 def dvc_metrics(root: str) -> pd.DataFrame:
     shown = _run(dvc_command("metrics", "show", "--json"), root, check=True).stdout
@@ -203,7 +222,8 @@ def _failure_alert(flow, flow_run, state) -> None:
 
 @flow(name="repro", flow_run_name=_run_name, log_prints=True,
       on_failure=[_failure_alert], on_crashed=[_failure_alert])
-def repro_flow(root: str, stages: list[str] | None = None, experiment: bool = True):
+def repro_flow(root: str, stages: list[str] | None = None, experiment: bool = True,
+               push: bool = True):
     from prefect.runtime import flow_run
 
     from tasks.core import alerts
@@ -237,7 +257,11 @@ def repro_flow(root: str, stages: list[str] | None = None, experiment: bool = Tr
             before = alerts.snapshot_results(params.runtime.alerts, Path(root),
                                              stages or dvc_stages(root))
             output = dvc_repro(root, stages, experiment, name)
-            provenance = {**identity, **({"experiment": name} if experiment else {})}
+            remote = default_remote(root) if push else None
+            if remote:
+                dvc_push(root, remote)
+            provenance = {**identity, **({"experiment": name} if experiment else {}),
+                          **({"pushed to": remote} if remote else {})}
             publish_table("dvc-metrics", dvc_metrics(root),
                           "DVC metrics after the scheduled rerun",
                           Path(root) / "reports" / "schedule", provenance=provenance,

@@ -31,6 +31,7 @@ DVC_YAML = """stages:
     deps: [count.py]
     params: [seed]
     outs:
+      - counted.txt
       - effective.yaml:
           cache: false
     metrics:
@@ -43,6 +44,7 @@ time.sleep(float(os.environ.get("COUNT_SLEEP", "0")))
 if seed == 13:
     raise SystemExit("count.py: error: seed 13 is unlucky")
 json.dump({"seed_seen": seed}, open("metrics.json", "w"))
+open("counted.txt", "w").write(f"{seed}\\n")
 """
 LINGTEST_BIN = Path(sys.executable).parent / "lingtest"
 
@@ -58,10 +60,13 @@ def served(tmp_path_factory):
         "  alerts: []", "  alerts: [{metric: 'metrics.json:seed_seen', above: 40}]", 1))
     (root / "dvc.yaml").write_text(DVC_YAML)
     (root / "count.py").write_text(COUNT_PY)
-    (root / ".gitignore").write_text(".prefect/\n/reports/schedule/\n")
+    (root / ".gitignore").write_text(".prefect/\n/reports/schedule/\n/counted.txt\n")
     _git(root, "init", "-q")
-    for args in (["init", "-q"], ["config", "core.analytics", "false"]):
-        subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, check=True, env=_env())
+    remote = root.parent / "remote"  # a local-folder DVC remote: each rerun pushes to it
+    for args in (["init", "-q"], ["config", "core.analytics", "false"],
+                 ["remote", "add", "-d", "shared", str(remote)]):
+        subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, check=True, env=_env(),
+                       stdout=subprocess.DEVNULL)
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "init")
     ui, api_url = _start_ui(root, free_port())
@@ -143,6 +148,9 @@ def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(serve
                               f"metrics.json:seed_seen = 42, above 40")
         assert first.name in _experiments(root)
         assert json.loads((root / "metrics.json").read_text()) == {"seed_seen": 42}
+        assert (root / "counted.txt").read_text() == "42\n"
+        assert any("pushed to" in (a.description or "") and first.name in (a.description or "")
+                   for a in _artifacts(api_url, "dvc-metrics"))
         assert yaml.safe_load((root / "effective.yaml").read_text())["seed"] == 42
         assert any(first.name in (a.description or "") for a in _artifacts(api_url, "dvc-metrics"))
         # 2. Ticks landing during the 6-s run were cancelled, not queued.
@@ -173,6 +181,19 @@ def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(serve
         status_before = subprocess.run(["git", "status", "--porcelain"], cwd=root,
                                        capture_output=True, text=True).stdout
         assert status_before.strip() == "M params.yaml"
+        # 4b. A new host: a fresh clone pulls the pushed outputs, with nothing to recompute.
+        clone = root.parent / "clone"
+        subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
+        pulled_in = time.monotonic()
+        pull = subprocess.run([sys.executable, "-m", "dvc", "pull"], cwd=clone, env=_env(),
+                              capture_output=True, text=True)
+        pulled_in = time.monotonic() - pulled_in
+        assert pull.returncode == 0, pull.stderr
+        assert (clone / "counted.txt").read_text() == "42\n"
+        status = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=clone,
+                                env=_env(), capture_output=True, text=True, check=True)
+        assert json.loads(status.stdout) == {}, status.stdout
+        print(f"fresh clone: dvc pull {pulled_in:.1f} s, dvc status clean")
         failed = _wait("a failed tick", lambda: [r for r in _runs(api_url, "svc")
                                                  if r.state_type.value == "FAILED"], serve, log)
         posts = receiver.wait(2)
@@ -188,6 +209,7 @@ def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(serve
                                       capture_output=True, text=True).stdout
         assert status_after == status_before
         assert json.loads((root / "metrics.json").read_text()) == {"seed_seen": 42}
+        assert (root / "counted.txt").read_text() == "42\n"  # a cached output, checked out
     finally:
         (root / "params.yaml").write_text((root / "params.yaml").read_text().replace(
             "seed: 13", "seed: 42", 1))

@@ -235,6 +235,9 @@ def serve(cron: str = typer.Option("0 3 * * *", help="When to rerun (cron, serve
               True, "--experiment/--no-experiment",
               help="Each rerun is a DVC experiment (dvc exp run), or a plain dvc repro."),
           name: str = typer.Option("scheduled-repro", help="Deployment name."),
+          push: bool = typer.Option(
+              True, "--push/--no-push", help="After a rerun, dvc push to the project's default "
+              "DVC remote (when one is configured)."),
           notify: Optional[str] = typer.Option(
               None, "--notify", help="Webhook URL told of failed runs and regression alerts "
               "(Slack-compatible JSON); default: runtime.notify_url."),
@@ -282,7 +285,7 @@ def serve(cron: str = typer.Option("0 3 * * *", help="When to rerun (cron, serve
     url = alerts.mask_url(alerts.webhook(params.runtime.notify_url))
     typer.echo(f"serving deployment repro/{name} {when} for {workspace.root}"
                f"{f', alerts to {url}' if url else ''}; Ctrl-C or SIGTERM stops it", err=True)
-    code = serve_schedule(workspace, schedule, list(stage or []), experiment, name,
+    code = serve_schedule(workspace, schedule, list(stage or []), experiment, push, name,
                           echo=lambda line: typer.echo(line, err=True))
     raise typer.Exit(code)
 

@@ -130,7 +130,7 @@ def tally(name: str, since: dt.datetime) -> Tally:
 
 
 def serve_schedule(workspace: Workspace, schedule: dict, stages: list[str], experiment: bool,
-                   name: str, echo) -> int:
+                   push: bool, name: str, echo) -> int:
     """Serve the rerun deployment until Ctrl-C or SIGTERM; the exit status (see module doc)."""
     import asyncio
     import signal
@@ -157,7 +157,8 @@ def serve_schedule(workspace: Workspace, schedule: dict, stages: list[str], expe
         name=name, tags=["stage:repro"], **schedule,
         concurrency_limit=ConcurrencyLimitConfig(
             limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW),
-        parameters={"root": str(workspace.root), "stages": stages, "experiment": experiment})
+        parameters={"root": str(workspace.root), "stages": stages, "experiment": experiment,
+                    "push": push})
     runner = Runner(pause_on_shutdown=True)
     runner.add_deployment(deployment)
     # Prefect's own SIGTERM handler calls sys.exit(0) from whatever the loop runs (seen: a
