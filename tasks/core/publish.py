@@ -5,7 +5,9 @@ previous report, never half of a new one.
 """
 from __future__ import annotations
 
+import functools
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -15,7 +17,7 @@ import pandas as pd
 from tasks.core import io
 from tasks.core.artifacts import publish_table
 from tasks.core.config import Params
-from tasks.core.paths import Workspace
+from tasks.core.paths import PACKAGE_ROOT, Workspace
 from tasks.core.runtime import git_commit
 
 
@@ -79,8 +81,51 @@ def provenance(params: Params, workspace: Workspace, section: str,
     if section in ENCODER_SECTIONS:
         out.update(encoder_path_note(params))
     out.update(extra)
+    out.update(environment_note(LOCK_FILE))
     out["code"] = git_commit(workspace.root)
     return out
+
+
+LOCK_FILE = PACKAGE_ROOT / "constraints.txt"
+
+
+def environment_drift(lock: Path) -> list[str]:
+    """``name installed (locked version)`` for each package whose installed version differs
+    from ``lock`` (pip constraints, ``name==version`` lines); packages not installed (an
+    extra left out) are no drift."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import Version
+
+    drift = []
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        name, sep, locked = line.split("#", 1)[0].strip().partition("==")
+        if not sep:
+            continue
+        try:
+            installed = version(name)
+        except PackageNotFoundError:
+            continue
+        if Version(installed).public != Version(locked).public:
+            drift.append(f"{name} {installed} (locked {locked})")
+    return drift
+
+
+@functools.lru_cache(maxsize=None)
+def environment_note(lock: Path = LOCK_FILE) -> dict:
+    """A report's warning when the environment differs from the lock (nothing when it
+    matches, so reports made in the locked environment stay as they were)."""
+    if not lock.is_file():
+        return {}
+    drift = environment_drift(lock)
+    if not drift:
+        return {}
+    logging.getLogger("lingtest").warning(
+        "the installed packages differ from %s (%d): %s; results may differ from the committed "
+        "reports (make install, or make lock after a deliberate upgrade)", lock.name,
+        len(drift), ", ".join(drift[:10]))
+    shown = "; ".join(drift[:20]) + (f"; and {len(drift) - 20} more" if len(drift) > 20 else "")
+    return {f"environment differs from {lock.name} (warning)": shown}
 
 
 # Stages whose models run on runtime.encoder_precision / encoder_backend.
