@@ -122,33 +122,59 @@ def dvc_changed(root: str, stages: list[str]) -> bool:
     return bool(json.loads(result.stdout or "{}"))
 
 
-def _git(root: str, *args: str) -> str:
+def _git(root: str, *args: str, check: bool = True) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                          check=True).stdout
+                          check=check).stdout
 
 
-def tree_snapshot(root: str) -> tuple[str, set[str]]:
-    """The tracked files' state (a ``git stash create`` commit, or HEAD when clean) and the
-    untracked files, so a failed rerun can put the tree back exactly."""
-    ref = _git(root, "-c", "user.name=lingtest", "-c", "user.email=lingtest@localhost",
-               "stash", "create").strip() or "HEAD"
-    untracked = set(_git(root, "ls-files", "--others", "--exclude-standard").splitlines())
-    return ref, untracked
+KEEP_UNTRACKED_BYTES = 50 * 2**20  # untracked files copied aside before a rerun, each at most
 
 
-def restore_tree(root: str, snapshot: tuple[str, set[str]]) -> list[str]:
-    """Put back what a failed ``dvc exp run`` / ``dvc repro`` changed: tracked files (DVC
-    deletes a stage's outputs before its command runs), new untracked files, then the
-    DVC-cached outputs of the restored ``dvc.lock``. Returns the paths it restored."""
-    ref, untracked = snapshot
+def tree_snapshot(root: str, keep: Path) -> tuple[str, str, set[str]] | None:
+    """The tree before a rerun: tracked files as a ``git stash create`` commit (HEAD when
+    nothing is modified; it exits 1 when only timestamps changed, which also means nothing),
+    the index as a tree (``dvc exp run`` unstages what was staged), and untracked files copied
+    into ``keep`` (DVC deletes a stage's outputs before its command runs, and an output never
+    committed has no other copy). None outside a git checkout."""
+    try:
+        ref = _git(root, "-c", "user.name=lingtest", "-c", "user.email=lingtest@localhost",
+                   "stash", "create", check=False).strip() or "HEAD"
+        index = _git(root, "write-tree", check=False).strip()  # empty: unmerged entries
+        untracked = set(_git(root, "ls-files", "--others", "--exclude-standard").splitlines())
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    for rel in untracked:
+        source = Path(root) / rel
+        if source.is_file() and source.stat().st_size <= KEEP_UNTRACKED_BYTES:
+            (keep / rel).parent.mkdir(parents=True, exist_ok=True)
+            (keep / rel).write_bytes(source.read_bytes())
+    return ref, index, untracked
+
+
+def restore_tree(root: str, snapshot: tuple[str, str, set[str]], keep: Path) -> list[str]:
+    """Put back what a failed ``dvc exp run`` / ``dvc repro`` changed: tracked files, the
+    index, untracked files it deleted or changed, new untracked
+    files removed, then the DVC-cached outputs of the restored ``dvc.lock``. The paths it put
+    back."""
+    ref, index, untracked = snapshot
     changed = [p for p in _git(root, "diff", "--name-only", ref).splitlines() if p]
     if changed:
-        _git(root, "checkout", ref, "--", *changed)
-    new = set(_git(root, "ls-files", "--others", "--exclude-standard").splitlines()) - untracked
-    for rel in new:
+        _git(root, "restore", f"--source={ref}", "--worktree", "--", *changed)
+    if index:
+        _git(root, "read-tree", index)
+    now = set(_git(root, "ls-files", "--others", "--exclude-standard").splitlines())
+    for rel in now - untracked:
         (Path(root) / rel).unlink(missing_ok=True)
+    kept = [p.relative_to(keep).as_posix() for p in keep.rglob("*") if p.is_file()]
+    for rel in kept:
+        target = Path(root) / rel
+        saved = (keep / rel).read_bytes()
+        if not target.is_file() or target.read_bytes() != saved:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(saved)
+            changed.append(rel)
     _run(dvc_command("checkout", "--force", "--quiet"), root)
-    return sorted(changed) + sorted(new)
+    return sorted(set(changed) | (now - untracked))
 
 
 @task(name="dvc-repro")
@@ -156,16 +182,24 @@ def dvc_repro(root: str, stages: list[str], experiment: bool, name: str) -> str:
     """``dvc exp run -n <name>`` (an experiment ``dvc exp show`` lists) or plain ``dvc repro``;
     on failure the working tree is put back as it was. No retry: a failing stage fails the
     same way again, and a collision is a skipped tick, not a failure."""
+    import tempfile
+
     command = (dvc_command("exp", "run", "--name", name, *stages) if experiment
                else dvc_command("repro", *stages))
-    snapshot = tree_snapshot(root)
-    result = _run(command, root)
     logger = get_run_logger()
-    logger.info("%s\n%s", " ".join(command[2:]), result.stdout[-4000:])
+    with tempfile.TemporaryDirectory(prefix="lingtest-tree-") as keep:
+        snapshot = tree_snapshot(root, Path(keep))
+        result = _run(command, root)
+        logger.info("%s\n%s", " ".join(command[2:]), result.stdout[-4000:])
+        if result.returncode != 0 and snapshot is not None:
+            try:
+                restored = restore_tree(root, snapshot, Path(keep))
+                logger.warning("working tree put back as before the rerun (%d path(s): %s)",
+                               len(restored), ", ".join(restored[:10]))
+            except (OSError, subprocess.CalledProcessError) as error:  # the rerun's error wins
+                logger.error("could not put the working tree back: %s %s", error,
+                             getattr(error, "stderr", "") or "")
     if result.returncode != 0:
-        restored = restore_tree(root, snapshot)
-        logger.warning("working tree put back as before the rerun (%d path(s): %s)",
-                       len(restored), ", ".join(restored[:10]))
         raise RuntimeError(f"{' '.join(command[2:])} failed ({result.returncode}): "
                            f"{result.stderr[-2000:]}")
     return result.stdout

@@ -49,26 +49,32 @@ open("counted.txt", "w").write(f"{seed}\\n")
 LINGTEST_BIN = Path(sys.executable).parent / "lingtest"
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """(project root, API URL) with `lingtest ui` running for it."""
-    root = tmp_path_factory.mktemp("service") / "project"
+def _project(root: Path, params: str, *dvc_config: list[str]) -> Path:
+    """A git + DVC project with the one-stage pipeline, committed."""
     root.mkdir()
-    params = (PACKAGE_ROOT / "params.yaml").read_text()
-    assert "  alerts: []" in params
-    (root / "params.yaml").write_text(params.replace(  # fires on the first tick (seed 42)
-        "  alerts: []", "  alerts: [{metric: 'metrics.json:seed_seen', above: 40}]", 1))
+    (root / "params.yaml").write_text(params)
     (root / "dvc.yaml").write_text(DVC_YAML)
     (root / "count.py").write_text(COUNT_PY)
     (root / ".gitignore").write_text(".prefect/\n/reports/schedule/\n/counted.txt\n")
     _git(root, "init", "-q")
-    remote = root.parent / "remote"  # a local-folder DVC remote: each rerun pushes to it
-    for args in (["init", "-q"], ["config", "core.analytics", "false"],
-                 ["remote", "add", "-d", "shared", str(remote)]):
+    for args in (["init", "-q"], ["config", "core.analytics", "false"], *dvc_config):
         subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, check=True, env=_env(),
                        stdout=subprocess.DEVNULL)
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "init")
+    return root
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(project root, API URL) with `lingtest ui` running for it."""
+    base = tmp_path_factory.mktemp("service")
+    params = (PACKAGE_ROOT / "params.yaml").read_text()
+    assert "  alerts: []" in params
+    root = _project(base / "project", params.replace(  # fires on the first tick (seed 42)
+        "  alerts: []", "  alerts: [{metric: 'metrics.json:seed_seen', above: 40}]", 1),
+        # a local-folder DVC remote: each rerun pushes to it
+        ["remote", "add", "-d", "shared", str(base / "remote")])
     ui, api_url = _start_ui(root, free_port())
     yield root, api_url
     _stop(ui)
@@ -269,3 +275,31 @@ def test_a_restarted_service_runs_no_stale_tick_and_a_stop_leaves_none_waiting(s
     assert not stale_ran, [r.name for r in stale_ran]
     assert code == 0, log.read_text()[-2000:]
     assert not _waiting(list(runs.values())), [(r.name, r.state_name) for r in runs.values()]
+
+
+def test_a_failed_rerun_puts_back_untracked_outputs_and_leaves_the_index_alone(tmp_path):
+    """Outputs never committed (DVC deletes them before the stage runs; git has no copy) and a
+    staged edit: after the failed `dvc exp run`, `git status` and every file are as before."""
+    from flows.repro import _run, dvc_command, restore_tree, tree_snapshot
+
+    root = _project(tmp_path / "project", (PACKAGE_ROOT / "params.yaml").read_text())
+    first = _run(dvc_command("exp", "run", "--name", "first"), str(root))
+    assert first.returncode == 0, first.stderr
+    (root / "params.yaml").write_text((root / "params.yaml").read_text().replace(
+        "seed: 42", "seed: 13", 1))
+    _git(root, "add", "params.yaml")  # a staged edit
+    status = ["git", "status", "--porcelain"]
+    before = subprocess.run(status, cwd=root, capture_output=True, text=True).stdout
+    assert "?? metrics.json" in before and "M  params.yaml" in before, before
+    files = {name: (root / name).read_text()
+             for name in ("metrics.json", "effective.yaml", "dvc.lock", "counted.txt")}
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    snapshot = tree_snapshot(str(root), keep)
+    failed = _run(dvc_command("exp", "run", "--name", "second"), str(root))
+    assert failed.returncode != 0 and "seed 13 is unlucky" in failed.stderr
+    assert not (root / "metrics.json").exists()  # what DVC did to the untracked output
+    restored = restore_tree(str(root), snapshot, keep)
+    assert "metrics.json" in restored
+    assert subprocess.run(status, cwd=root, capture_output=True, text=True).stdout == before
+    assert {name: (root / name).read_text() for name in files} == files
