@@ -251,6 +251,13 @@ def _failure_alert(flow, flow_run, state) -> None:
         url = load_params(Path(flow_run.parameters["root"])).runtime.notify_url
     except Exception:  # noqa: BLE001 - broken parameters must not silence the alert
         url = None
+    try:  # a crash's hook runs in the service, whose copy of the run predates its tick name
+        from prefect.client.orchestration import get_client
+
+        with get_client(sync_client=True) as client:
+            flow_run = client.read_flow_run(flow_run.id)
+    except Exception:  # noqa: BLE001 - the older copy still names the run
+        pass
     alerts.send(alerts.webhook(url), alerts.failure_text("scheduled rerun", flow_run, state))
 
 
