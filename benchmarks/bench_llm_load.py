@@ -1,12 +1,14 @@
-"""SmolLM2 load time: the packaged GGUF (de-quantised by transformers, the baseline) vs the
-safetensors copy the first load writes (``tasks.models.causal_lm.converted_dir``).
+"""Packaged LLM load time: the GGUF (de-quantised by transformers, the baseline) vs the
+safetensors copy the first load writes (``tasks.models.causal_lm.converted_dir``); SmolLM2 by
+default, ``--model google/gemma-3-270m`` for the Gemma 3 GGUF (assembled once first).
 
 Each side loads in a fresh process (the process-wide instance cache would otherwise answer),
 with a temporary ``LINGTEST_CACHE``; rounds alternate (GGUF, copy, GGUF, copy, ...), the copy
 written once before the first round; best round per side. The last line checks that both
 loads give the same weights and the same greedy answer to one prompt.
 
-Run: ``.venv/bin/python benchmarks/bench_llm_load.py [--rounds 3]``.
+Run: ``.venv/bin/python benchmarks/bench_llm_load.py [--rounds 3] [--model ID]``; also
+prints each side's peak resident memory (the process's ``ru_maxrss`` once loaded).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 ONE_LOAD = """
-import hashlib, json, sys, time, torch
+import hashlib, json, resource, sys, time, torch
 from tasks.models import causal_lm
 from tasks.models.registry import resolve
 res = resolve(sys.argv[1], "causal_lm").require()
@@ -34,16 +36,18 @@ if not use_copy:
 began = time.perf_counter()
 lm = causal_lm._load(res, torch.device("cpu"), True)
 seconds = time.perf_counter() - began
+peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # before the check below
 weights = hashlib.sha256(b"".join(t.numpy().tobytes() for t in lm.model.state_dict().values()))
 ids = lm.tokenizer("Is Paris in France? Answer:", return_tensors="pt")
 answer = lm.tokenizer.decode(lm.model.generate(**ids, max_new_tokens=8, do_sample=False)[0])
 print(json.dumps({"seconds": seconds, "weights": weights.hexdigest()[:16], "answer": answer,
-                  "copy_exists": (copy / "model.safetensors").is_file()}))
+                  "copy_exists": (copy / "model.safetensors").is_file(),
+                  "peak_gb": peak_gb}))
 """
 
 
-def load_once(side: str, env: dict) -> dict:
-    done = subprocess.run([sys.executable, "-c", ONE_LOAD, MODEL, side], cwd=ROOT, env=env,
+def load_once(model: str, side: str, env: dict) -> dict:
+    done = subprocess.run([sys.executable, "-c", ONE_LOAD, model, side], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -51,22 +55,25 @@ def load_once(side: str, env: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model", default=MODEL, help="a packaged GGUF model id")
     args = parser.parse_args()
     env = dict(os.environ, LINGTEST_CACHE=tempfile.mkdtemp(prefix="bench-llm-load-"),
-               HF_HUB_OFFLINE="1", TQDM_DISABLE="1", PYTHONPATH=str(ROOT))
-    load_once("copy", env)  # writes the copy (a GGUF load)
+               HF_HUB_OFFLINE="1", TQDM_DISABLE="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    load_once(args.model, "copy", env)  # writes the copy (a GGUF load)
     best: dict[str, dict] = {}
     for _ in range(args.rounds):
         for side in ("gguf", "copy"):
-            got = load_once(side, env)
+            got = load_once(args.model, side, env)
             if side not in best or got["seconds"] < best[side]["seconds"]:
                 best[side] = got
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+    print(f"{args.model}; {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f}, best of {args.rounds} alternating rounds")
-    print("| side | seconds | × vs GGUF |\n|---|---:|---:|")
+    print("| side | seconds | × vs GGUF | peak RSS GB |\n|---|---:|---:|---:|")
     base = best["gguf"]["seconds"]
     for side, label in (("gguf", "GGUF de-quantised (baseline)"), ("copy", "safetensors copy")):
-        print(f"| {label} | {best[side]['seconds']:.2f} | ×{base / best[side]['seconds']:.1f} |")
+        print(f"| {label} | {best[side]['seconds']:.2f} | ×{base / best[side]['seconds']:.1f} | "
+              f"{best[side]['peak_gb']:.2f} |")
     same = best["gguf"]["weights"] == best["copy"]["weights"]
     print(f"same weights: {same}; same greedy answer: "
           f"{best['gguf']['answer'] == best['copy']['answer']}")

@@ -26,3 +26,11 @@ STAGES: dict[str, str] = {
 # 896.9 s against 782.9 s on threads (two trainings side by side contend for the 2 cores'
 # memory bandwidth).
 PROCESS_STAGES: tuple[str, ...] = ("contrastive", "capabilities", "consistency")
+
+
+def stage_method(stage: str):
+    """The ``Method`` class behind a stage's flow (None for the data and training stages)."""
+    import importlib
+
+    module, _, name = STAGES[stage].partition(":")
+    return getattr(getattr(importlib.import_module(module), name), "method_class", None)

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from prefect import Flow, flow, task
+from prefect import Flow, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 
 from flows.stage import unit_resources
+from tasks.core.compare import publish_comparison
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.method import Method, Unit, UnitResult, runner_uses_processes
@@ -55,6 +56,8 @@ def compose(method: Method) -> dict:
         results = method.collect(suite, runs)
     write_results(method.results_path, results, method.contract)
     publish(method.report(suite, results, runs), method.workspace)
+    publish_comparison(method.stage, method.workspace, method.contract.result_index,
+                       get_run_logger())
     return method.summary(suite, results, runs)
 
 
@@ -67,4 +70,6 @@ def method_flow(method_class: type[Method]) -> Flow:
 
     run.__doc__ = method_class.__doc__
     run.__name__ = run.__qualname__ = f"{method_class.stage.replace('-', '_')}_flow"
-    return flow(run, name=method_class.stage, log_prints=True)
+    stage_flow = flow(run, name=method_class.stage, log_prints=True)
+    stage_flow.method_class = method_class  # `flows.stage_method`: its contract, for diffs
+    return stage_flow

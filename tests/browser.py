@@ -48,17 +48,17 @@ class Browser:
             f"{expression[:200]}: {result['exceptionDetails']}"
         return result["result"].get("value")
 
-    async def wait_for(self, expression: str, what: str):
+    async def wait_for(self, expression: str, what: str, timeout_s: float = RENDER_WAIT_S):
         """Poll ``expression`` until it is truthy and return its value; fail after
-        ``RENDER_WAIT_S`` naming ``what`` did not happen, with the page's text."""
-        deadline = time.monotonic() + RENDER_WAIT_S
+        ``timeout_s`` naming ``what`` did not happen, with the page's text."""
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             value = await self.evaluate(expression)
             if value:
                 return value
             await asyncio.sleep(0.3)
         text = await self.evaluate("document.body ? document.body.innerText : ''")
-        pytest.fail(f"{what}: not within {RENDER_WAIT_S} s; page text:\n{text}")
+        pytest.fail(f"{what}: not within {timeout_s} s; page text:\n{text}")
 
     async def text_once_shown(self, url: str, expected: list[str]) -> str:
         """Open ``url`` and poll the page text until every string of ``expected`` shows."""

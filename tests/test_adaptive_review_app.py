@@ -127,3 +127,147 @@ def test_refusals_name_the_problem(hotel_copy, completions):
     with pytest.raises(LingtestError, match="--completions 0"):
         ReviewSettings(completions=0)
     assert hotel_copy.read_bytes() == before
+
+
+SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+@pytest.fixture(scope="session")
+def minilm_root(tmp_path_factory, table):
+    """A project root holding ``lingtest/minilm-sst2``: the checkout's trained one when the
+    train-sentiment stage has run there, else a tiny fine-tuning (32 SST sentences, one
+    epoch: ~25 s; a clean checkout has none)."""
+    from tasks.core.paths import PACKAGE_ROOT
+    from tasks.models.sentiment import MINILM_SST2_DIR, MINILM_CONFIG
+    from tasks.training.sentiment import train_minilm_sst2
+
+    root = tmp_path_factory.mktemp("minilm-root")
+    (root / MINILM_SST2_DIR).parent.mkdir(parents=True)
+    trained = PACKAGE_ROOT / MINILM_SST2_DIR
+    if (trained / MINILM_CONFIG).is_file():
+        (root / MINILM_SST2_DIR).symlink_to(trained)
+    else:
+        train_minilm_sst2(table("sst"), root / MINILM_SST2_DIR, seed=3, epochs=1,
+                          max_train=32, max_test=8, batch_size=32, threads=1)
+    return root
+
+
+def two_model_session(path, server, root) -> ReviewSession:
+    """VADER driving, MiniLM-SST2 beside it; the scripted endpoint and SmolLM2 to choose."""
+    from tasks.adaptive.generators import LocalGenerator
+    from tasks.models.sentiment import load_sentiment_model
+
+    review = ReviewSettings(reviewer="ada", seed=7, prompts=2, completions=4,
+                            binary_labels=HOTEL,
+                            prompt_settings=PromptSettings(prompt_diversity=False))
+    generators = {f"openai:{name}": (lambda name=name: HTTPGenerator(
+        name, server.url, settings=LLMSettings(retries=0))) for name in ("gpt-test", "gpt-b")}
+    generators[SMOLLM2] = lambda: LocalGenerator(SMOLLM2)
+    minilm = load_sentiment_model("lingtest/minilm-sst2", root=root)
+    return ReviewSession(path, [VaderModel(), minilm], generators, review)
+
+
+def test_switching_the_driving_model_reranks_and_gives_the_filed_output(
+        hotel_copy, completions, minilm_root):
+    session = two_model_session(hotel_copy, completions, minilm_root)
+    session.suggest("/Rooms")
+    view = session.view("/Rooms")
+    assert (view["driving"], view["model_ids"]) == ("vader", ["vader", "lingtest/minilm-sst2"])
+    by_vader = [s["input"] for s in view["suggestions"]]
+    session.choose(model="lingtest/minilm-sst2")
+    view = session.view("/Rooms")
+    assert view["driving"] == "lingtest/minilm-sst2"
+    assert view["model_ids"] == ["vader", "lingtest/minilm-sst2"]  # the menu keeps its order
+    shown = view["suggestions"]
+    assert [m["id"] for m in shown[0]["models"]] == ["lingtest/minilm-sst2", "vader"]
+    scores = [s["models"][0]["score"] for s in shown]
+    assert scores == sorted(scores, reverse=True) and sorted(by_vader) == sorted(
+        s["input"] for s in shown)
+    assert [s["input"] for s in shown] != by_vader  # the two models rank them differently
+    rid = session.accept("/Rooms", shown[-1]["sid"], "pass")
+    minilm = session.models[0]
+    assert read_tree(hotel_copy).frame.at[rid, "output"] == minilm.predict(
+        [shown[-1]["input"]])[0]
+    with pytest.raises(LingtestError, match="choose one of vader, lingtest/minilm-sst2"):
+        session.choose(model="roberta")
+    with pytest.raises(LingtestError, match=f"one of openai:gpt-test, openai:gpt-b, {SMOLLM2}"):
+        session.choose(generator="gpt-5")
+
+
+def test_subtopic_names_from_the_chosen_generator_each_created_in_one_call(
+        hotel_copy, completions, minilm_root):
+    session = two_model_session(hotel_copy, completions, minilm_root)
+    assert session._loaded == {}  # generators load on first use
+    session.choose(generator=SMOLLM2)
+    names = session.suggest_topics("/Facilities")
+    assert list(session._loaded) == [SMOLLM2]
+    assert 1 <= len(names) <= 10 and len({n.casefold() for n in names}) == len(names)
+    assert not {"restaurant", "pool"} & {n.casefold() for n in names}  # existing subtopics
+    assert all(n and "/" not in n and len(n) <= 40 for n in names)
+    assert session.view("/Facilities")["topic_names"] == names
+    path = session.create_topic("/Facilities", names[0])
+    assert path in read_tree(hotel_copy).topics()
+    assert session.view("/Facilities")["topic_names"] == names[1:]
+    # a round of tests comes from the generator chosen then (two named on one endpoint)
+    session.choose(generator="openai:gpt-b")
+    session.suggest("/Rooms")
+    assert set(session.suggestions["/Rooms"]["generator"]) == {"openai:gpt-b"}
+    assert list(session._loaded) == [SMOLLM2, "openai:gpt-b"]
+
+
+def test_a_second_round_for_the_same_topic_is_refused_while_one_runs(hotel_copy, completions):
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    from tasks.adaptive.review_app.app import create_app
+
+    session = session_on(hotel_copy, completions)
+    release, entered = threading.Event(), threading.Event()
+    real = session.load_generator("generator")
+
+    class Held:  # the scripted generator, held open until the second request is answered
+        generator_id = real.generator_id
+
+        def complete(self, prompts, n, seed):
+            entered.set()
+            release.wait(30)
+            return real.complete(prompts, n, seed)
+
+    session._loaded["generator"] = Held()
+    client = TestClient(create_app(session))
+    first = threading.Thread(target=lambda: client.post("/api/suggest",
+                                                        json={"topic": "/Rooms"}))
+    first.start()
+    assert entered.wait(30)
+    second = client.post("/api/suggest", json={"topic": "/Rooms"})
+    assert second.status_code == 400
+    assert "suggestions for Rooms are being made already" in second.json()["error"]
+    release.set()
+    first.join(30)
+    assert session.rounds == {"/Rooms": 1} and len(session.suggestions["/Rooms"]) == 8
+    assert client.post("/api/suggest", json={"topic": "/Rooms"}).status_code == 200
+    assert session.rounds == {"/Rooms": 2}  # once the first is done, the next is welcome
+    refused = client.post("/api/choose", json={"model": "roberta"})
+    assert refused.status_code == 400 and "choose one of vader" in refused.json()["error"]
+
+
+def test_the_tree_is_found_from_the_current_folder_then_the_project_root(tmp_path,
+                                                                        monkeypatch):
+    from tasks.core.cli import _review_tree
+    from tasks.core.paths import Workspace
+
+    root, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    for folder in (root / "inputs", elsewhere / "inputs"):
+        folder.mkdir(parents=True)
+        (folder / "t.csv").write_text(str(folder))
+    monkeypatch.chdir(elsewhere)
+    workspace = Workspace(root)
+    assert _review_tree("inputs/t.csv", workspace) == (elsewhere / "inputs" / "t.csv").resolve()
+    (elsewhere / "inputs" / "t.csv").unlink()
+    assert _review_tree("inputs/t.csv", workspace) == (root / "inputs" / "t.csv").resolve()
+    (root / "inputs" / "t.csv").unlink()
+    with pytest.raises(LingtestError) as refused:
+        _review_tree("inputs/t.csv", workspace)
+    assert f"no tree at {elsewhere / 'inputs/t.csv'} nor {root / 'inputs/t.csv'}" in str(
+        refused.value)

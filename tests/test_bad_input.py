@@ -326,6 +326,17 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
      {LEX: LEXICON}, "fine-tunes lingtest's own classifier"),
     ("debug-topics-empty", run("adaptive-debug", "adaptive.debug.topics=[]"), {},
      "adaptive.debug.topics: empty"),
+    ("adaptive-tree-missing", run("adaptive", "adaptive.trees=[inputs/none.csv]"), {},
+     "adaptive.trees: "),
+    ("adaptive-tree-before-data", run("adaptive", "adaptive.trees=[data/raw/adatest/x.csv]"),
+     {}, "lingtest run data"),
+    ("adaptive-tree-malformed", run("adaptive", "adaptive.trees=[inputs/t.csv]"),
+     {"inputs/t.csv": b",topic,input\nab,/A,x,extra\n"}, "inputs/t.csv"),
+    ("adaptive-scorer-missing",
+     run("adaptive", "adaptive.models=[HuggingFaceTB/SmolLM2-135M-Instruct#scorer=nobody/x]"),
+     {}, "nobody/x"),
+    ("capabilities-none-listed", run("capabilities", "capabilities.capabilities=[]"), {},
+     "at least 1 item"),
     ("debug-topics-repeated", run("adaptive-debug", "adaptive.debug.topics=[a, a]"), {},
      "appear twice"),
     ("debug-topics-unknown", run("adaptive-debug", "adaptive.debug.topics=[no such test]"),
@@ -402,7 +413,7 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
       "--review-timeout-s", "0"], {}, "--review-timeout-s 0"),
     ("adapt-top-zero", ["adapt", "--topic", "/Rooms", "--tree", "t.csv", "--top", "0"], {},
      "--top 0"),
-    ("review-tree-missing", ["review", "inputs/none.csv"], {}, "no such test tree file"),
+    ("review-tree-missing", ["review", "inputs/none.csv"], {}, "inputs/none.csv: no tree at"),
     ("review-tree-malformed", ["review", "inputs/t.csv"],
      {"inputs/t.csv": b",topic,input,output,label,labeler,description\nt1,Rooms,a,pos,pass,a,\n"},
      "does not start with '/'"),
@@ -412,6 +423,10 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
      {"inputs/t.csv": REVIEW_TREE}, "--completions 0"),
     ("review-model-is-an-llm", ["review", "inputs/t.csv", "--model", "openai:gpt-4o"],
      {"inputs/t.csv": REVIEW_TREE}, "--model"),
+    ("review-second-generator-unknown-prefix",
+     ["review", "inputs/t.csv", "--generator", "HuggingFaceTB/SmolLM2-135M-Instruct",
+      "--generator", "gpt:x"],
+     {"inputs/t.csv": REVIEW_TREE}, "--generator"),
     ("repair-default-python-encoder",
      run("repair", "contrastive.encoders=[python:inputs/models/enc.py:embed]"),
      {"inputs/models/enc.py": ENCODER}, "repair.models"),
@@ -438,7 +453,7 @@ def _snapshot(root: Path) -> dict[str, tuple[int, str]]:
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror: Path) -> Path:
     """A project with params, and earlier outputs under data/ and reports/ to protect."""
     (tmp_path / "params").mkdir()
     (tmp_path / "params.yaml").write_bytes((PACKAGE_ROOT / "params.yaml").read_bytes())
@@ -448,6 +463,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                                       "sst/a\t00\t1\tsst\tmirror\nmrpc/b\t00\t1\tmrpc\tmirror\n")
     (tmp_path / "data" / "processed").mkdir()
     (tmp_path / "data" / "processed" / "sst.parquet").write_bytes(b"earlier table")
+    (raw / "adatest").mkdir()  # the data stage's copy of the tree the adaptive stage reads
+    (raw / "adatest" / "imdb_hotel_conversion.csv").write_bytes(
+        (mirror / "adatest" / "imdb_hotel_conversion.csv").read_bytes())
     (tmp_path / "reports").mkdir()
     (tmp_path / "reports" / "metrics.json").write_text(json.dumps({"earlier": 1}))
     (tmp_path / "inputs").mkdir()

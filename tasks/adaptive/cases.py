@@ -6,7 +6,10 @@ is right. lingtest states the expectation explicitly, one of
 - ``should output <y>``       (the model must answer y),
 - ``should not output <y>``   (any answer but y),
 - ``should have the same output for both inputs``  (invariance between ``input`` and
-  ``input_b``; a tree keeps ``input_b`` as an extra column, which AdaTest loads and ignores).
+  ``input_b``; a tree keeps ``input_b`` as an extra column, which AdaTest loads and ignores),
+- ``should score below <t>``  (a raw-score test, AdaTest's ``RawScorer``: the model's failure
+  score for the input stays below t, 0.5 by default; the tree states it in an extra
+  ``expectation`` column, since its ``output`` cell holds a generated text or a score).
 
 From the CSV: a ``pass`` row expects its output; a ``fail`` row expects, for a binary task
 (``binary_labels``, e.g. ``("neg", "pos")`` for the hotel-review tree), the other class,
@@ -60,7 +63,11 @@ INVARIANCE = "should have the same output for both inputs"
 COLUMNS = ["case_id", "method", "topic", "input", INPUT_B, "expectation", "provenance",
            "tree_id", "tree_output", "tree_label", "tree_labeler", "tree_description",
            "tree_extra"]
+EXPECTATION_COLUMN = "expectation"  # a tree's optional statement of a row's expectation
+SCORE_BELOW = "should score below {threshold}"
+RAW_THRESHOLD = 0.5
 _EXPECTATION = re.compile(r"^should (not )?output (.+)$", re.DOTALL)
+_SCORE_BELOW = re.compile(r"^should score below (0(?:\.\d+)?|1(?:\.0+)?)$")
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,8 @@ class Expectation:
     def text(self) -> str:
         if self.kind == "invariance":
             return INVARIANCE
+        if self.kind == "score_below":
+            return SCORE_BELOW.format(threshold=self.label)
         return f"should {'not ' if self.kind == 'not_output' else ''}output {self.label}"
 
 
@@ -81,10 +90,14 @@ def parse_expectation(text: str) -> Expectation:
     """The expectation a case's text states; unknown text is an error naming the forms."""
     if text == INVARIANCE:
         return Expectation("invariance")
+    below = _SCORE_BELOW.match(text)
+    if below:
+        return Expectation("score_below", below.group(1))
     match = _EXPECTATION.match(text)
     if not match or not match.group(2).strip():
         raise LingtestError(f"adaptive case expectation {text!r} is not one of 'should output "
-                            f"<y>', 'should not output <y>', {INVARIANCE!r}")
+                            f"<y>', 'should not output <y>', {INVARIANCE!r}, 'should score "
+                            f"below <t>' (t in [0, 1], e.g. 0.5)")
     return Expectation("not_output" if match.group(1) else "output", match.group(2))
 
 
@@ -97,6 +110,23 @@ def expectation_of(output: str, label: str, binary_labels: tuple[str, str] | Non
         other = binary_labels[1 - binary_labels.index(output)]
         return Expectation("output", other), "fail, binary task: should output the other class"
     return Expectation("not_output", output), "fail: should not output its output"
+
+
+def row_expectation(row: pd.Series, binary_labels: tuple[str, str] | None, where: str
+                    ) -> tuple[Expectation, str] | None:
+    """A labelled tree row's expectation and the rule that gave it (None: a test row with
+    no output, which states none). ``where`` names the row in an error."""
+    stated = row.get(EXPECTATION_COLUMN, "")
+    if stated:
+        try:
+            return parse_expectation(stated), "stated in the expectation column"
+        except LingtestError as error:
+            raise LingtestError(f"{where}: {error}") from None
+    if row.get(INPUT_B, ""):
+        return Expectation("invariance"), "input_b set: invariance"
+    if row["output"] == "":
+        return None
+    return expectation_of(row["output"], row["label"], binary_labels)
 
 
 def to_topic(tree_topic: str) -> str:
@@ -117,14 +147,12 @@ def tree_to_cases(tree: TestTree, binary_labels: tuple[str, str] | None = None) 
     rows, first_row = [], {}
     for row_id, row in tree.tests.iterrows():
         input_b = row.get(INPUT_B, "")
-        if input_b:
-            expect, rule = Expectation("invariance"), "input_b set: invariance"
-        elif row["output"] == "":
+        found = row_expectation(row, binary_labels, f"{tree.source}: row {row_id}")
+        if found is None:
             raise LingtestError(f"{tree.source}: test row {row_id} is labelled {row['label']!r} "
                                 "but has no output; fill in the output that was labelled, or "
                                 "clear the label")
-        else:
-            expect, rule = expectation_of(row["output"], row["label"], binary_labels)
+        expect, rule = found
         texts = [row["input"], input_b] if input_b else [row["input"]]
         cid = case_id(METHOD, texts, expect.text)
         if cid in first_row:
@@ -157,7 +185,7 @@ def case_to_row(case: pd.Series) -> dict[str, str]:
     recorded = _text(case.get("tree_label"))
     if recorded:
         output, label = _text(case.get("tree_output")), recorded
-    elif expect.kind == "invariance":
+    elif expect.kind in ("invariance", "score_below"):
         output, label = "", ""
     else:
         output, label = expect.label, "pass" if expect.kind == "output" else "fail"
@@ -169,6 +197,8 @@ def case_to_row(case: pd.Series) -> dict[str, str]:
     input_b = _text(case.get(INPUT_B))
     if input_b or expect.kind == "invariance":
         row[INPUT_B] = input_b
+    if expect.kind == "score_below":
+        row[EXPECTATION_COLUMN] = expect.text
     return row
 
 

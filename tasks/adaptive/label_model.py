@@ -12,7 +12,9 @@ A ``pass`` row asks for its output; a ``fail`` row of a binary tree for the othe
 for any label but its output (spread evenly); invariance tests carry no label and are left
 out. The neighbours come from the topic and its subtopics (none there: the whole tree; an
 empty tree: every label equally likely). Without an encoder every suggestion gets the
-topic's label shares (its prior).
+topic's label shares (its prior). The labels are each model's own (neg / neutral / pos for
+sentiment models). A raw-score model needs no label model: its score is the model's own
+(AdaTest's ``RawScorer`` ranks by it).
 """
 from __future__ import annotations
 
@@ -21,11 +23,12 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import INPUT_B, expectation_of
+from tasks.adaptive.cases import EXPECTATION_COLUMN, INPUT_B, expectation_of
 from tasks.adaptive.scoring import score_column
+from tasks.adaptive.tested_models import as_tested
 from tasks.adaptive.tree import TestTree, is_subtopic
 from tasks.core.errors import LingtestError
-from tasks.models.sentiment import LABELS3
+from tasks.models.label_maps import LABELS3
 
 Embed = Callable[[list[str]], np.ndarray]
 NEIGHBOURS = 5
@@ -45,45 +48,47 @@ class CachedEmbed:
         return np.array([self.vectors[t] for t in texts]) if texts else np.empty((0, 0))
 
 
-def expected_shares(output: str, label: str, binary_labels: tuple[str, str] | None
-                    ) -> np.ndarray | None:
-    """The labels a test asks for, as shares over LABELS3 (None: no sentiment label)."""
+def expected_shares(output: str, label: str, binary_labels: tuple[str, str] | None,
+                    labels: tuple[str, ...] = LABELS3) -> np.ndarray | None:
+    """The labels a test asks for, as shares over ``labels`` (None: none of them)."""
     expect, _ = expectation_of(output, label, binary_labels)
-    if expect.label not in LABELS3:
+    if expect.label not in labels:
         return None
-    shares = np.zeros(len(LABELS3))
+    shares = np.zeros(len(labels))
     if expect.kind == "output":
-        shares[LABELS3.index(expect.label)] = 1.0
+        shares[labels.index(expect.label)] = 1.0
     else:
-        others = [i for i, y in enumerate(LABELS3) if y != expect.label]
-        shares[others] = 1.0 / len(others)
+        others = [i for i, y in enumerate(labels) if y != expect.label]
+        shares[others] = 1.0 / max(1, len(others))
     return shares
 
 
-def topic_pool(tree: TestTree, topic: str, binary_labels: tuple[str, str] | None
-               ) -> tuple[list[str], np.ndarray]:
+def topic_pool(tree: TestTree, topic: str, binary_labels: tuple[str, str] | None,
+               labels: tuple[str, ...] = LABELS3) -> tuple[list[str], np.ndarray]:
     """(inputs, label shares) of the labelled tests under ``topic`` (else the whole tree)."""
     tests = tree.tests
-    if INPUT_B in tests.columns:
-        tests = tests[tests[INPUT_B] == ""]
+    for column in (INPUT_B, EXPECTATION_COLUMN):  # invariance and raw-score tests ask no label
+        if column in tests.columns:
+            tests = tests[tests[column] == ""]
     tests = tests[tests["output"] != ""]
     under = tests[[is_subtopic(topic, t) for t in tests["topic"]]]
     rows = under if len(under) else tests
     inputs, shares = [], []
     for text, output, label in zip(rows["input"], rows["output"], rows["label"]):
-        q = expected_shares(output, label, binary_labels)
+        q = expected_shares(output, label, binary_labels, labels)
         if q is not None:
             inputs.append(str(text))
             shares.append(q)
-    return inputs, np.array(shares).reshape(-1, len(LABELS3))
+    return inputs, np.array(shares).reshape(-1, len(labels))
 
 
 def imputed_shares(tree: TestTree, topic: str, inputs: list[str], embed: Embed | None,
-                   binary_labels: tuple[str, str] | None, k: int = NEIGHBOURS) -> np.ndarray:
-    """q per input (rows) over LABELS3 (columns), see the module docstring."""
-    pool, shares = topic_pool(tree, topic, binary_labels)
+                   binary_labels: tuple[str, str] | None, k: int = NEIGHBOURS,
+                   labels: tuple[str, ...] = LABELS3) -> np.ndarray:
+    """q per input (rows) over ``labels`` (columns), see the module docstring."""
+    pool, shares = topic_pool(tree, topic, binary_labels, labels)
     if not len(pool):
-        return np.full((len(inputs), len(LABELS3)), 1.0 / len(LABELS3))
+        return np.full((len(inputs), len(labels)), 1.0 / len(labels))
     if embed is None or not inputs:
         return np.repeat(shares.mean(0, keepdims=True), len(inputs), axis=0)
     vectors = np.asarray(embed(pool + list(inputs)), dtype=np.float64)
@@ -105,14 +110,21 @@ def rank_suggestions(suggestions: pd.DataFrame, tree: TestTree, topic: str, mode
     if not models:
         raise LingtestError("rank_suggestions: no model under test; name at least one")
     inputs = [str(t) for t in suggestions["input"]]
-    q = imputed_shares(tree, topic, inputs, embed, binary_labels)
     ranked = suggestions.reset_index(drop=True).copy()
+    shares: dict[tuple[str, ...], np.ndarray] = {}  # q per label set (models may differ)
     for model in models:
-        if inputs:
-            answers, probs = model.predict_with_probabilities3(inputs)
-            scores = (np.nan_to_num(np.asarray(probs, float), nan=0.0) * (1 - q)).sum(1)
-        else:
+        tested = as_tested(model)
+        if not inputs:
             answers, scores = [], np.empty(0)
+        elif tested.kind == "raw":
+            answers, scores = tested.outputs_and_scores(inputs)
+        else:
+            if tested.labels not in shares:
+                shares[tested.labels] = imputed_shares(tree, topic, inputs, embed,
+                                                       binary_labels, labels=tested.labels)
+            answers, probs = tested.predict_with_probabilities(inputs)
+            scores = (np.nan_to_num(np.asarray(probs, float), nan=0.0)
+                      * (1 - shares[tested.labels])).sum(1)
         ranked[f"{model.model_id} output"] = list(answers)
         ranked[score_column(model.model_id)] = np.asarray(scores, float)
     first = models[0].model_id

@@ -32,6 +32,7 @@ from tasks.core.publish import Report, provenance
 from tasks.core.schema import change_counts, compare_results
 from tasks.core.stats import rate_interval
 from tasks.models.model_spec import ModelRef, refs_by_name
+from tasks.adaptive.tested_models import load_tested_model
 from tasks.models.sentiment import builtin_substitutes, load_configured
 
 log = logging.getLogger(__name__)
@@ -142,8 +143,12 @@ class Adaptive(Method):
         return suite
 
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
-        model = load_configured(self.model_refs().get(unit.model_id, unit.model_id), self.params,
-                                self.workspace.root, self.params.adaptive.neutral_band)
+        p, root = self.params, self.workspace.root
+        ref = self.model_refs().get(unit.model_id)
+        model = load_tested_model(
+            ref.spec if ref is not None else unit.model_id,
+            lambda spec: load_configured(spec, p, root, p.adaptive.neutral_band), root,
+            bool(p.models.offline), p.models.names, p.models.label_map)
         return UnitResult(unit, score_cases(unit.take(suite), model),
                           {"revision": str(model.revision)})
 

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from tasks.adaptive.cases import INPUT_B
 from tasks.adaptive.tree import SCORE_SUFFIX, TestTree, is_subtopic
 from tasks.core.errors import LingtestError
 
@@ -75,6 +76,15 @@ class PromptSettings:
             raise LingtestError(f"adaptive prompt settings: unknown key(s) {unknown}; known: "
                                 f"{sorted(known)}")
         return cls(**values)
+
+
+PAIR_SEPARATOR = '" ~ "'
+
+
+def pair_text(first: str, second: str) -> str:
+    """An invariance test as a prompt line quotes it: ``"first" ~ "second"`` (the prompt
+    adds the outer quotes; ``pairs`` reads completions back)."""
+    return f"{first}{PAIR_SEPARATOR}{second}"
 
 
 @dataclass(frozen=True)
@@ -158,10 +168,12 @@ def tree_scores(tree: TestTree, score_column: str | None = None) -> np.ndarray:
 def build_prompts(tree: TestTree, topic: str, rng: np.random.Generator,
                   settings: PromptSettings = PromptSettings(), repetitions: int | None = None,
                   scores: np.ndarray | None = None, embed: Embed | None = None,
-                  score_column: str | None = None) -> list[list[PromptItem]]:
+                  score_column: str | None = None, pairs: bool = False
+                  ) -> list[list[PromptItem]]:
     """``repetitions`` prompts (default: ``suggestion_plan``'s count) for focus ``topic``,
     each a list of up to ``prompt_size`` tests, strongest last (see the module docstring).
-    ``scores`` overrides the tree's score column; ``embed`` the MiniLM encoder."""
+    ``scores`` overrides the tree's score column; ``embed`` the MiniLM encoder; ``pairs``:
+    an invariance test is written as its pair (``pair_text``)."""
     if repetitions is None:
         repetitions = suggestion_plan(settings)[0]
     frame = tree.frame
@@ -188,11 +200,16 @@ def build_prompts(tree: TestTree, topic: str, rng: np.random.Generator,
         vectors = np.asarray(embed(inputs + outputs), dtype=np.float64)
         similarities = cosine_similarities(np.hstack([vectors[:n], vectors[n:]]))
 
+    def text(row_id) -> str:
+        second = str(frame.at[row_id, INPUT_B]) if pairs and INPUT_B in frame.columns else ""
+        first = str(frame.at[row_id, "input"])
+        return pair_text(first, second) if second else first
+
     prompts = []
     for _ in range(repetitions):
         picks = _pick(ids, topics, weights, scores, similarities, topic, rng, settings)
-        prompts.append([PromptItem(str(ids[k]), str(topics[k]),
-                                   str(frame.at[ids[k], "input"])) for k in reversed(picks)])
+        prompts.append([PromptItem(str(ids[k]), str(topics[k]), text(ids[k]))
+                        for k in reversed(picks)])
     return prompts
 
 

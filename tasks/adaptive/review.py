@@ -38,7 +38,7 @@ from typing import Callable, Literal
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import (INPUT_B, Expectation, case_to_row, expectation_of,
+from tasks.adaptive.cases import (INPUT_B, Expectation, case_to_row, row_expectation,
                                   to_topic)
 from tasks.adaptive.generators import (Generator, dedupe, score_suggestions, suggestion_cases,
                                        suggestions_frame)
@@ -48,7 +48,8 @@ from tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, to
                                  write_tree)
 from tasks.core.cases import provenance_json
 from tasks.core.errors import LingtestError
-from tasks.models.sentiment import LABELS3, SentimentModel
+from tasks.adaptive.tested_models import as_tested
+from tasks.models.sentiment import SentimentModel
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,10 @@ class ModelOracle:
         if not 0 <= min_confidence <= 1:
             raise LingtestError(f"oracle min_confidence={min_confidence}: use a probability "
                                 "between 0 and 1 (0: take every answer)")
-        self.model = model
+        self.model = as_tested(model)
+        if self.model.kind != "classifier":
+            raise LingtestError(f"oracle {model.model_id}: a raw-score model gives no label; "
+                                "name a classifier as the oracle")
         self.min_confidence = min_confidence
         self.membership = membership
         self.oracle_id = f"{ORACLE_PREFIX}{model.model_id}"
@@ -103,9 +107,9 @@ class ModelOracle:
     def expect(self, topic: str, inputs: list[str]) -> list[str | None]:
         if not inputs:
             return []
-        labels, probs = self.model.predict_with_probabilities3(inputs)
+        labels, probs = self.model.predict_with_probabilities(inputs)
         # the probability of the label given (a binary model's neutral band has none: 0)
-        given = probs[np.arange(len(labels)), [LABELS3.index(y) for y in labels]]
+        given = probs[np.arange(len(labels)), [self.model.labels.index(y) for y in labels]]
         sure = given >= self.min_confidence
         inside = (self.membership.on_topic(topic, inputs) if self.membership is not None
                   else np.ones(len(inputs), dtype=bool))
@@ -154,15 +158,11 @@ def row_cases(frame: pd.DataFrame, binary_labels: tuple[str, str] | None) -> pd.
     `lingtest review` score every row; the stages' cases keep one case per test)."""
     rows = []
     for rid, row in frame[frame["label"].isin(TEST_LABELS)].iterrows():
-        input_b = str(row.get(INPUT_B, "") or "")
-        if input_b:
-            expect = Expectation("invariance")
-        elif row["output"] == "":
-            continue
-        else:
-            expect, _ = expectation_of(row["output"], row["label"], binary_labels)
-        rows.append({"case_id": rid, "topic": to_topic(row["topic"]), "input": row["input"],
-                     INPUT_B: input_b, "expectation": expect.text})
+        found = row_expectation(row, binary_labels, f"row {rid}")
+        if found is not None:
+            rows.append({"case_id": rid, "topic": to_topic(row["topic"]),
+                         "input": row["input"], INPUT_B: str(row.get(INPUT_B, "") or ""),
+                         "expectation": found[0].text})
     return pd.DataFrame(rows, columns=["case_id", "topic", "input", INPUT_B, "expectation"])
 
 

@@ -16,17 +16,24 @@ labelled fail, else 0). The scores here follow the code:
   agree: minus the smaller top-vs-runner-up gap), reported as ``(1 + m) / 2`` so it shares
   the 0..1 scale (above 0.5 exactly when the top outputs differ); the raw margin is kept.
 
+- **should score below t** (a raw-score model, ``tested_models``) — the model's own failure
+  score (AdaTest's ``RawScorer``; for a generation model, its scoring function's score of the
+  generated text).
+
 The verdict is the model's own answer (``predict``: VADER's compound rule, CheckList's
-neutral band for binary models): ``pass`` when the answer meets the expectation, ``fail``
-otherwise, ``undefined`` when the expectation names a label the sentiment models cannot give
-or the model's probabilities are not numbers. VADER's probabilities are its neg/neu/pos
+neutral band for binary models; a classifier over its own labels: the most probable label;
+a raw-score model: fail when its score reaches t): ``pass`` when the answer meets the
+expectation, ``fail`` otherwise, ``undefined`` when the expectation names a label the model
+cannot give, asks a classifier for a score (or a raw-score model for a label) or the
+model's probabilities are not numbers. VADER's probabilities are its neg/neu/pos
 proportions, so for VADER the score and the verdict can disagree (see ``tasks.models
 .sentiment``).
 
 Table ``results`` (one row per case and model): the contract columns ``case_id``, ``method``,
 ``model_id``, ``revision``, ``output`` (the answer; ``a|b`` for invariance, AdaTest's
 joined-outputs convention), ``verdict``, ``score``; plus ``topic``, ``margin`` (invariance:
-the raw margin, else NaN) and ``probabilities`` (JSON: neg/neutral/pos per input).
+the raw margin, else NaN) and ``probabilities`` (JSON: the model's labels per input; a
+raw-score model: ``{"score": s}``).
 """
 from __future__ import annotations
 
@@ -36,17 +43,19 @@ import numpy as np
 import pandas as pd
 
 from tasks.adaptive.cases import INPUT_B, METHOD, parse_expectation
+from tasks.adaptive.tested_models import as_tested
 from tasks.adaptive.tree import TestTree
 from tasks.core.errors import LingtestError
-from tasks.models.sentiment import LABELS3, SentimentModel
+from tasks.models.label_maps import LABELS3
 
 RESULT_COLUMNS = ["case_id", "method", "model_id", "revision", "output", "verdict", "score",
                   "topic", "margin", "probabilities"]
 
 
-def failure_mass(probs: np.ndarray, label: str, negated: bool) -> float:
+def failure_mass(probs: np.ndarray, label: str, negated: bool,
+                 labels: tuple[str, ...] = LABELS3) -> float:
     """P(failing output) for "should output label" (negated: "should not output label")."""
-    p_label = float(probs[LABELS3.index(label)])
+    p_label = float(probs[labels.index(label)])
     return p_label if negated else 1.0 - p_label
 
 
@@ -71,19 +80,27 @@ def verdict(answer: str, kind: str, label: str, answer_b: str | None = None) -> 
     return "pass" if meets == (kind == "output") else "fail"
 
 
-def score_cases(cases: pd.DataFrame, model: SentimentModel) -> pd.DataFrame:
-    """Run ``model`` once over every distinct text of ``cases`` and score each case."""
+def score_cases(cases: pd.DataFrame, model) -> pd.DataFrame:
+    """Run ``model`` (a tested model, or a sentiment model) once over every distinct text of
+    ``cases`` and score each case."""
+    model = as_tested(model)
     expectations = [parse_expectation(e) for e in cases["expectation"]]
     second = cases[INPUT_B] if INPUT_B in cases.columns else pd.Series("", index=cases.index)
     texts = list(dict.fromkeys([*cases["input"], *[t for t in second if t]]))
-    answers, probs = model.predict_with_probabilities3(texts) if texts else ([], np.empty((0, 3)))
+    if model.kind == "raw":
+        answers, raw = model.outputs_and_scores(texts) if texts else ([], np.empty(0))
+        probs = np.asarray(raw, float).reshape(-1, 1)
+    else:
+        answers, probs = (model.predict_with_probabilities(texts) if texts
+                          else ([], np.empty((0, len(model.labels)))))
     where = {text: i for i, text in enumerate(texts)}
     rows = []
     for (_, case), expect, text_b in zip(cases.iterrows(), expectations, second):
         i = where[case["input"]]
         p_a = probs[i]
         row = {"case_id": case["case_id"], "method": METHOD, "model_id": model.model_id,
-               "revision": str(model.revision), "topic": case["topic"], "margin": np.nan}
+               "revision": str(model.revision), "topic": case["topic"], "margin": np.nan,
+               "output": answers[i], "probabilities": json.dumps(_named(p_a, model))}
         if expect.kind == "invariance":
             if not text_b:
                 raise LingtestError(f"case {case['case_id']}: an invariance case needs "
@@ -91,21 +108,27 @@ def score_cases(cases: pd.DataFrame, model: SentimentModel) -> pd.DataFrame:
             j = where[text_b]
             p_b = probs[j]
             row["output"] = f"{answers[i]}|{answers[j]}"
-            row["probabilities"] = json.dumps([_named(p_a), _named(p_b)])
-            if not (np.isfinite(p_a).all() and np.isfinite(p_b).all()):
+            row["probabilities"] = json.dumps([_named(p_a, model), _named(p_b, model)])
+            if model.kind == "raw" or not (np.isfinite(p_a).all() and np.isfinite(p_b).all()):
                 row.update(verdict="undefined", score=np.nan)
             else:
                 margin = equality_margin(p_a, p_b)
                 row.update(verdict=verdict(answers[i], "invariance", "", answers[j]),
                            score=(1.0 + margin) / 2.0, margin=margin)
-        else:
-            row["output"] = answers[i]
-            row["probabilities"] = json.dumps(_named(p_a))
-            if expect.label not in LABELS3 or not np.isfinite(p_a).all():
+        elif expect.kind == "score_below":
+            if model.kind != "raw":
                 row.update(verdict="undefined", score=np.nan)
             else:
-                row.update(verdict=verdict(answers[i], expect.kind, expect.label),
-                           score=failure_mass(p_a, expect.label, expect.kind == "not_output"))
+                score = float(p_a[0])
+                row.update(verdict="pass" if score < float(expect.label) else "fail",
+                           score=score)
+        elif (model.kind == "raw" or expect.label not in model.labels
+              or not np.isfinite(p_a).all()):
+            row.update(verdict="undefined", score=np.nan)
+        else:
+            row.update(verdict=verdict(answers[i], expect.kind, expect.label),
+                       score=failure_mass(p_a, expect.label, expect.kind == "not_output",
+                                          model.labels))
         rows.append(row)
     frame = pd.DataFrame(rows, columns=RESULT_COLUMNS)
     frame["score"] = frame["score"].astype(float)
@@ -113,8 +136,9 @@ def score_cases(cases: pd.DataFrame, model: SentimentModel) -> pd.DataFrame:
     return frame
 
 
-def _named(probs: np.ndarray) -> dict[str, float]:
-    return {label: round(float(p), 6) for label, p in zip(LABELS3, probs)}
+def _named(probs: np.ndarray, model) -> dict[str, float]:
+    labels = ("score",) if model.kind == "raw" else model.labels
+    return {label: round(float(p), 6) for label, p in zip(labels, probs)}
 
 
 def score_column(model_id: str) -> str:

@@ -24,6 +24,7 @@ import pandas as pd
 from tasks.consistency.covering import missing_tuples, read_ca_csv
 from tasks.consistency.ipm import derive_prompt
 from tasks.core.errors import InputFormatError, LingtestError, read_utf8
+from tasks.data.questions import question_record
 
 PARAM = "consistency.import_dir"
 _FILE = re.compile(r"^(ca|synonyms)-(\d+)\.(csv|txt)$")
@@ -99,10 +100,12 @@ def _sentences(folder: Path) -> dict[int, tuple[str, bool]]:
     for number, text in enumerate(lines, start=1):
         try:
             record = json.loads(text)
-            found[number] = (str(record["question"]), bool(record["answer"]))
-        except (ValueError, KeyError, TypeError):
+        except ValueError:
             raise InputFormatError(questions, number, "not a {\"question\", \"answer\"} record",
                                    "one JSON object per line") from None
+        # the guide writes "answer": true/false; the string "false" must not become True
+        _, answer, _ = question_record(record, questions, number)
+        found[number] = (record["question"], answer)  # as written: it keys the store
     return found
 
 

@@ -108,8 +108,13 @@ class ConsistencyMethod(Method):
         return cp.questions_input(c, self.workspace)
 
     def check_inputs(self) -> None:
+        """Before the suite is rewritten: the questions exist, and the answer database is
+        not damaged (a run started without ``lingtest run``'s validation too)."""
+        from tasks.consistency.store import check_sqlite
+
         if not self.params.consistency.import_dir:
             cp.questions_input(self.params.consistency, self.workspace)
+        check_sqlite(self._url())
 
     def build_suite(self) -> pd.DataFrame:
         """Questions (written to ``questions.parquet``), then either the guide's imported

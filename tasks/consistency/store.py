@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -47,6 +46,7 @@ from tasks.consistency.store_schema import (
     utcnow,
 )
 from tasks.core.errors import LingtestError
+from tasks.core.secrets import MASK, redact_text, redact_url, redact_value
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -84,11 +84,9 @@ def sha256(text: str) -> str:
 
 
 def redact(url: str) -> str:
-    """The URL with its password masked, also when SQLAlchemy cannot parse it."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+    """The URL with its password masked, whatever characters it holds (tasks/core/secrets.py;
+    SQLAlchemy's own rendering would show the part of a password after an unencoded '@')."""
+    return redact_url(url)
 
 
 def _chunks(items: Sequence[Any], size: int = BATCH) -> Iterator[Sequence[Any]]:
@@ -109,23 +107,83 @@ def _lingtest_version() -> str:
         return "unknown"
 
 
-def open_store(url: str) -> Store:
-    """Connect and create missing tables; every failure names the URL (no password) and fix."""
+def parse_database_url(url: str) -> Any:
+    """The parsed URL (no connection), or one LingtestError naming it (no password) and the
+    fix: checked before a run starts and again when the store opens."""
     shown = redact(url)
     fix = f"set {URL_PARAM}, {URL_EXAMPLES}"
     try:
         parsed = make_url(url)
-    except ArgumentError:
-        raise LingtestError(f"{shown!r} is not a database URL ({fix})") from None
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise LingtestError(f"{URL_PARAM} {shown!r} is not a database URL ({fix}; %-encode "
+                            "/ @ : # ? % in a password)") from None
+    if parsed.host and "@" in parsed.host:  # SQLAlchemy ends the password at its first '@'
+        raise LingtestError(f"{URL_PARAM} {shown!r}: the password holds an unencoded '@', so "
+                            f"the host would be read wrongly; fix: write it as %40")
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
-        raise LingtestError(f"{shown!r}: database {backend!r} is not supported, only sqlite "
-                            f"and postgresql ({fix})")
+        raise LingtestError(f"{URL_PARAM} {shown!r}: database {backend!r} is not supported, "
+                            f"only sqlite and postgresql ({fix})")
+    return parsed
+
+
+DAMAGED = ("malformed", "not a database", "file is encrypted")  # SQLite's words for it
+
+
+def _damaged(path: Path, problem: str) -> LingtestError:
+    return LingtestError(
+        f"{path}: the result database is damaged ({problem}); fix: move it away "
+        f"(mv {path} {path}.damaged) and run again, which asks every prompt anew, or "
+        f"restore it from a backup, or set {URL_PARAM} to another database")
+
+
+def check_sqlite(url: str) -> None:
+    """A damaged SQLite result database (garbage mid-file) as one LingtestError naming the
+    file and the fix, before a run asks or rewrites anything against it (``PRAGMA
+    quick_check`` reads every page once). A database in use by another run is not judged."""
+    import contextlib
+    import sqlite3
+
+    parsed = parse_database_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") \
+            or database.startswith("file:") or not Path(database).is_file():
+        return
+    path = Path(database)
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=5)) as conn:
+            rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        if not any(word in str(exc).lower() for word in DAMAGED):
+            return  # locked or busy: a running writer, not damage
+        raise _damaged(path, str(exc)) from None
+    if rows != [("ok",)]:  # rows of lines like "Page 104: btreeInitPage() returns error ..."
+        lines = [line.strip() for row in rows for line in str(row[0]).splitlines()
+                 if line.strip() and not line.startswith("***")]
+        raise _damaged(path, "; ".join(lines[:2]) + (" ..." if len(lines) > 2 else ""))
+
+
+def _name_damage(path: str | None):
+    """An engine hook: a damaged SQLite file met mid-run raises the same one-line error."""
+    def hook(context: Any) -> None:
+        reason = str(getattr(context, "original_exception", "") or "").strip()
+        if path and any(word in reason.lower() for word in DAMAGED):
+            raise _damaged(Path(path), reason.splitlines()[0])
+    return hook
+
+
+def open_store(url: str) -> Store:
+    """Connect and create missing tables; every failure names the URL (no password) and fix."""
+    shown = redact(url)
+    fix = f"set {URL_PARAM}, {URL_EXAMPLES}"
+    parsed = parse_database_url(url)
+    backend = parsed.get_backend_name()
     try:
         if backend == "sqlite":
             _make_parent(parsed.database)
             engine = create_engine(parsed, connect_args={"timeout": 30})
             event.listen(engine, "connect", _sqlite_pragmas)
+            event.listen(engine, "handle_error", _name_damage(parsed.database))
         else:
             if parsed.drivername == "postgresql":  # SQLAlchemy would pick psycopg2, not installed
                 parsed = parsed.set(drivername="postgresql+psycopg")
@@ -141,11 +199,22 @@ def open_store(url: str) -> Store:
     except DBAPIError as exc:
         engine.dispose()
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
-        if parsed.password:
-            reason = reason.replace(parsed.password, "***")
+        reason = _without_password(reason, url, parsed)
+        if backend == "sqlite" and any(word in reason.lower() for word in DAMAGED):
+            raise _damaged(Path(parsed.database or ""), reason) from None
         raise LingtestError(f"cannot open the result database {shown!r}: {reason} "
                             f"(start the server or {fix})") from None
     return Store(engine)
+
+
+def _without_password(message: str, url: str, parsed: Any) -> str:
+    """A driver's message with the password masked, as written and as decoded."""
+    message = redact_text(message)
+    raw = url.partition("://")[2].partition(":")[2].rpartition("@")[0]
+    for secret in sorted({raw, parsed.password or ""}, key=len, reverse=True):
+        if len(secret) >= 3:
+            message = message.replace(secret, MASK)
+    return message
 
 
 def _make_parent(database: str | None) -> None:
@@ -195,9 +264,10 @@ class Store:
     # Runs and models
 
     def start_run(self, params: dict, seed: int, git_commit: str) -> int:
+        """Open a run record; its parameters are stored with every credential masked."""
         with self.engine.begin() as conn:
             return conn.execute(Run.__table__.insert().returning(Run.id), {
-                "params": json.loads(canonical_json(params)), "seed": int(seed),
+                "params": json.loads(canonical_json(redact_value(params))), "seed": int(seed),
                 "git_commit": git_commit, "lingtest_version": _lingtest_version(),
             }).scalar_one()
 

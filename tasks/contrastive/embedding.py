@@ -33,6 +33,8 @@ import fcntl
 import hashlib
 import json
 import re
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Iterable, Iterator, Protocol, Sequence
 
@@ -157,13 +159,24 @@ class EmbeddingStore:
         path = self.shard_path(shard)
         if not path.is_file():
             return {}, np.empty((0, self.dim or 0), dtype=np.float32)
-        try:
+        try:  # a damaged zip member fails its CRC: BadZipFile, or zlib's error mid-stream
             with np.load(path, allow_pickle=False) as data:
                 hashes, vectors = data["hashes"], data["vectors"]
-        except (OSError, ValueError, KeyError) as exc:
-            raise LingtestError(f"{path}: unreadable embedding shard ({exc}); fix: delete it "
-                                f"and rerun (its texts are embedded again)")
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+            raise self._unreadable(path, f"{type(exc).__name__}: {exc}") from None
+        if vectors.ndim != 2 or len(hashes) != len(vectors) \
+                or (self.dim is not None and vectors.shape[1] != self.dim):
+            raise self._unreadable(path, f"{len(hashes)} hashes for vectors of shape "
+                                         f"{vectors.shape}, dim {self.dim}")
+        broken = ~np.isfinite(vectors).all(axis=1)
+        if broken.any():  # ``add`` refuses them: the bytes were damaged, not computed
+            raise self._unreadable(path, f"{int(broken.sum())} vectors not finite")
         return {h: i for i, h in enumerate(hashes.tolist())}, vectors
+
+    @staticmethod
+    def _unreadable(path: Path, problem: str) -> LingtestError:
+        return LingtestError(f"{path}: unreadable embedding shard ({problem}); fix: delete it "
+                             f"and rerun (its texts are embedded again)")
 
     def _shard(self, shard: int) -> tuple[dict[bytes, int], np.ndarray]:
         if shard not in self._shards:

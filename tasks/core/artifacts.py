@@ -57,4 +57,7 @@ def artifact_description(title: str, notes: str, provenance: dict[str, object] |
     provenance = dict(provenance or {})
     if not {"commit", "code"} & set(provenance):
         provenance["commit"] = git_commit(Path(__file__).resolve().parents[2])
-    return f"**{title}**\n\n" + (f"{notes}\n\n" if notes else "") + provenance_block(provenance)
+    from tasks.core.secrets import redact_text
+
+    text = f"**{title}**\n\n" + (f"{notes}\n\n" if notes else "") + provenance_block(provenance)
+    return redact_text(text)

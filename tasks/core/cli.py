@@ -12,6 +12,7 @@ import typer
 
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
+from tasks.core.secrets import redact_text, redact_value
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Reproducible pipelines for testing NLP models.")
@@ -210,7 +211,7 @@ def models(set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP
     rows = describe_configured(_params(set_, profile), Workspace.current())
     table = Table("parameter", "model", "name", "kind", "source", "revision", "pooling",
                   "path / reason")
-    for row in rows:
+    for row in map(redact_value, rows):  # a spec's URL may carry a password
         where = row.get("reason") if row["source"] == "missing" else row.get("path")
         table.add_row(row["key"], row["id"], str(row.get("name") or ""), row["kind"], row["source"],
                       str(row.get("revision") or ""), str(row.get("pooling") or ""),
@@ -296,7 +297,8 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
           rounds: int = typer.Option(1, help="Rounds of suggest → review."),
           generator: str = typer.Option(
               "HuggingFaceTB/SmolLM2-135M-Instruct",
-              help="A model spec: a causal LM id or folder (offline: the packaged SmolLM2), "
+              help="A model spec: a causal LM id or folder (offline: the packaged SmolLM2, or "
+                   "google/gemma-3-270m, the packaged Gemma 3 270M), "
                    "openai:MODEL@URL (completions API), openai-chat:MODEL@URL, or "
                    "python:file.py:ATTR (generate(prompts, n=, seed=))."),
           base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
@@ -445,16 +447,22 @@ def covering_array_command(
 
 @app.command()
 def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; every change is "
-                                      "written to it at once (e.g. inputs/adaptive/hotel.csv)."),
+                                      "written to it at once (e.g. inputs/adaptive/hotel.csv; "
+                                      "relative to the current folder, else the project)."),
            port: Optional[int] = typer.Option(
                None, help="Port on 127.0.0.1 (default: a free port, printed at start)."),
            model: Optional[List[str]] = typer.Option(
                None, "--model", help="Model under test, side by side when repeated; the "
-                                     "first ranks suggestions (default lingtest/minilm-sst2)."),
-           generator: str = typer.Option(
-               "HuggingFaceTB/SmolLM2-135M-Instruct",
-               help="Suggestion generator, as for `lingtest adapt` (offline: the packaged "
-                    "SmolLM2)."),
+                                     "driving one (the first; the page switches it) ranks "
+                                     "suggestions (default lingtest/minilm-sst2): any "
+                                     "classifier (python: over its own labels too), a python: "
+                                     "raw-score model, or an LLM spec with #scorer=<classifier "
+                                     "or python:>&fail_label=<label>."),
+           generator: Optional[List[str]] = typer.Option(
+               None, "--generator",
+               help="Suggestion generator, as for `lingtest adapt`; repeat to choose among "
+                    "several on the page, each loaded on first use (default: the packaged "
+                    "google/gemma-3-270m, then HuggingFaceTB/SmolLM2-135M-Instruct)."),
            base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint."),
            reviewer: str = typer.Option("reviewer", help="Your name: the labeler of the rows "
                                                           "you label."),
@@ -464,15 +472,21 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
            completions: Optional[int] = typer.Option(
                None, help="Completions per prompt (default 12: ~100 suggestions a round)."),
            diversity: bool = typer.Option(
-               True, help="AdaTest's prompt diversity (MiniLM); off: prompts by score alone.")
+               True, help="AdaTest's prompt diversity (MiniLM); off: prompts by score alone."),
+           record: bool = typer.Option(
+               True, help="Record the session as a Prefect flow run (`review-session`: "
+                          "`lingtest ui`'s server, PREFECT_API_URL, else a temporary one).")
            ) -> None:
     """AdaTest's review loop in the browser: the tree by topic with every model's failure
     scores, ranked suggestions filed in one click, edits saved to TREE with undo."""
     from tasks.adaptive.tree import read_tree
 
     workspace = Workspace.current()
-    target = Path(tree).expanduser().resolve()
-    read_tree(target)  # a missing or malformed tree: one error before anything loads
+    target = _review_tree(tree, workspace)
+    read_tree(target)  # a malformed tree: one error before anything loads
+    from tasks.core.runtime import configure_environment
+
+    api = configure_environment(workspace) if record else None  # before Prefect is imported
     if port is not None and not 0 < port < 65536:
         raise LingtestError(f"lingtest review --port {port}: give a port 1..65535, or leave "
                             "--port out for a free one")
@@ -485,13 +499,23 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
         completions=completions,
         binary_labels=tuple(params.adaptive.binary_labels or []) or None,
         prompt_settings=PromptSettings(prompt_diversity=diversity))
-    specs = list(model or ["lingtest/minilm-sst2"])
+    specs = list(dict.fromkeys(model or ["lingtest/minilm-sst2"]))
+    from tasks.adaptive.tested_models import load_tested_model
     from tasks.core.validate import check_model
-    for spec in specs:
-        check_model("--model", spec, "classifier", params, workspace)
+    for spec in specs:  # any classifier, a raw-score model, or an LLM with #scorer=
+        check_model("--model", spec, "tested model", params, workspace)
     from tasks.models.llm import check_llm, parse_llm
-    check_llm(parse_llm(generator, "--generator", params.models.names, workspace.root),
-              params.models.offline, workspace.root, key="--generator", base_url=base_url)
+    generators = list(dict.fromkeys(generator or REVIEW_GENERATORS))
+    for spec in list(generators):
+        try:
+            check_llm(parse_llm(spec, "--generator", params.models.names, workspace.root),
+                      params.models.offline, workspace.root, key="--generator",
+                      base_url=base_url)
+        except LingtestError as error:
+            if generator or spec == REVIEW_GENERATORS[-1]:
+                raise
+            generators.remove(spec)  # a default that is not installed: the fallback serves
+            typer.secho(f"lingtest review: {spec} left out ({error})", fg="yellow", err=True)
     from tasks.adaptive.review_app.app import bind, serve
 
     sock = bind(port)  # a port in use: one error before the models load
@@ -501,29 +525,104 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
     from tasks.models.sentiment import load_sentiment_model
 
     offline = bool(params.models.offline)
-    models = [load_sentiment_model(spec, (0.5, 0.5), offline, workspace.root,
-                                   params.runtime.pass_tokens,
-                                   precision=params.runtime.encoder_precision,
-                                   backend=params.runtime.encoder_backend,
-                                   label_maps=params.models.label_map, names=params.models.names)
-              for spec in specs]
-    session = ReviewSession(
-        target, models, lambda: make_generator(generator, offline=offline, base_url=base_url,
-                                               root=workspace.root, names=params.models.names),
-        settings, embed=minilm_embed(offline))
+
+    def sentiment(spec: str):
+        return load_sentiment_model(spec, (0.5, 0.5), offline, workspace.root,
+                                    params.runtime.pass_tokens,
+                                    precision=params.runtime.encoder_precision,
+                                    backend=params.runtime.encoder_backend,
+                                    label_maps=params.models.label_map,
+                                    names=params.models.names)
+
+    models = [load_tested_model(spec, sentiment, workspace.root, offline, params.models.names,
+                                params.models.label_map) for spec in specs]
+
+    def loader(spec: str):
+        return lambda: make_generator(spec, offline=offline, base_url=base_url,
+                                      root=workspace.root, names=params.models.names)
+
+    session = ReviewSession(target, models, {spec: loader(spec) for spec in generators},
+                            settings, embed=minilm_embed(offline))
+    recorder = None
+    if record:
+        from flows.review_session import SessionRecorder
+
+        recorder = SessionRecorder(session, warn=lambda line: typer.secho(
+            line, fg="yellow", err=True)).start()
+        typer.echo(f"lingtest review: recorded as a `review-session` flow run on "
+                   f"{api or 'a temporary local Prefect server'}", err=True)
     try:
         serve(session, sock, announce=lambda line: typer.echo(line, err=True))
     except KeyboardInterrupt:
         pass
     finally:
         sock.close()
+        if recorder is not None and not recorder.stop():
+            typer.secho("lingtest review: the Prefect flow run did not end in time; it "
+                        "stays Running in the UI", fg="yellow", err=True)
+
+
+# `lingtest review`'s generators when none is named: Gemma 3 270M first (16 of 80 suggestions
+# a person would keep in a blind reading, SmolLM2-135M 1 of 80), SmolLM2 the fallback.
+REVIEW_GENERATORS = ("google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
+def _review_tree(tree: str, workspace: Workspace) -> Path:
+    """TREE relative to the current folder, else to the project root (as `lingtest adapt
+    --tree`); neither: one error naming both."""
+    given = Path(tree).expanduser()
+    candidates = [given] if given.is_absolute() else [Path.cwd() / given,
+                                                      workspace.root / given]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    tried = " nor ".join(str(c) for c in dict.fromkeys(candidates))
+    raise LingtestError(f"lingtest review {tree}: no tree at {tried}; give the path of an "
+                        "AdaTest CSV (e.g. inputs/adaptive/hotel.csv)")
+
+
+@app.command()
+def compare(before: str = typer.Argument(..., help="A git revision, DVC experiment name, "
+                                          "Prefect flow-run id, or `workspace`."),
+            after: str = typer.Argument("workspace", help="The same kinds (default: the "
+                                                           "files on disk)."),
+            stage: Optional[List[str]] = typer.Option(
+                None, "--stage", help="Stage(s) to compare (default: every testing stage)."),
+            markdown: Optional[Path] = typer.Option(
+                None, help="Also write the comparison as Markdown to this file.")) -> None:
+    """Two runs side by side: changed parameters, headline metric deltas and per-case
+    fixed / broken / added / removed counts with the top changes, per stage."""
+    from flows import STAGES, stage_method as method_class
+    from tasks.core.compare import (compare as compare_runs, comparison_markdown,
+                                    resolve_rev, snapshot)
+    from tasks.core.io import write_text
+
+    root = Workspace.current().root
+    names = list(stage or [s for s in STAGES if method_class(s) is not None])
+    unknown = [s for s in names if s not in STAGES]
+    if unknown:
+        raise LingtestError(f"lingtest compare --stage {unknown[0]}: no such stage; stages: "
+                            f"{', '.join(STAGES)}")
+    revs = (resolve_rev(root, before), resolve_rev(root, after))
+    parts = []
+    for name in names:
+        cls = method_class(name)
+        keys = cls.contract.result_index if cls is not None else ["case_id", "model_id"]
+        parts.append(comparison_markdown(compare_runs(
+            name, snapshot(root, name, revs[0], before), snapshot(root, name, revs[1], after),
+            keys)))
+    text = "\n".join(parts)
+    typer.echo(text, nl=False)
+    if markdown is not None:
+        write_text(markdown, text)
 
 
 def main() -> None:
     try:
         app()
     except LingtestError as error:
-        typer.secho(f"lingtest: error: {error}", fg="red", err=True)
+        # a message may quote a parameter value: never print its password
+        typer.secho(f"lingtest: error: {redact_text(str(error))}", fg="red", err=True)
         sys.exit(2)
 
 

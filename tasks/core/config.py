@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from tasks.core.errors import LingtestError
+from tasks.core.secrets import redact_override, redact_value
 from tasks.core.sections import (AdaptiveParams, CapabilitiesParams, ConsistencyParams,
                                  ContrastiveParams, DataParams, ModelsParams, RepairParams,
                                  RuntimeParams, Section)
@@ -82,11 +83,12 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def parse_override(item: str) -> tuple[list[str], Any]:
     """``a.b=value`` → (["a", "b"], value parsed as YAML: 7, true, [x, y], text)."""
     if "=" not in item:
-        raise LingtestError(f"--set {item!r}: expected key=value, e.g. --set seed=7")
+        raise LingtestError(f"--set {redact_override(item)!r}: expected key=value, e.g. "
+                            "--set seed=7")
     key, raw = item.split("=", 1)
     parts = [p for p in key.strip().split(".")]
     if not all(parts):
-        raise LingtestError(f"--set {item!r}: the key {key!r} has an empty part")
+        raise LingtestError(f"--set {redact_override(item)!r}: the key {key!r} has an empty part")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
@@ -129,7 +131,8 @@ def explain(error: ValidationError, origin: str) -> LingtestError:
         elif key.endswith("notify_url"):  # a webhook's path is its token: never echoed
             lines.append(f"bad value for `{key}`: {item['msg'].removeprefix('Value error, ')}")
         else:
-            lines.append(f"bad value for `{key}`: {item['msg']} (got {item.get('input')!r})")
+            got = redact_value(item.get("input"), str(item["loc"][-1]) if item["loc"] else "")
+            lines.append(f"bad value for `{key}`: {item['msg']} (got {got!r})")
     return LingtestError(f"{origin}: " + "; ".join(lines))
 
 
@@ -164,7 +167,7 @@ def load_params(
     if parsed:
         origin += " + --set " + " ".join(
             item.split("=", 1)[0] + "=***" if item.split("=", 1)[0].endswith("notify_url")
-            else item for item in overrides)
+            else redact_override(item) for item in overrides)
     try:
         return Params.model_validate(tree)
     except ValidationError as exc:

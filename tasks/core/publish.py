@@ -5,9 +5,7 @@ previous report, never half of a new one.
 """
 from __future__ import annotations
 
-import functools
 import json
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -17,8 +15,10 @@ import pandas as pd
 from tasks.core import io
 from tasks.core.artifacts import publish_table
 from tasks.core.config import Params
-from tasks.core.paths import PACKAGE_ROOT, Workspace
+from tasks.core.environment import environment_note
+from tasks.core.paths import Workspace
 from tasks.core.runtime import git_commit
+from tasks.core.secrets import redact_value
 
 
 @dataclass
@@ -66,7 +66,8 @@ def provenance(params: Params, workspace: Workspace, section: str,
                inputs: Iterable[str | Path] = (), models: Iterable[str] = (),
                **extra: object) -> dict:
     """What every report states: seed, profile, the stage's parameters, input hashes, model
-    revisions and the code's commit; ``extra`` adds method-specific lines."""
+    revisions, the code's commit and whether the packages match ``requirements.lock``;
+    ``extra`` adds method-specific lines."""
     value = params
     for part in section.split("."):
         value = getattr(value, part)
@@ -81,51 +82,9 @@ def provenance(params: Params, workspace: Workspace, section: str,
     if section in ENCODER_SECTIONS:
         out.update(encoder_path_note(params))
     out.update(extra)
-    out.update(environment_note(LOCK_FILE))
     out["code"] = git_commit(workspace.root)
+    out.update(environment_note(workspace.root))
     return out
-
-
-LOCK_FILE = PACKAGE_ROOT / "constraints.txt"
-
-
-def environment_drift(lock: Path) -> list[str]:
-    """``name installed (locked version)`` for each package whose installed version differs
-    from ``lock`` (pip constraints, ``name==version`` lines); packages not installed (an
-    extra left out) are no drift."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from packaging.version import Version
-
-    drift = []
-    for line in lock.read_text(encoding="utf-8").splitlines():
-        name, sep, locked = line.split("#", 1)[0].strip().partition("==")
-        if not sep:
-            continue
-        try:
-            installed = version(name)
-        except PackageNotFoundError:
-            continue
-        if Version(installed).public != Version(locked).public:
-            drift.append(f"{name} {installed} (locked {locked})")
-    return drift
-
-
-@functools.lru_cache(maxsize=None)
-def environment_note(lock: Path = LOCK_FILE) -> dict:
-    """A report's warning when the environment differs from the lock (nothing when it
-    matches, so reports made in the locked environment stay as they were)."""
-    if not lock.is_file():
-        return {}
-    drift = environment_drift(lock)
-    if not drift:
-        return {}
-    logging.getLogger("lingtest").warning(
-        "the installed packages differ from %s (%d): %s; results may differ from the committed "
-        "reports (make install, or make lock after a deliberate upgrade)", lock.name,
-        len(drift), ", ".join(drift[:10]))
-    shown = "; ".join(drift[:20]) + (f"; and {len(drift) - 20} more" if len(drift) > 20 else "")
-    return {f"environment differs from {lock.name} (warning)": shown}
 
 
 # Stages whose models run on runtime.encoder_precision / encoder_backend.
@@ -154,7 +113,7 @@ def publish(report: Report, workspace: Workspace) -> Path:
     """Write ``report`` into ``reports/<stage>`` (swapped in whole) and its metrics JSON."""
     final = workspace.reports / report.stage
     staged = io.staging_dir(final)
-    prov = dict(report.provenance)
+    prov = redact_value(dict(report.provenance))  # a model spec or URL may carry a password
     if report.substitutes:
         prov["substitutes"] = report.substitutes
     for table in report.tables:

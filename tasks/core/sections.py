@@ -4,10 +4,11 @@ refusing unknown keys. ``tasks.core.config`` assembles them into ``Params`` and 
 ``params.yaml``, profiles and ``--set`` overrides into it."""
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from types import UnionType
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
-                      field_serializer, field_validator, model_serializer, model_validator)
+                      ValidationInfo, field_serializer, field_validator, model_serializer, model_validator)
 
 from tasks.core.secrets import redact_fields
 
@@ -27,10 +28,36 @@ def _ordered_band(band: tuple[float, float]) -> tuple[float, float]:
 Band = Annotated[tuple[float, float], AfterValidator(_ordered_band)]  # P(pos) band of "neutral"
 
 
+def _bool_for_number(annotation: object, value: object) -> bool:
+    """Whether ``value`` holds a true/false where ``annotation`` wants a number (pydantic's
+    lax mode would read ``seed: true`` as 1), in lists and tuples too."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _bool_for_number(args[0], value)
+    if annotation in (int, float):
+        return isinstance(value, bool)
+    if origin in (Union, UnionType):
+        return bool not in args and any(_bool_for_number(a, value) for a in args)
+    if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            return any(_bool_for_number(a, v) for a, v in zip(args, value))
+        return any(_bool_for_number(args[0], v) for v in value)
+    return False
+
+
 class Section(BaseModel):
     """Base of every parameter section: unknown keys are errors, not silently ignored."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: object, info: ValidationInfo) -> object:
+        """``--set seed=true`` is refused, not run as seed 1."""
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and _bool_for_number(field.annotation, value):
+            raise ValueError("expected a number, got true/false")
+        return value
 
     @model_serializer(mode="wrap")
     def _masked(self, handler):
@@ -270,7 +297,8 @@ class CapabilitiesParams(Section):
 
     specs_dir: str | None = Field(
         None, description="folder of capability specification files (YAML); null: built-in")
-    capabilities: list[str] | None = Field(None, description="LC ids to run; null: every spec")
+    capabilities: list[str] | None = Field(None, min_length=1,
+                                           description="LC ids to run; null: every spec")
     seeds_per_lc: int = Field(50, ge=1, description="seeds sampled per capability")
     word_sentiment: Literal["lexicon", "sentiwordnet"] = Field(
         "lexicon", description="word polarity: SST + Hu & Liu lexicon, or SentiWordNet")

@@ -34,7 +34,7 @@ def configured_models(params: Params) -> list[tuple[str, str, str]]:
     out += [("capabilities.models", m, "classifier") for m in params.capabilities.models]
     out.append(("capabilities.fill_model", params.capabilities.fill_model, "fill"))
     out += [("consistency.llms", spec, "llm") for spec in params.consistency.llms]
-    out += [("adaptive.models", m, "classifier") for m in params.adaptive.models]
+    out += [("adaptive.models", m, "tested model") for m in params.adaptive.models]
     out.append(("adaptive.debug.model", params.adaptive.debug.model, "trainable classifier"))
     first = (params.contrastive.encoders or params.models.encoders)[0]  # repair's default
     out += [("repair.models", m, "repair") for m in params.repair.models or [first]]
@@ -65,11 +65,20 @@ def _check_model(key: str, model_id: str, kind: str, params: Params,
         from tasks.models.llm import check_llm, parse_llm
         ref = parse_llm(model_id, key, names, workspace.root)
         return {**row, **check_llm(ref, offline, workspace.root, key=key)}
-    if kind in ("classifier", "trainable classifier"):
+    if kind == "tested model":  # AdaTest's: any classifier, a raw-score or scored model
+        from tasks.models.checks import check_scorer
+        ref = parse_model(model_id, key, names, workspace.root)
+        scorer = ref.options.get("scorer")
+        if scorer:
+            check_scorer(scorer, f"{key} scorer", names, workspace.root, offline)
+            return _check_model(key, ref.bare, "llm", params, workspace)
+        kind = "any classifier"
+    if kind in ("classifier", "trainable classifier", "any classifier"):
         from tasks.models.checks import check_classifier
         ref = parse_model(model_id, key, names, workspace.root)
         return {**row, **check_classifier(ref, offline, workspace.root, params.models.label_map,
-                                          trainable=kind == "trainable classifier")}
+                                          trainable=kind == "trainable classifier",
+                                          own_labels=kind == "any classifier")}
     if kind == "encoder":
         from tasks.contrastive.thresholds import needs_dictionaries
         from tasks.models.any_encoder import check_contrastive_encoder
@@ -227,12 +236,24 @@ def _check_stage_files(stage: str, params: Params, workspace: Workspace) -> None
         load_specs(folder, c.capabilities)
     elif stage == "consistency":
         c = params.consistency
+        from tasks.consistency.pipeline import database_url
+        from tasks.consistency.store import check_sqlite
+        check_sqlite(database_url(c, workspace))  # a bad URL, or a damaged SQLite file
         if c.questions:
             from tasks.data.questions import read_questions_jsonl
             _read("consistency.questions", read_questions_jsonl, _path(c.questions, workspace))
         if c.import_dir:
             from tasks.consistency.guide_import import read_guide_folder
             _read("consistency.import_dir", read_guide_folder, _path(c.import_dir, workspace))
+    elif stage == "adaptive":
+        from tasks.adaptive.tree import read_tree
+        for tree in params.adaptive.trees:
+            path = _path(tree, workspace)
+            if not path.exists() and path.is_relative_to(workspace.raw):
+                raise LingtestError(f"adaptive.trees: {path} does not exist yet; fix: "
+                                    "lingtest run data (it imports the mirror's trees) or "
+                                    "make run")
+            _read("adaptive.trees", read_tree, path)
     elif stage == "adaptive-debug":
         _check_debug(params, workspace)
 

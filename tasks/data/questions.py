@@ -32,8 +32,9 @@ COLUMNS = ["question_id", "source", "question", "answer", "passage"]
 _FIX = 'each record must be {"question": "...", "answer": true|false, "passage": "..."}'
 
 
-def _record(obj: object, path: Path, line: int | None, where: str = "") -> tuple[str, bool, str]:
-    """Validate one record; ``where`` names the list index when there is no line."""
+def question_record(obj: object, path: Path, line: int | None, where: str = "") -> tuple[str, bool, str]:
+    """Validate one record (a real JSON boolean answer: ``bool("false")`` would be True);
+    ``where`` names the list index when there is no line."""
     def bad(problem: str) -> InputFormatError:
         return InputFormatError(path, line, where + problem, _FIX)
 
@@ -74,7 +75,7 @@ def _jsonl_records(path: Path) -> list[Record]:
                 obj = json.loads(line)
             except json.JSONDecodeError as error:
                 raise InputFormatError(path, number, f"invalid JSON: {error.msg}", _FIX) from None
-            records.append(_record(obj, path, number))
+            records.append(question_record(obj, path, number))
     if not records:
         raise InputFormatError(path, None, "no questions in the file", _FIX)
     return records
@@ -88,7 +89,7 @@ def _json_list_records(path: Path) -> list[Record]:
         raise InputFormatError(path, error.lineno, f"invalid JSON: {error.msg}", _FIX) from None
     if not isinstance(data, list):
         raise InputFormatError(path, 1, "expected a JSON list of question records", _FIX)
-    return [_record(obj, path, None, f"item {i}: ") for i, obj in enumerate(data)]
+    return [question_record(obj, path, None, f"item {i}: ") for i, obj in enumerate(data)]
 
 
 def read_questions_jsonl(path: str | Path, source: str = "user") -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""A local causal LM (offline: SmolLM2-135M-Instruct from a GGUF) behind one small interface.
+"""A local causal LM (offline: SmolLM2-135M-Instruct, or Gemma 3 270M, from a packaged GGUF)
+behind one small interface.
 
 Used for greedy answers (consistency testing), for whole-sentence log-probabilities and
 next-word proposals (the offline substitute for BERT fill-mask in capability testing).
@@ -27,7 +28,8 @@ from transformers import StoppingCriteriaList
 from tasks.core.errors import LingtestError
 from tasks.models.encoders import pick_device
 from tasks.models.json_stop import JSONAnswerStop, json_end, looping
-from tasks.models.registry import Resolution, hub_offline, resolve, transformers_classes
+from tasks.models.registry import (Resolution, assemble_gguf, hub_offline, lingtest_cache, resolve,
+                                   transformers_classes)
 
 log = logging.getLogger(__name__)
 _CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
@@ -382,15 +384,14 @@ class TextPass:
         return out
 
 
-CONVERTED_FORMAT = 1
+CONVERTED_FORMAT = 2  # 2: the copy records each file's sha256, checked on every load
+CONVERTED_MARKER = "lingtest-converted.json"
 
 
 def converted_root() -> Path:
     """Where de-quantised copies of GGUF models live: ``$LINGTEST_CACHE/converted``, default
     ``~/.cache/lingtest/converted`` (shared by every project of the user, like the HF cache)."""
-    base = os.environ.get("LINGTEST_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lingtest")
-    return Path(base).expanduser() / "converted"
+    return lingtest_cache() / "converted"
 
 
 def converted_dir(res: Resolution) -> Path | None:
@@ -419,11 +420,32 @@ def _write_converted(model, tokenizer, folder: Path, res: Resolution) -> None:
             del model.config.quantization_config
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        (staging / "lingtest-converted.json").write_text(json.dumps(
-            {"model_id": res.model_id, "gguf_file": res.gguf_file, "revision": res.revision}))
+        (staging / CONVERTED_MARKER).write_text(json.dumps(
+            {"model_id": res.model_id, "gguf_file": res.gguf_file, "revision": res.revision,
+             "sha256": _file_digests(staging)}))
         os.replace(staging, folder)
     except OSError:  # another process renamed its copy first, or the disk is full
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _file_digests(folder: Path) -> dict[str, str]:
+    """sha256 of every file of a converted copy but its marker (~1 s for SmolLM2's 540 MB)."""
+    from tasks.core.io import sha256_file
+
+    return {p.name: sha256_file(p) for p in sorted(folder.iterdir())
+            if p.is_file() and p.name != CONVERTED_MARKER}
+
+
+def damaged_files(copy: Path) -> list[str]:
+    """Files of a converted copy whose bytes are not the ones written at conversion (a copy
+    damaged mid-tensor still loads, silently giving NaN scores and empty answers)."""
+    try:
+        recorded = json.loads((copy / CONVERTED_MARKER).read_text())["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [CONVERTED_MARKER]
+    found = _file_digests(copy)
+    return sorted(name for name in set(recorded) | set(found)
+                  if recorded.get(name) != found.get(name))
 
 
 def _from_pretrained(source: str, offline: bool, **extra):
@@ -435,6 +457,12 @@ def _from_pretrained(source: str, offline: bool, **extra):
     return model, tokenizer
 
 
+def _from_gguf_or_hub(res: Resolution, source: str, offline: bool, extra: dict):
+    """The original files: a chunked package's GGUF is assembled first (once per cache)."""
+    assemble_gguf(res)
+    return _from_pretrained(source, offline, **extra)
+
+
 def _load(res: Resolution, device: torch.device, offline: bool) -> CausalLM:
     source = res.path if res.source != "hub" else res.model_id
     extra = {"gguf_file": res.gguf_file} if res.gguf_file else {}
@@ -442,15 +470,20 @@ def _load(res: Resolution, device: torch.device, offline: bool) -> CausalLM:
     began = time.perf_counter()
     try:
         with hub_offline(offline):
-            if copy is not None and (copy / "lingtest-converted.json").is_file():
+            if copy is not None and (copy / CONVERTED_MARKER).is_file():
                 try:
+                    damaged = damaged_files(copy)
+                    if damaged:
+                        log.warning("%s: %s not as written at conversion (damaged on disk); "
+                                    "converting %s again", copy, ", ".join(damaged), res.model_id)
+                        raise OSError(f"damaged copy: {damaged}")
                     model, tokenizer = _from_pretrained(str(copy), True)
                 except Exception:  # noqa: BLE001 - a damaged copy (any reader error): convert again
                     shutil.rmtree(copy, ignore_errors=True)
-                    model, tokenizer = _from_pretrained(source, offline, **extra)
+                    model, tokenizer = _from_gguf_or_hub(res, source, offline, extra)
                     _write_converted(model, tokenizer, copy, res)
             else:
-                model, tokenizer = _from_pretrained(source, offline, **extra)
+                model, tokenizer = _from_gguf_or_hub(res, source, offline, extra)
                 if copy is not None:
                     _write_converted(model, tokenizer, copy, res)
     except (OSError, ValueError, ImportError) as exc:

@@ -22,10 +22,13 @@ def _row(ref: ModelRef, kind: str, source: str, revision: str | None = None,
 
 def check_classifier(ref: ModelRef, offline: bool, root: Path,
                      label_maps: dict[str, dict[str, str]] | None = None,
-                     trainable: bool = False) -> dict[str, str | None]:
+                     trainable: bool = False, own_labels: bool = False
+                     ) -> dict[str, str | None]:
     """A sentiment classifier spec: built-in, folder, hub id, ``python:`` or
     ``predictions:``; ``trainable``: it must be a classifier lingtest fine-tunes (the
-    debugging loop continues training one of lingtest's own classifier folders)."""
+    debugging loop continues training one of lingtest's own classifier folders);
+    ``own_labels``: a ``python:`` classifier may answer labels of its own, or be a raw-score
+    model (``score(texts)``), as AdaTest tests them."""
     from tasks.models.sentiment import MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID
 
     label_map = (label_maps or {}).get(ref.name) or (label_maps or {}).get(ref.bare)
@@ -44,12 +47,16 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
         from tasks.models.user_code import load_user_object, protocol_method
 
         user = load_user_object(ref, root)
+        if own_labels and callable(getattr(user.obj, "score", None)) and not callable(
+                getattr(user.obj, "predict_proba", None)):
+            return _row(ref, "raw-score model (python)", "python", user.revision, user.file)
         protocol_method(user, "predict_proba")
         own = declared_labels(user, label_map)
         if not own:
             raise user.fail("declares no labels; fix: give it a `labels` attribute in column "
                             "order or map them in models.label_map")
-        sentiment_labels(own, label_map, ref.name)
+        if not own_labels or label_map:
+            sentiment_labels(own, label_map, ref.name)
         return _row(ref, "classifier (python)", "python", user.revision, user.file)
     if ref.form == "predictions":
         from tasks.models.own_classifiers import check_predictions
@@ -125,3 +132,17 @@ def infer_kind(ref: ModelRef, root: Path) -> str:
     raise LingtestError(f"model `{ref.spec}`: cannot tell its kind from its files; fix: name "
                         f"the methods, e.g. --methods capabilities,adaptive (classifiers), "
                         f"contrastive (encoders) or consistency (LLMs)")
+
+
+def check_scorer(spec: str, key: str, names: dict[str, str] | None, root: Path,
+                 offline: bool = True) -> None:
+    """A generation model's ``#scorer=``: a ``python:`` callable (its module imports) or a
+    sentiment classifier spec (it resolves)."""
+    from tasks.models.model_spec import parse_model
+
+    ref = parse_model(spec, key, names, root)
+    if ref.form == "python":
+        from tasks.models.user_code import load_user_object
+        load_user_object(ref, root, instantiate=False)
+    else:
+        check_classifier(ref, offline, root)

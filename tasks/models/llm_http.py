@@ -128,6 +128,14 @@ def resolve_endpoint(ref: "ModelRef", base_url: str | None = None,
                 f"{ref.form}:{ref.target}@http://HOST:PORT/v1 (your server), set "
                 f"OPENAI_BASE_URL, or write {ref.form}:{ref.target}@{OPENAI_PUBLIC} to mean "
                 f"the public API")
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL:  # its reason may quote part of a password: not shown
+        from tasks.core.secrets import redact_text
+
+        raise LingtestError(f"{key}: model `{ref.name}`: endpoint {redact_text(url)} ({source}) "
+                            "is not a valid URL; fix: %-encode / @ : # ? % in its user name or "
+                            "password (e.g. / as %2F, @ as %40)") from None
     key_env = ref.key_env or DEFAULT_KEY_ENV
     if ref.key_env and not os.environ.get(ref.key_env):
         raise LingtestError(f"{key}: model `{ref.name}` reads its API key from ${ref.key_env} "

@@ -15,7 +15,9 @@ A model spec is what a user writes in ``params.yaml``, ``--set`` or a command's 
 ==================================  =====================================================
 
 Options follow a ``#`` (as a URL fragment, never sent anywhere): ``#name=lexicon`` sets the display name and, for the
-HTTP forms, ``key_env=MY_KEY`` names the variable holding the API key. Every model has a
+HTTP forms, ``key_env=MY_KEY`` names the variable holding the API key; AdaTest's review and
+``adapt`` read ``scorer=`` / ``fail_label=`` on a generation model (``tasks.adaptive
+.tested_models``). Every model has a
 display **name** — ``#name=``, else ``models.names``, else a short default (a hub or built-in
 id as written; a folder's, file's or attribute's own name; an endpoint's model) — and the
 name, never a path, keys report files, metric keys, table columns, result rows and Prefect
@@ -33,7 +35,9 @@ from tasks.core.errors import LingtestError
 FORMS = ("builtin", "hub", "folder", "python", "predictions", "openai", "openai-chat", "ollama",
          "hf", "seq2seq")
 BUILTIN = ("vader", "lingtest/minilm-sst2")
-OPTION_KEYS = {"name": "the display name", "key_env": "the API key's environment variable"}
+OPTION_KEYS = {"name": "the display name", "key_env": "the API key's environment variable",
+               "scorer": "a generation model's scoring function (AdaTest raw-score tests)",
+               "fail_label": "the scorer classifier's label that counts as a failure"}
 PREFIXES = ("python", "predictions", "openai", "openai-chat", "ollama", "hf", "seq2seq")
 # A display name: what report files and metric keys carry. Hub and built-in ids keep their
 # "org/name" form (portable across machines); every other name is one path segment.
@@ -89,7 +93,8 @@ def _options(spec: str, key: str) -> tuple[str, dict[str, str]]:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
     except ValueError:
         raise LingtestError(f"{key}: model spec `{spec}`: options after `#` must read "
-                            f"key=value&key=value (keys: {', '.join(OPTION_KEYS)})") from None
+                            f"name=value, joined by & (names: {', '.join(OPTION_KEYS)}); a `#` "
+                            "in a URL's password is written %23") from None
     options = dict(pairs)
     unknown = sorted(set(options) - set(OPTION_KEYS))
     if unknown or len(options) != len(pairs):

