@@ -153,6 +153,7 @@ def run_stage(stage: str, params: Params, workspace: Workspace,
     from prefect import tags
     from prefect.logging import get_logger
 
+    from tasks.core.alerts import with_failure_alerts
     from tasks.core.flow_runs import mark_orphaned_runs_crashed, process_tag
 
     flow = load_flow(stage)
@@ -167,6 +168,7 @@ def run_stage(stage: str, params: Params, workspace: Workspace,
         configured = flow.with_options(
             flow_run_name=f"{stage}-{params_hash[:8]}-{commit}", task_runner=runner,
             **({"result_storage": storage} if storage is not None else {}))
+        configured = with_failure_alerts(configured, f"stage {stage}", params.runtime.notify_url)
         crashed = mark_orphaned_runs_crashed(f"stage:{stage}")
         if crashed:
             get_logger("lingtest").warning(

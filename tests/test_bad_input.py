@@ -142,6 +142,34 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
     ("set-empty-part", ["run", "data", "--set", ".seed=1"], {}, "empty part"),
     ("set-into-value", ["run", "data", "--set", "seed.x=1"], {}, "seed"),
     ("params-set-bad", ["params", "--set", "runtime.max_workers=0"], {}, "max_workers"),
+    # ---- alerts (runtime.notify_url, runtime.alerts, serve --notify / --project): checked
+    # before any server is looked for; a webhook URL is never echoed (its path is the token)
+    ("notify-no-scheme", run("data", "runtime.notify_url=hooks.example.com/T0/B0/tok3n"), {},
+     "runtime.notify_url"),
+    ("notify-ftp", run("data", "runtime.notify_url=ftp://example.com/tok3n"), {},
+     "http(s)://"),
+    ("alert-no-measure", run("data", "runtime.alerts=[{above: 1}]"), {}, "runtime.alerts.0"),
+    ("alert-no-bound", run("data", "runtime.alerts=[{cases: broken}]"), {}, "one bound"),
+    ("alert-two-bounds", run("data", "runtime.alerts=[{metric: 'r.json:k', above: 1, "
+                                     "below: 0}]"), {}, "one bound"),
+    ("alert-metric-no-key", run("data", "runtime.alerts=[{metric: reports/m.json, above: 1}]"),
+     {}, "FILE:KEY"),
+    ("alert-metric-outside", run("data", "runtime.alerts=[{metric: '../m.json:k', above: 1}]"),
+     {}, "inside"),
+    ("alert-cases-below", run("data", "runtime.alerts=[{cases: broken, below: 1}]"), {},
+     "above: N"),
+    ("alert-cases-unknown", run("data", "runtime.alerts=[{cases: fixed, above: 1}]"), {},
+     "runtime.alerts.0.cases"),
+    ("alert-metric-unknown-file", run("data", "runtime.alerts=[{metric: 'reports/no.json:k', "
+                                              "above: 1}]"), {}, "neither a metrics file"),
+    ("alert-metric-missing-key", run("data", "runtime.alerts=[{metric: 'reports/metrics.json:"
+                                             "nope', above: 1}]"), {}, "no number at nope"),
+    ("serve-notify-bad", ["serve", "--notify", "hooks.example.com/T0/B0/tok3n"], {},
+     "--notify ***"),
+    ("serve-project-missing", ["serve", "--project", "/nonexistent/project"], {},
+     "no params.yaml"),
+    ("serve-alert-bad", ["serve"], {"params.yaml": b"runtime:\n  alerts: [{cases: broken}]\n"},
+     "one bound"),
     # ---- parameter files
     ("params-bad-yaml", ["params"], {"params.yaml": b"seed: [1\n"}, "params.yaml"),
     ("params-top-list", ["params"], {"params.yaml": b"- 1\n- 2\n"}, "params.yaml"),
@@ -484,6 +512,7 @@ def test_bad_input_is_one_clear_error(argv, files, needle, project, monkeypatch,
     assert not started, f"no error: stage {started} started ({output[-300:]})"
     assert status == 2, (status, output)
     assert needle in output, output
+    assert "tok3n" not in output, "a webhook URL's token was echoed"
     assert len(output.strip().splitlines()) <= 12, output
     assert _snapshot(project) == before, "an output file was created or changed"
 

@@ -40,18 +40,36 @@ def _validate(stage: str, params, workspace: Workspace) -> None:
 def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stages`)."),
         set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
         profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
-    """Run one stage's Prefect flow (DVC's stages call this)."""
+    """Run one stage's Prefect flow (DVC's stages call this). One run of a stage at a time
+    per project: a second refuses at once, naming the first (tasks/core/run_lock.py)."""
+    import os
+
+    from tasks.core import alerts
+    from tasks.core.run_lock import INSIDE_REPRO, REPRO, StageBusy, hold, holder
     from tasks.core.runtime import configure_environment
 
     workspace = Workspace.current()
     params = _params(set_, profile)
-    _validate(stage, params, workspace)  # before Prefect starts or anything is written
-    api = configure_environment(workspace)
-    typer.echo(f"lingtest: stage {stage}, profile {params.profile}, seed {params.seed}, "
-               f"Prefect API {api or 'temporary local server'}", err=True)
-    from flows.stage import run_stage
+    alerts.check_rules(params.runtime.alerts, workspace.root)
+    rerun = None if os.environ.get(INSIDE_REPRO) else holder(workspace, REPRO)
+    if rerun is not None:
+        raise StageBusy(REPRO, rerun)
+    with hold(workspace, stage):  # a second run of the stage: one line, at once
+        _validate(stage, params, workspace)  # before Prefect starts or anything is written
+        api = configure_environment(workspace)
+        typer.echo(f"lingtest: stage {stage}, profile {params.profile}, seed {params.seed}, "
+                   f"Prefect API {api or 'temporary local server'}", err=True)
+        from flows.stage import run_stage
 
-    run_stage(stage, params, workspace)
+        before = alerts.snapshot_results(params.runtime.alerts, workspace.root, [stage])
+        run_stage(stage, params, workspace)
+        fired = [] if os.environ.get(INSIDE_REPRO) else alerts.regressions(
+            params.runtime.alerts, workspace.root, before)
+    for line in fired:
+        typer.secho(f"lingtest: alert: {line}", fg="yellow", err=True)
+    if fired:
+        alerts.send(alerts.webhook(params.runtime.notify_url),
+                    f"lingtest: stage {stage} regression: " + "; ".join(fired))
 
 
 @app.command()
@@ -217,38 +235,60 @@ def serve(cron: str = typer.Option("0 3 * * *", help="When to rerun (cron, serve
           experiment: bool = typer.Option(
               True, "--experiment/--no-experiment",
               help="Each rerun is a DVC experiment (dvc exp run), or a plain dvc repro."),
-          name: str = typer.Option("scheduled-repro", help="Deployment name.")) -> None:
+          name: str = typer.Option("scheduled-repro", help="Deployment name."),
+          push: bool = typer.Option(
+              True, "--push/--no-push", help="After a rerun, dvc push to the project's default "
+              "DVC remote (when one is configured)."),
+          notify: Optional[str] = typer.Option(
+              None, "--notify", help="Webhook URL told of failed runs and regression alerts "
+              "(Slack-compatible JSON); default: runtime.notify_url."),
+          project: Optional[str] = typer.Option(
+              None, "--project", help="The project folder (default: the one holding the "
+              "working directory), for a service started elsewhere.")) -> None:
     """Serve a deployment that reruns the pipeline on a schedule (needs `lingtest ui` running).
 
-    One rerun at a time (concurrency limit 1): two `dvc exp run` in one checkout would collide.
-    """
+    One rerun at a time: a tick landing while one runs is skipped, not queued. Exits 1 when
+    the last finished tick failed (see tasks/core/serving.py)."""
+    import os
+
+    from tasks.core import alerts
     from tasks.core.runtime import configure_environment
 
+    if project is not None:
+        root = Path(project).expanduser().resolve()
+        if not (root / "params.yaml").is_file():
+            raise LingtestError(f"lingtest serve --project {project}: no params.yaml there; "
+                                "give the project folder (the one holding params.yaml)")
+        os.environ["LINGTEST_ROOT"] = str(root)
     workspace = Workspace.current()
+    if interval is not None and interval <= 0:
+        raise LingtestError(f"--interval {interval}: give a number of seconds > 0")
+    params = _params(None, None)
+    if notify is not None:
+        from pydantic import ValidationError
+
+        from tasks.core.sections import RuntimeParams
+        try:
+            RuntimeParams(notify_url=notify)
+        except ValidationError:
+            raise LingtestError(f"lingtest serve --notify {alerts.mask_url(notify)}: expected "
+                                "an http(s):// webhook URL, e.g. "
+                                "https://hooks.slack.com/services/...") from None
+        os.environ[alerts.NOTIFY_ENV] = notify
+    alerts.check_rules(params.runtime.alerts, workspace.root)
     if not configure_environment(workspace):
         raise LingtestError("no Prefect server: start `lingtest ui` first (schedules only fire "
                             "with a real server), or set PREFECT_API_URL")
-    if interval is not None and interval <= 0:
-        raise LingtestError(f"--interval {interval}: give a number of seconds > 0")
-    from prefect import serve as prefect_serve
-
-    from flows.repro import repro_flow
+    from tasks.core.serving import serve_schedule
 
     schedule = {"interval": interval} if interval is not None else {"cron": cron}
-    deployment = repro_flow.to_deployment(
-        name=name, tags=["stage:repro"], concurrency_limit=1, **schedule,
-        parameters={"root": str(workspace.root), "stages": stage or [], "experiment": experiment})
     when = f"every {interval:g} s" if interval is not None else f"on cron {cron!r}"
-    typer.echo(f"serving deployment repro/{name} {when}; Ctrl-C or SIGTERM stops it", err=True)
-    import signal
-
-    from tasks.core.server import raise_interrupt
-
-    signal.signal(signal.SIGTERM, raise_interrupt)
-    try:
-        prefect_serve(deployment)
-    except KeyboardInterrupt:
-        typer.echo("stopped serving", err=True)
+    url = alerts.mask_url(alerts.webhook(params.runtime.notify_url))
+    typer.echo(f"serving deployment repro/{name} {when} for {workspace.root}"
+               f"{f', alerts to {url}' if url else ''}; Ctrl-C or SIGTERM stops it", err=True)
+    code = serve_schedule(workspace, schedule, list(stage or []), experiment, push, name,
+                          echo=lambda line: typer.echo(line, err=True))
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -128,6 +128,8 @@ def explain(error: ValidationError, origin: str) -> LingtestError:
             lines.append(f"unknown key `{key}`; allowed keys here: {allowed}")
         elif isinstance(item.get("input"), dict):  # a section's own check: its message says it
             lines.append(f"bad value in `{key}`: {item['msg'].removeprefix('Value error, ')}")
+        elif key.endswith("notify_url"):  # a webhook's path is its token: never echoed
+            lines.append(f"bad value for `{key}`: {item['msg'].removeprefix('Value error, ')}")
         else:
             got = redact_value(item.get("input"), str(item["loc"][-1]) if item["loc"] else "")
             lines.append(f"bad value for `{key}`: {item['msg']} (got {got!r})")
@@ -163,7 +165,9 @@ def load_params(
     for parts, value in parsed:
         _apply_override(tree, parts, value)
     if parsed:
-        origin += " + --set " + " ".join(redact_override(item) for item in overrides)
+        origin += " + --set " + " ".join(
+            item.split("=", 1)[0] + "=***" if item.split("=", 1)[0].endswith("notify_url")
+            else redact_override(item) for item in overrides)
     try:
         return Params.model_validate(tree)
     except ValidationError as exc:

@@ -62,6 +62,15 @@ def configure_environment(workspace: Workspace, use_ui: bool = True) -> str | No
     return api_url or os.environ.get("PREFECT_API_URL")
 
 
+def interpreter_first(path: str) -> str:
+    """``path`` (a PATH value) with the running interpreter's bin folder first: a service's
+    PATH may hold no venv, and dvc.yaml's commands call ``lingtest`` and ``python`` by name."""
+    import sys
+
+    bin_dir = str(Path(sys.executable).parent)
+    return os.pathsep.join([bin_dir, *[p for p in path.split(os.pathsep) if p and p != bin_dir]])
+
+
 def seed_everything(seed: int) -> None:
     """One seed for Python, NumPy and torch (torch only if already importable)."""
     random.seed(seed)
@@ -110,27 +119,55 @@ def git_commit(root: Path) -> str:
         return "nogit"
 
 
+STARTS = 3  # attempts at Prefect's temporary server
+
+
+def start_temporary_server(attempts: int = STARTS) -> str:
+    """Start Prefect's temporary server (the instance Prefect's own temporary mode uses), retried:
+    under load its health check can time out (an httpx ReadTimeout, a 300-line traceback after
+    minutes); each failed attempt is stopped and the next waits longer on another port. After
+    the last one: one line with the fix. Returns its API URL."""
+    import time
+
+    from prefect.server.api.server import SubprocessASGIServer
+
+    timeout = int(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", 120))
+    errors = []
+    for attempt in range(attempts):
+        server = SubprocessASGIServer()
+        try:
+            server.start(timeout=timeout * 2 ** attempt)
+            return server.api_url
+        except Exception as error:  # noqa: BLE001 - any start failure is retried, then reported
+            first = (str(error).strip().splitlines() or [""])[0][:160]
+            errors.append(f"{type(error).__name__}{': ' + first if first else ''}")
+            server.stop()
+            time.sleep(2 * (attempt + 1))
+    raise LingtestError(
+        f"Prefect's temporary server did not start ({attempts} attempts, {timeout} s doubling: "
+        f"{'; '.join(errors)}); the machine may be overloaded: start `lingtest ui` once (runs "
+        f"then report to it, no server per run) or raise "
+        f"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS")
+
+
 @contextlib.contextmanager
 def api_for_workers(runtime: "RuntimeParams"):
-    """One Prefect API that every Dask worker reports to. A worker with no API URL starts its
-    own temporary server (~20 s each, a database of its own), so a Dask run uses the
-    configured server (``lingtest ui``, PREFECT_API_URL), else starts this process's
-    temporary server before the cluster and hands its URL to the workers. A remote cluster
-    (``runtime.dask_address``) needs a server its machines reach: loopback would not do."""
+    """One Prefect API for the run, started before the flow. The configured server
+    (``lingtest ui``, PREFECT_API_URL) when there is one; else this process's temporary server,
+    started here with retries (``start_temporary_server``) rather than lazily by Prefect, and
+    handed to every Dask worker (a worker with no API URL starts its own temporary server,
+    ~20 s each, a database of its own). A remote cluster (``runtime.dask_address``) needs a
+    server its machines reach: loopback would not do."""
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
-    if runtime.task_runner != "dask" or get_current_settings().api.url:
+    if get_current_settings().api.url:
         yield get_current_settings().api.url
         return
-    if runtime.dask_address:
+    if runtime.task_runner == "dask" and runtime.dask_address:
         raise LingtestError(
             f"runtime.dask_address {runtime.dask_address}: the workers need a Prefect server "
             f"they all reach; start `lingtest ui --host <this machine's address>` (or any "
             f"Prefect server) and set PREFECT_API_URL to its API URL")
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()  # the instance Prefect's own temporary mode uses
-    server.start(timeout=int(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",
-                                            120)))
-    with temporary_settings({PREFECT_API_URL: server.api_url}):
-        yield server.api_url
+    api_url = start_temporary_server()
+    with temporary_settings({PREFECT_API_URL: api_url}):
+        yield api_url

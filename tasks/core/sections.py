@@ -8,7 +8,7 @@ from types import UnionType
 from typing import Annotated, Literal, Union, get_args, get_origin
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
-                      ValidationInfo, field_validator, model_serializer, model_validator)
+                      ValidationInfo, field_serializer, field_validator, model_serializer, model_validator)
 
 from tasks.core.secrets import redact_fields
 
@@ -93,6 +93,37 @@ class ModelsParams(Section):
         "5 stars: pos, ...}}; labels mapped to one target have their probabilities summed")
 
 
+class AlertRule(Section):
+    """One regression alert: a metric of a metrics file against a bound, or the cases that
+    passed in the previous run and fail now (``schema.compare_results``'s ``broken``)."""
+
+    metric: str | None = Field(None, description="FILE:KEY, e.g. "
+                               "reports/contrastive-metrics.json:minilm.CR1.N_V")
+    cases: Literal["broken"] | None = None
+    above: float | None = None
+    below: float | None = None
+
+    @model_validator(mode="after")
+    def _one_measure_one_bound(self) -> "AlertRule":
+        if (self.metric is None) == (self.cases is None):
+            raise ValueError("give either metric: FILE:KEY or cases: broken, e.g. "
+                             "{metric: 'reports/contrastive-metrics.json:minilm.CR1.N_V', "
+                             "above: 10} or {cases: broken, above: 0}")
+        if (self.above is None) == (self.below is None):
+            raise ValueError("give one bound, above: X or below: X")
+        if self.cases is not None and self.above is None:
+            raise ValueError("cases: broken takes above: N (alert when more than N cases broke)")
+        if self.metric is not None:
+            path, _, key = self.metric.partition(":")
+            if not key or not path.endswith((".json", ".yaml", ".yml")):
+                raise ValueError(f"metric {self.metric!r}: expected FILE:KEY with a .json or "
+                                 ".yaml file, e.g. reports/contrastive-metrics.json:minilm.CR1.N_V")
+            if path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"metric {self.metric!r}: give the file relative to the "
+                                 "project root, inside it")
+        return self
+
+
 class RuntimeParams(Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = Field(1, ge=1, description="torch intra-op threads")
@@ -120,6 +151,32 @@ class RuntimeParams(Section):
     result_storage: str | None = Field(
         None, description="task results, cache records and cache locks: a folder (relative to "
         "the project root) or an fsspec URL every worker reaches; null: .prefect/storage")
+
+    notify_url: str | None = Field(
+        None, description="webhook that hears of a failed or crashed run and of a regression "
+        "alert (Slack-compatible JSON {\"text\": ...}); `lingtest serve --notify` overrides "
+        "it; masked to its host in every dump (the path often holds the token)")
+    alerts: list[AlertRule] = Field(
+        default_factory=list, description="regression alerts checked after each run: "
+        "{metric: FILE:KEY, above|below: X} on a metrics file, or {cases: broken, above: N} "
+        "(more than N cases passed in the previous run and fail now)")
+
+    @field_validator("notify_url")
+    @classmethod
+    def _webhook(cls, url: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if url is not None and (urlsplit(url).scheme not in ("http", "https")
+                                or not urlsplit(url).hostname):
+            raise ValueError("expected an http(s):// webhook URL, e.g. "
+                             "https://hooks.slack.com/services/...; null: no notifications")
+        return url
+
+    @field_serializer("notify_url")
+    def _mask_webhook(self, url: str | None) -> str | None:
+        from tasks.core.alerts import mask_url
+
+        return mask_url(url)
 
     def encoder_path(self) -> dict[str, str]:
         """``precision`` / ``backend`` keywords for the encoder and classifier loaders."""
