@@ -1,7 +1,9 @@
 """Test set-up: an isolated Prefect home, telemetry off, the mirror, and the Prefect harness."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -15,6 +17,10 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.pop("PREFECT_API_URL", None)
 # de-quantised model copies (tasks.models.causal_lm.converted_dir) for this session only
 os.environ["LINGTEST_CACHE"] = tempfile.mkdtemp(prefix="lingtest-cache-")
+# removed when the process ends: a session's copies take 0.5-1.8 GB (Gemma's 1.1 GB), and
+# runs left behind filled this machine's disk
+for _folder in (_HOME, os.environ["LINGTEST_CACHE"]):
+    atexit.register(shutil.rmtree, _folder, True)
 
 import pytest  # noqa: E402
 
