@@ -261,3 +261,47 @@ def test_invariance_pairs_are_suggested_ranked_and_filed(project):
     assert read_tree(path).frame.loc[edited, "input_b"] == "The towels were spotless"
     with pytest.raises(LingtestError, match="first ~ second"):
         session.accept("/Same", shown[2]["sid"], "pass", text="no separator here")
+
+
+def test_a_hugging_face_classifier_over_its_own_labels(tmp_path):
+    """A sequence classifier saved here from the packaged MiniLM with labels of its own
+    (rooms / service / price), fitted on six sentences: loaded by id2label, not as sentiment."""
+    import torch
+    from tiny_models import minilm_tokenizer
+    from transformers import BertForSequenceClassification
+
+    from tasks.adaptive.tested_models import HubLabelClassifier
+    from tasks.models.registry import resolve
+
+    labels = ["price", "rooms", "service"]
+    texts = ["The room was tiny", "Our bed was soft", "Staff were rude", "The waiter smiled",
+             "Far too expensive", "Cheap for what you get"]
+    targets = torch.tensor([1, 1, 2, 2, 0, 0])
+    torch.manual_seed(0)
+    base = resolve("sentence-transformers/all-MiniLM-L6-v2", "encoder").require().path
+    model = BertForSequenceClassification.from_pretrained(
+        base, num_labels=3, id2label=dict(enumerate(labels)),
+        label2id={y: i for i, y in enumerate(labels)})
+    tokenizer = minilm_tokenizer()
+    inputs = {**tokenizer(texts, padding=True, return_tensors="pt"), "labels": targets}
+    optimiser = torch.optim.Adam(model.parameters(), lr=5e-4)
+    model.train()
+    for _ in range(30):
+        loss = model(**inputs).loss
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    folder = tmp_path / "aspects"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+    tested = load_tested_model(str(folder), sentiment)
+    assert isinstance(tested, HubLabelClassifier) and tested.labels == tuple(labels)
+    assert tested.model_id == "aspects" and tested.revision
+    answers, probs = tested.predict_with_probabilities(texts)
+    assert answers == [labels[i] for i in targets] and np.allclose(probs.sum(1), 1)
+    tree = new_tree([{"topic": "/Rooms", "input": t, "output": "rooms", "label": "pass",
+                      "labeler": "ada", "description": ""} for t in texts[:2]],
+                    [f"{k:032x}" for k in (1, 2)])
+    results = score_cases(tree_to_cases(tree), tested)
+    assert results["verdict"].tolist() == ["pass", "pass"]

@@ -8,9 +8,10 @@ AdaTest scores a tree with one of three scorers (``adaptivetesting/_scorer.py``)
 - **classifier** (``kind = "classifier"``): ``labels`` and
   ``predict_with_probabilities(texts) -> (answers, probabilities over labels)``. Sentiment
   models (``vader``, ``lingtest/minilm-sst2``, hub and folder classifiers, ``python:`` /
-  ``predictions:`` models whose labels read as sentiment) answer neg / neutral / pos; any
-  other ``python:`` classifier answers its own labels (``labels`` attribute, ``classes_`` or
-  ``id2label``), e.g. a topic classifier's ``rooms`` / ``staff`` / ``location``.
+  ``predictions:`` models whose labels read as sentiment, or mapped by ``models.label_map``)
+  answer neg / neutral / pos; any other ``python:`` classifier (``labels`` attribute,
+  ``classes_`` or ``id2label``) or Hugging Face classifier (``config.id2label``) answers its
+  own labels, e.g. a topic classifier's ``rooms`` / ``staff`` / ``location``.
 - **raw** (``kind = "raw"``): ``outputs_and_scores(texts) -> (outputs, failure scores)``:
   AdaTest's raw-score tests. Either a ``python:`` object with ``score(texts)`` (RawScorer:
   the output shown is the score), or a generation model — any LLM spec — with a scoring
@@ -83,6 +84,67 @@ class OwnLabelClassifier:
     def parameters(self) -> dict:
         return {"model_id": self.model_id, "revision": self.revision, "kind": "classifier",
                 "labels": "/".join(self.labels), "spec": self.user.ref.bare}
+
+
+class HubLabelClassifier:
+    """A Hugging Face sequence classifier (hub id or folder) over its own labels
+    (``config.id2label``, e.g. a topic classifier's), answering its most probable label."""
+
+    kind = "classifier"
+    BATCH = 32
+
+    def __init__(self, ref: ModelRef, offline: bool):
+        from tasks.models.registry import hub_offline, resolve, transformers_classes
+
+        auto_model, auto_tokenizer = transformers_classes(
+            "AutoModelForSequenceClassification", "AutoTokenizer")
+        res = resolve(ref.target, "classifier", offline=offline).require()
+        try:
+            with hub_offline(offline):
+                self.tokenizer = auto_tokenizer.from_pretrained(res.path,
+                                                                local_files_only=offline)
+                self.model = auto_model.from_pretrained(res.path,
+                                                        local_files_only=offline).eval()
+        except (OSError, ValueError) as exc:
+            raise LingtestError(f"model `{ref.name}` ({res.source}, {res.path}) failed to "
+                                f"load: {exc}") from exc
+        id2label = self.model.config.id2label
+        self.labels = tuple(str(id2label[i]) for i in sorted(id2label, key=int))
+        self.model_id, self.spec = ref.name, ref.bare
+        self.revision = res.revision or getattr(self.model.config, "_commit_hash", None)
+
+    def predict_with_probabilities(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
+        import torch
+
+        texts = list(texts)
+        rows = []
+        for start in range(0, len(texts), self.BATCH):
+            batch = self.tokenizer(texts[start:start + self.BATCH], padding=True,
+                                   truncation=True, max_length=512, return_tensors="pt")
+            with torch.no_grad():
+                rows.append(torch.softmax(self.model(**batch).logits.float(), -1).numpy())
+        probs = np.vstack(rows) if rows else np.empty((0, len(self.labels)))
+        return [self.labels[i] for i in probs.argmax(1)], probs.astype(np.float64)
+
+    def parameters(self) -> dict:
+        return {"model_id": self.model_id, "revision": self.revision, "kind": "classifier",
+                "labels": "/".join(self.labels), "spec": self.spec}
+
+
+def hub_labels(ref: ModelRef, offline: bool) -> list[str] | None:
+    """A hub or folder classifier's own labels from its config (no weights loaded); None
+    when they cannot be read here (the sentiment loader then says why)."""
+    from tasks.models.registry import hub_offline, resolve, transformers_classes
+
+    (auto_config,) = transformers_classes("AutoConfig")
+    try:
+        res = resolve(ref.target, "classifier", offline=offline).require()
+        with hub_offline(offline):
+            id2label = auto_config.from_pretrained(res.path,
+                                                   local_files_only=offline).id2label
+    except (LingtestError, OSError, ValueError):
+        return None
+    return [str(id2label[i]) for i in sorted(id2label, key=int)]
 
 
 def check_scores(values: object, n: int, who: str) -> np.ndarray:
@@ -232,6 +294,18 @@ def load_tested_model(spec: str, load_sentiment: Callable[[str], object],
             if label_map:
                 raise
             return OwnLabelClassifier(user, own)
+    elif ref.form in ("hub", "folder"):
+        from tasks.models.label_maps import sentiment_labels
+        from tasks.models.sentiment import MINILM_CONFIG
+
+        label_map = (label_maps or {}).get(ref.name) or (label_maps or {}).get(ref.bare)
+        own = None if (Path(ref.target) / MINILM_CONFIG).is_file() else \
+            hub_labels(ref, offline)
+        if own and not label_map:
+            try:
+                sentiment_labels(own, None, ref.name)
+            except LingtestError:
+                return HubLabelClassifier(ref, offline)
     return SentimentClassifier(load_sentiment(spec))
 
 
