@@ -160,7 +160,10 @@ def test_on_two_dask_workers_batches_are_spread_and_the_answers_are_the_same(
     # the thread run's one answer task, then the Dask run's three; one registration
     assert latest_states(f"answer-{MODEL}", 100)[-4:] == ["Completed"] * 4
     assert len(latest_states(f"answer-{MODEL}", 100)) == answers_before + 1 + 3
-    assert latest_states(f"register-{MODEL}", 100) == registrations_before  # registered once
+    # registered once: by the module's run, else by the first of these two (never by both)
+    registrations = latest_states(f"register-{MODEL}", 100)
+    assert set(registrations) <= {"Completed"}
+    assert len(registrations) - len(registrations_before) <= 1
     ours, theirs = (pd.read_parquet(w.interim / "consistency" / "results.parquet")
                     .drop(columns="response_id") for w in (threads, dask))
     pd.testing.assert_frame_equal(ours, theirs, check_exact=True)
