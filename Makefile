@@ -44,7 +44,7 @@ run: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 ui: install
 	$(BIN)/lingtest ui
