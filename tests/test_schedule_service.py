@@ -235,7 +235,7 @@ def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(serve
         (root / "params.yaml").write_text(re.sub(r"^seed: \d+", "seed: 42",
                                                  (root / "params.yaml").read_text(), count=1,
                                                  flags=re.M))
-        code = _stop(serve, timeout=60)
+        code = _stop(serve)
         receiver.close()
     text = log.read_text()
     assert "tok3n" not in text, "the webhook's token reached the service's log"
@@ -280,7 +280,7 @@ def test_a_restarted_service_runs_no_stale_tick_and_a_stop_leaves_none_waiting(s
             and r.expected_start_time >= restarted_at], second, log)
         print(f"restarted service ran {ran[0].name} ({ran[0].state_name})")
     finally:
-        code = _stop(second, timeout=60)
+        code = _stop(second)
     runs = {r.id: r for r in _runs(api_url, "restart")}
     for old in due:
         now = runs[old.id]
