@@ -19,7 +19,7 @@ printed table compares the generators' speed on the same prompts.
 
 Run (from the checkout root; about 5 min on 2 idle cores, most of it Gemma's sampling;
 20 min on the shared machine of 2026-11-27):
-``.venv/bin/python benchmarks/blind_suggestions.py --out /work/blind``.
+``.venv/bin/python benchmarks/blind_suggestions.py --out blind-reading``.
 """
 from __future__ import annotations
 
