@@ -15,12 +15,16 @@ os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.pop("PREFECT_API_URL", None)
-# de-quantised model copies (tasks.models.causal_lm.converted_dir) for this session only
-os.environ["LINGTEST_CACHE"] = tempfile.mkdtemp(prefix="lingtest-cache-")
-# removed when the process ends: a session's copies take 0.5-1.8 GB (Gemma's 1.1 GB), and
-# runs left behind filled this machine's disk
-for _folder in (_HOME, os.environ["LINGTEST_CACHE"]):
-    atexit.register(shutil.rmtree, _folder, True)
+atexit.register(shutil.rmtree, _HOME, True)
+# de-quantised model copies (tasks.models.causal_lm.converted_dir) for this test run only,
+# shared by its pytest-xdist workers (they inherit the controller's environment; a copy is
+# converted once, under a lock) and removed when the process that made it ends: a run's
+# copies take 0.5-1.8 GB (Gemma's 1.1 GB), and runs left behind filled this machine's disk
+if os.environ.get("LINGTEST_TEST_CACHE_OWNER") is None:
+    os.environ["LINGTEST_CACHE"] = tempfile.mkdtemp(prefix="lingtest-cache-")
+    os.environ["LINGTEST_TEST_CACHE_OWNER"] = str(os.getpid())
+if os.environ["LINGTEST_TEST_CACHE_OWNER"] == str(os.getpid()):
+    atexit.register(shutil.rmtree, os.environ["LINGTEST_CACHE"], True)
 
 import pytest  # noqa: E402
 
@@ -45,19 +49,49 @@ def prefect_harness():
 
 
 @pytest.fixture(scope="session")
-def data_project(tmp_path_factory, mirror: Path, prefect_harness):
-    """A temporary project whose ``data`` stage has run on the mirror (once per session)."""
-    import shutil
+def dask_cluster(prefect_harness):
+    """Two Dask worker processes for the Dask tests of a pytest process, reached through
+    ``runtime.dask_address`` as a user's own cluster is: started once, since each worker's
+    imports and first model loads take ~20 s. (The cluster a stage starts itself is covered
+    by test_dask_runner.py and the capabilities stage's ``task_runner=auto`` test.)"""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0",
+                                  env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.fixture(scope="session")
+def data_project(tmp_path_factory, worker_id: str, mirror: Path, prefect_harness):
+    """A temporary project whose ``data`` stage has run on the mirror: once per test run,
+    by the first pytest-xdist worker that needs it (~60 s), under a lock; every worker
+    gets its own copy of that project."""
+    import fcntl
 
     from flows.stage import run_stage
     from tasks.core.config import load_params
     from tasks.core.paths import Workspace
 
-    root = tmp_path_factory.mktemp("project")
-    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
     # threads: the tests' reference runner; the Dask tests name their runner themselves
     overrides = [f"data.mirror={mirror}", "data.online=false", "runtime.task_runner=threads"]
-    run_stage("data", load_params(root, overrides), Workspace(root))
+
+    def build(root: Path) -> None:
+        shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+        run_stage("data", load_params(root, overrides), Workspace(root))
+
+    root = tmp_path_factory.mktemp("project")
+    if worker_id == "master":  # no xdist: nobody to share with
+        build(root)
+        return Workspace(root), overrides
+    shared = tmp_path_factory.getbasetemp().parent / "data-project"
+    with open(f"{shared}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "params.yaml").is_file():
+            staging = Path(tempfile.mkdtemp(dir=shared.parent, prefix=".data-project-"))
+            build(staging)
+            staging.rename(shared)
+    # the project's files, not its run state (locks, Prefect records of the builder's run)
+    shutil.copytree(shared, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".prefect"))
     return Workspace(root), overrides
 
 
@@ -108,3 +142,11 @@ def table(mirror: Path):
         return built[name].copy()
 
     return read
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Modules with slow end-to-end tests first (order within a module kept): pytest-xdist
+    hands whole modules out in this order (``--dist loadfile``), so a long one does not start
+    last while the other process sits idle."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)

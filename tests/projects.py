@@ -17,7 +17,8 @@ def sibling_project(source: Workspace, root: Path) -> Workspace:
     return Workspace(root)
 
 
-def dask_overrides(storage: Path) -> list[str]:
-    """A local cluster of two worker processes, results and cache records in ``storage``."""
-    return ["runtime.task_runner=dask", "runtime.max_workers=2",
-            f"runtime.result_storage={storage}"]
+def dask_overrides(storage: Path, address: str) -> list[str]:
+    """The session's cluster of two worker processes (conftest's ``dask_cluster``), results
+    and cache records in ``storage``."""
+    return ["runtime.task_runner=dask", f"runtime.dask_address={address}",
+            "runtime.max_workers=2", f"runtime.result_storage={storage}"]

@@ -264,7 +264,7 @@ def test_debugging_stage_runs_the_protocol_end_to_end(data_project, debugging_ru
 
 @pytest.mark.slow
 def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
-        data_project, base_classifier, debugging_run, tmp_path) -> None:
+        data_project, base_classifier, debugging_run, tmp_path, dask_cluster) -> None:
     """The AdaTest loop runs in the flow's process while the suite is built; the units
     (one fine-tuning per model) on two worker processes give the thread run's revisions,
     result rows and training tests byte for byte."""
@@ -278,7 +278,7 @@ def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
     (dask.root / "inputs").mkdir(parents=True, exist_ok=True)
     (dask.root / "inputs" / CORRECTIONS.name).write_bytes(CORRECTIONS.read_bytes())
     run_stage("adaptive-debug", load_params(dask.root, [
-        *overrides, *small_debugging(base_classifier), *dask_overrides(tmp_path / "results")]),
+        *overrides, *small_debugging(base_classifier), *dask_overrides(tmp_path / "results", dask_cluster)]),
         dask)
     expected, found = (pd.read_parquet(w.interim / "adaptive-debug" / "results.parquet")
                        for w in (threads, dask))

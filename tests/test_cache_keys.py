@@ -215,6 +215,27 @@ def test_an_edited_helper_module_is_a_miss_and_an_unrelated_one_a_hit(demo_packa
     assert key(task, policy, x=1) != after_local, "a helper module the task reaches changed"
 
 
+def test_a_comment_docstring_or_layout_edit_is_a_hit_and_a_string_value_a_miss(demo_package,
+                                                                              tmp_path):
+    """Code is keyed by its syntax tree without docstrings: editing what does not run
+    (comments, docstrings, blank lines, parentheses) keeps the cached results."""
+    package, task = demo_package
+    policy = ContentInputs(code_root=tmp_path, packages=("demo_cachepkg",))
+    before = key(task, policy, x=1)
+    touch(package / "helper.py", '"""Doubling."""\n\n\ndef double(x):\n    """Twice x."""\n'
+                                  '    # the same code\n    return (2 * x)  # still\n')
+    touch(package / "task_module.py", TASK_MODULE.replace(
+        "def _local(x):\n", 'def _local(x):\n    """One more."""\n\n'))
+    assert key(task, policy, x=1) == before, "only comments, docstrings and layout changed"
+
+    touch(package / "helper.py", HELPER.replace("return 2 * x", "'x'\n    return 2 * x"))
+    assert key(task, policy, x=1) == before, "a string statement first in a body is a docstring"
+    touch(package / "helper.py", HELPER.replace("return 2 * x", "y = 'a'\n    return 2 * x"))
+    assert key(task, policy, x=1) != before, "a string value that is code is a miss"
+    touch(package / "helper.py", HELPER)
+    assert key(task, policy, x=1) == before
+
+
 def test_real_tasks_reach_their_helpers_and_not_the_rest_of_their_package():
     tag = code_reach(capabilities.tag_sentences.fn).modules
     assert {"tasks.capabilities.search", "tasks.models.nlp"} <= set(tag)  # nlp: lazy import

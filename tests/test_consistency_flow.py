@@ -134,7 +134,7 @@ def test_suite_and_results_follow_the_contract(consistency_run) -> None:
 
 @pytest.mark.slow
 def test_on_two_dask_workers_batches_are_spread_and_the_answers_are_the_same(
-        consistency_run, tmp_path) -> None:
+        consistency_run, tmp_path, dask_cluster) -> None:
     """On Dask the model is registered once, its pending prompts go out as runs of whole
     batches, one task each (the unit then sends nothing), and every answer, table and report
     CSV equals the thread run's at the same batch size (response ids aside: the workers save
@@ -154,7 +154,7 @@ def test_on_two_dask_workers_batches_are_spread_and_the_answers_are_the_same(
     first = run_stage("consistency", load_params(
         threads.root, [*small, "runtime.task_runner=threads"]), threads)  # auto: Dask
     summary = run_stage("consistency", load_params(
-        dask.root, [*small, *dask_overrides(tmp_path / "results")]), dask)
+        dask.root, [*small, *dask_overrides(tmp_path / "results", dask_cluster)]), dask)
 
     assert summary["sent"] == first["sent"] == 6
     # the thread run's one answer task, then the Dask run's three; one registration

@@ -65,7 +65,7 @@ def _responses(url: str) -> int:
 
 @pytest.mark.slow
 def test_two_servers_in_one_dask_run_get_one_request_at_a_time(tmp_path, mirror,
-                                                                prefect_harness):
+                                                                dask_cluster):
     """consistency.concurrency 1 holds per endpoint across both Dask worker processes:
     batches of 2 give each model 3 answer tasks, so without a cross-process limit both
     workers send to the first server at once (measured: 2 in flight)."""
@@ -80,7 +80,7 @@ def test_two_servers_in_one_dask_run_get_one_request_at_a_time(tmp_path, mirror,
                  f"openai:my-smol@{two.url}#name=server-b"]
         params = load_params(workspace.root, [
             *overrides, _llms(*specs), "consistency.concurrency=1", "consistency.batch_size=2",
-            *dask_overrides(tmp_path / "results")])
+            *dask_overrides(tmp_path / "results", dask_cluster)])
         summary = run_stage("consistency", params, workspace)
         prompts = summary["prompts"]
         assert prompts == 6 and summary["errors"] == 0

@@ -100,7 +100,7 @@ def test_retest_of_the_same_model_changes_nothing_under_shards(contrastive_run) 
 
 
 def test_on_two_dask_workers_the_embedding_is_spread_and_the_tables_are_the_same(
-        contrastive_run, tmp_path) -> None:
+        contrastive_run, tmp_path, dask_cluster) -> None:
     """On Dask the stage embeds shard by shard across the workers before its unit (the unit
     then embeds nothing in a fresh store), and writes the thread run's results and report
     CSVs byte for byte."""
@@ -110,7 +110,7 @@ def test_on_two_dask_workers_the_embedding_is_spread_and_the_tables_are_the_same
     workspace, params, first = contrastive_run
     dask = sibling_project(workspace, tmp_path / "dask")
     overrides = [f"data.mirror={params.data.mirror}", "data.online=false", *SMALL,
-                 *dask_overrides(tmp_path / "results")]
+                 *dask_overrides(tmp_path / "results", dask_cluster)]
     summary = run_stage("contrastive", load_params(dask.root, overrides), dask)
 
     assert summary["embedded_now"] == {MINILM: 0}  # the shard tasks embedded everything

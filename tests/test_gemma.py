@@ -71,6 +71,7 @@ def test_missing_chunks_are_missing_with_the_pip_fix(monkeypatch):
         res.require()
 
 
+@pytest.mark.slow
 def test_it_is_a_base_model_that_transformers_loads(generator):
     lm = generator.lm
     assert type(lm.model).__name__ == "Gemma3ForCausalLM"
@@ -86,6 +87,7 @@ def test_it_is_a_base_model_that_transformers_loads(generator):
     assert good > scrambled + 5
 
 
+@pytest.mark.slow
 def test_adatest_prompts_get_one_line_completions(generator):
     first = generator.complete([PROMPT], 4, seed=0)[0]
     assert first == generator.complete([PROMPT], 4, seed=0)[0]  # seeded

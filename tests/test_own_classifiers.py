@@ -447,15 +447,18 @@ def test_label_map_keys_may_be_numbers() -> None:
 
 
 @pytest.mark.slow
-def test_a_python_model_runs_on_dask_workers_as_on_threads(own_runs) -> None:
+def test_a_python_model_runs_on_dask_workers_as_on_threads(own_runs, tmp_path,
+                                                          dask_cluster) -> None:
     """Each worker process imports the module file itself: the adaptive stage on two Dask
-    workers gives the lexicon model the same rows as the thread run."""
+    workers give the lexicon model the same rows as the thread run."""
+    from projects import dask_overrides
     from tasks.core.paths import Workspace
 
     workspace, _, overrides = own_runs
     params = load_params(workspace.root, [*overrides, *SMALL, LABEL_MAP,
                                           f"adaptive.models=['{SPEC}']",
-                                          "runtime.task_runner=dask", "runtime.shards=2"])
+                                          *dask_overrides(tmp_path / "results", dask_cluster),
+                                          "runtime.shards=2"])
     elsewhere = Workspace(workspace.root, workspace.root / "runs" / "dask-check")
     run_stage("adaptive", params, elsewhere)
     on_dask = pd.read_parquet(elsewhere.interim / "adaptive" / "results.parquet")

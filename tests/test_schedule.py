@@ -168,6 +168,7 @@ def _artifacts(api_url: str, key: str) -> list:
                 key=ArtifactFilterKey(any_=[key])))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_a_served_interval_schedule_fires_and_each_run_is_a_dvc_experiment(
         dvc_project: Path) -> None:

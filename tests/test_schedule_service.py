@@ -131,6 +131,7 @@ def _experiments(root: Path) -> list[str]:
     return shown.stdout.split()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(served) -> None:
     root, api_url = served
@@ -250,6 +251,7 @@ def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(serve
     print(Counter(f"{r.state_name}: {(r.state.message or '')[:40]}" for r in runs))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_restarted_service_runs_no_stale_tick_and_a_stop_leaves_none_waiting(served) -> None:
     root, api_url = served

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tasks.core.paths import PACKAGE_ROOT
 
 PROBE = """import time
@@ -30,6 +32,7 @@ def _probe(tmp_path, **env: str) -> subprocess.CompletedProcess:
                                             "PREFECT_HOME": str(tmp_path / "home"), **env})
 
 
+@pytest.mark.slow
 def test_the_temporary_server_starts_and_a_failing_start_is_one_line(tmp_path):
     started = _probe(tmp_path)
     assert started.stdout.strip() == "healthy 200", started.stdout + started.stderr[-2000:]

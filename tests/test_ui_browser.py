@@ -1,5 +1,6 @@
 """The Prefect UI in headless Chromium: after two `data` runs with different parameters, the
-artifact page of ``data-tables`` lists both versions and each version shows its own provenance.
+artifact page of ``data-tables`` lists both versions, each version shows its own provenance,
+and the second run's ``data-comparison`` artifact shows the changed parameters as a diff.
 
 Chromium is Debian's (``.ci/run`` installs it); it is driven over the DevTools protocol with
 ``websockets``, polling the rendered text (the UI renders client-side) instead of a fixed time budget.
@@ -27,17 +28,18 @@ RUNS = [{"seed": 1, "data.timeout_s": 11}, {"seed": 2, "data.timeout_s": 12}]
 
 
 async def _read_pages(websocket_url: str, pages: list[tuple[str, list[str]]],
-                      screenshot: Path) -> list[str]:
-    """The text of each page once its expected strings show; a screenshot of the first."""
+                      screenshots: dict[int, Path]) -> list[str]:
+    """The text of each page once its expected strings show; screenshots of the pages named
+    by index."""
     import websockets
 
     async with websockets.connect(websocket_url, max_size=None) as websocket:
         browser = Browser(websocket)
         texts = []
-        for url, expected in pages:
+        for index, (url, expected) in enumerate(pages):
             texts.append(await browser.text_once_shown(url, expected))
-            if len(texts) == 1:
-                await browser.screenshot(screenshot)
+            if index in screenshots:
+                await browser.screenshot(screenshots[index])
         return texts
 
 
@@ -74,21 +76,29 @@ def test_artifact_page_shows_both_versions_of_two_runs(tmp_path: Path, mirror: P
         ui_url = api_url.removesuffix("/api")
         # The key page lists every version (short id, flow run) under the newest description;
         # each version's own page shows that run's provenance.
+        comparison = httpx.post(f"{api_url}/artifacts/filter", timeout=10, json={
+            "artifacts": {"key": {"any_": ["data-comparison"]}}}).raise_for_status().json()
+        newest = max(comparison, key=lambda v: v["created"])
         pages = [(f"{ui_url}/artifacts/key/data-tables",
                   [*names, *(v["id"][:8] for v in versions), "seed: 2"]),
                  (f"{ui_url}/artifacts/artifact/{versions[0]['id']}",
-                  ["Provenance", "seed: 1", '"timeout_s":11.0'])]
+                  ["Provenance", "seed: 1", '"timeout_s":11.0']),
+                 # the second run against the first: the changed parameters, one line each
+                 (f"{ui_url}/artifacts/artifact/{newest['id']}",
+                  ["Parameters", "seed: 1 → 2", "data.timeout_s: 11.0 → 12.0"])]
         user_data_dir = tmp_path / "chromium-profile"
         user_data_dir.mkdir()
         chromium, websocket_url = start_chromium(user_data_dir)
-        screenshot = tmp_path / "ui.png"
-        key_page, first_version = asyncio.run(asyncio.wait_for(
-            _read_pages(websocket_url, pages, screenshot), timeout=3 * RENDER_WAIT_S))
+        screenshot, compared = tmp_path / "ui.png", tmp_path / "comparison.png"
+        key_page, first_version, _ = asyncio.run(asyncio.wait_for(
+            _read_pages(websocket_url, pages, {0: screenshot, 2: compared}),
+            timeout=4 * RENDER_WAIT_S))
     finally:
         if chromium is not None:
             stop_chromium(chromium)
         stop_server(server, workspace)
     print(key_page)
     assert '"timeout_s":12.0' not in first_version  # the older version, not the newest again
-    assert screenshot.stat().st_size > 10_000, "the screenshot is (nearly) empty"
-    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for shot in (screenshot, compared):
+        assert shot.stat().st_size > 10_000, f"{shot.name} is (nearly) empty"
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

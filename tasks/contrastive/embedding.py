@@ -29,7 +29,6 @@ which the revision pins.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import re
@@ -41,7 +40,7 @@ from typing import Iterable, Iterator, Protocol, Sequence
 import numpy as np
 
 from tasks.core.errors import LingtestError
-from tasks.core.io import atomic_path, sha256_text, write_json
+from tasks.core.io import atomic_path, held_flock, sha256_text, write_json
 
 STORE_FORMAT = 2  # 2: vectors from exact-length passes; 1 (padded batches) is never read
 HASH_DTYPE = "S64"  # sha256 hex digests as fixed-width bytes: npz loads without pickle
@@ -148,12 +147,8 @@ class EmbeddingStore:
     def _locked(self, shard: int) -> Iterator[None]:
         """Exclusive lock on one shard while it is read, merged and rewritten."""
         self.path.mkdir(parents=True, exist_ok=True)
-        with open(self.path / f".shard-{shard:0{self._width}x}.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with held_flock(self.path / f".shard-{shard:0{self._width}x}.lock"):
+            yield
 
     def _read_shard(self, shard: int) -> tuple[dict[bytes, int], np.ndarray]:
         path = self.shard_path(shard)

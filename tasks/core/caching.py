@@ -11,7 +11,8 @@ keys a task run on:
 - model ids in parameters annotated ``model_id(kind, resolve=...)`` by the registry's
   resolved revision, so new weights under the same id are a miss;
 - the code: the task's source, the same-module functions and constants it uses, and every
-  project module (``tasks.*``, ``flows.*``) it reaches, by file bytes;
+  project module (``tasks.*``, ``flows.*``) it reaches, by their syntax tree without
+  docstrings (``normalised_code``), so an edited comment, docstring or layout is a hit;
 - a ``version`` string.
 
 Runs holding the same key are serialised with a file lock beside the run's results
@@ -211,13 +212,43 @@ def _top_level(path: str, mtime_ns: int, size: int) -> dict[str, str]:
             names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
         else:
             continue
-        segment = ast.get_source_segment(text, node, padded=True) or ""
-        if getattr(node, "decorator_list", None):  # the decorator belongs to the definition
-            lines = text.splitlines()[node.decorator_list[0].lineno - 1:node.end_lineno]
-            segment = "\n".join(lines)
         for name in names:
-            found[name] = found.get(name, "") + segment
+            found[name] = found.get(name, "") + normalised_code(node)
     return found
+
+
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def normalised_code(tree: ast.AST) -> str:
+    """``tree``'s code without what does not run: ``ast.dump`` of a copy with the docstrings
+    removed (comments, blank lines and line positions are not in a dump)."""
+    import copy
+
+    tree = copy.deepcopy(tree)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, _DOCUMENTED) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+@lru_cache(maxsize=1024)
+def _module_digest(path: str, mtime_ns: int, size: int) -> str:
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        code = normalised_code(parse_source(text))
+    except SyntaxError:  # keyed by its bytes; importing it fails anyway
+        code = text
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def module_digest(path: Path) -> str:
+    """sha256 of a module's normalised code (``normalised_code``), memoised by (path, mtime,
+    size)."""
+    stat = path.stat()
+    return _module_digest(str(path), stat.st_mtime_ns, stat.st_size)
 
 
 def _code_names(code: types.CodeType) -> set[str]:
@@ -299,7 +330,7 @@ def code_digest(reach: CodeReach, root: Path = PACKAGE_ROOT) -> str:
     for name, source in reach.sources:
         digest.update(f"{name}\x1f{source}\x1e".encode())
     for module in reach.modules:
-        digest.update(f"{module}\x1f{file_digest(module_file(module, root))}\x1e".encode())
+        digest.update(f"{module}\x1f{module_digest(module_file(module, root))}\x1e".encode())
     return digest.hexdigest()
 
 

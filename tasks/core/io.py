@@ -108,6 +108,20 @@ def staged_dir(target: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(stage, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def held_flock(path: str | os.PathLike) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created if missing), waited for: processes that
+    would write one thing take turns; the kernel drops it when its holder dies."""
+    import fcntl
+
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def write_text(path: str | os.PathLike, text: str) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")

@@ -10,6 +10,7 @@ load in any process writes the de-quantised weights as a safetensors copy
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -26,6 +27,7 @@ import torch
 from transformers import StoppingCriteriaList
 
 from tasks.core.errors import LingtestError
+from tasks.core.io import held_flock
 from tasks.models.encoders import pick_device
 from tasks.models.json_stop import JSONAnswerStop, json_end, looping
 from tasks.models.registry import (Resolution, assemble_gguf, hub_offline, lingtest_cache, resolve,
@@ -478,7 +480,50 @@ def _head_tied(model, source: str):
 def _from_gguf_or_hub(res: Resolution, source: str, offline: bool, extra: dict):
     """The original files: a chunked package's GGUF is assembled first (once per cache)."""
     assemble_gguf(res)
-    return _from_pretrained(source, offline, **extra)
+    if not res.gguf_file:
+        return _from_pretrained(source, offline, **extra)
+    with _gguf_parsed_once():
+        return _from_pretrained(source, offline, **extra)
+
+
+_GGUF_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _gguf_parsed_once():
+    """transformers parses a GGUF three times (config, tokenizer, weights); parsing Gemma 3's
+    262k-token vocabulary takes ~25 s on 2 cores each time. While converting, ``gguf``'s
+    reader is memoised by path, so the file is parsed once (one conversion at a time)."""
+    import gguf
+
+    original = gguf.GGUFReader
+    readers: dict[str, object] = {}
+
+    def read_once(path, *args, **kwargs):
+        key = str(Path(path).resolve())
+        if args or kwargs or key not in readers:
+            readers[key] = original(path, *args, **kwargs)
+        return readers[key]
+
+    with _GGUF_LOCK:
+        gguf.GGUFReader = read_once
+        try:
+            yield
+        finally:
+            gguf.GGUFReader = original
+
+
+@contextlib.contextmanager
+def _one_conversion(copy: Path | None):
+    """Processes that load one GGUF model at once (two stages, two Dask workers) wait for
+    the first one's copy instead of each de-quantising it (20-60 s of CPU): an ``flock`` on
+    ``<copy>.lock``, which the kernel drops when its holder dies."""
+    if copy is None:
+        yield
+        return
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    with held_flock(copy.parent / f"{copy.name}.lock"):
+        yield
 
 
 def _load(res: Resolution, device: torch.device, offline: bool) -> CausalLM:
@@ -487,7 +532,7 @@ def _load(res: Resolution, device: torch.device, offline: bool) -> CausalLM:
     copy = converted_dir(res)
     began = time.perf_counter()
     try:
-        with hub_offline(offline):
+        with hub_offline(offline), _one_conversion(copy):
             if copy is not None and (copy / CONVERTED_MARKER).is_file():
                 try:
                     damaged = damaged_files(copy)
