@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
+from tasks.core.compare import publish_comparison
 from tasks.core.config import Params
 from tasks.core.paths import Workspace
 from tasks.core.publish import publish
@@ -20,4 +21,5 @@ def data_flow(params: Params, root: str) -> dict[str, int]:
                for name in buildable_tables(manifest)}
     summary = write_tables({name: future.result() for name, future in futures.items()}, root)
     publish(data_report(params, workspace, manifest, summary), workspace)
+    publish_comparison("data", workspace, [], get_run_logger())  # no per-case results
     return dict(zip(summary["table"], summary["rows"]))

@@ -54,6 +54,16 @@ def _run_data_stage(root: Path, mirror: Path, overrides: dict[str, object]) -> N
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
 
 
+def _commit_project(root: Path, message: str) -> None:
+    """The project as a DVC user keeps it: git (reports are git-tracked) and DVC."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    if not (root / ".git").exists():
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+        subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", message, "--allow-empty"], cwd=root, check=True)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_artifact_page_shows_both_versions_of_two_runs(tmp_path: Path, mirror: Path) -> None:
@@ -64,8 +74,11 @@ def test_artifact_page_shows_both_versions_of_two_runs(tmp_path: Path, mirror: P
     server, api_url = start_server(workspace, "127.0.0.1", free_port())
     chromium = None
     try:
+        shutil.copy(PACKAGE_ROOT / "dvc.yaml", root / "dvc.yaml")  # the stage's files
+        _commit_project(root, "before the runs")
         for overrides in RUNS:
             _run_data_stage(root, mirror, overrides)
+            _commit_project(root, f"run {overrides}")  # what the next run compares with
         answer = httpx.post(f"{api_url}/artifacts/filter", timeout=10,
                             json={"artifacts": {"key": {"any_": ["data-tables"]}}})
         versions = sorted(answer.raise_for_status().json(), key=lambda v: v["created"])
