@@ -25,7 +25,8 @@ from tasks.core.sections import (AdaptiveParams, CapabilitiesParams, Consistency
 
 class Params(Section):
     seed: int = Field(42, ge=0, description="drives Python, NumPy and torch")
-    profile: str = Field("default", pattern=r"^[A-Za-z0-9_-]+$")
+    profile: str = Field("default", pattern=r"^[A-Za-z0-9_-]+$",
+                         description="params/<profile>.yaml merged over params.yaml")
     data: DataParams = Field(default_factory=DataParams)
     models: ModelsParams = Field(default_factory=ModelsParams)
     runtime: RuntimeParams = Field(default_factory=RuntimeParams)

