@@ -239,6 +239,12 @@ def _check_stage_files(stage: str, params: Params, workspace: Workspace) -> None
         from tasks.consistency.pipeline import database_url
         from tasks.consistency.store import check_sqlite
         check_sqlite(database_url(c, workspace))  # a bad URL, or a damaged SQLite file
+        if c.generator != "builtin" and not c.import_dir:  # the external generator runs
+            from tasks.consistency.external import PARAM, find_binary
+            try:
+                find_binary(c.generator, c.generator_binary)
+            except LingtestError as error:
+                raise _keyed(PARAM, error) from None
         if c.questions:
             from tasks.data.questions import read_questions_jsonl
             _read("consistency.questions", read_questions_jsonl, _path(c.questions, workspace))
@@ -298,7 +304,10 @@ def _read(key: str, reader, path: Path):
             except LingtestError as error:
                 raise _keyed(key, error) from None
         raise LingtestError(f"{key}: {path}: not UTF-8 text ({exc})") from None
-    except (OSError, ValueError) as exc:  # a reader's unforeseen case
+    except RecursionError:  # a reader's own parsing, nested beyond Python's stack
+        raise LingtestError(f"{key}: {path}: nested deeper than Python's parser reaches; fix: "
+                            "a flatter file") from None
+    except (OSError, ValueError, OverflowError) as exc:  # a reader's unforeseen case
         raise LingtestError(f"{key}: {path}: cannot read it ({type(exc).__name__}: "
                             f"{exc})") from None
 
