@@ -66,6 +66,7 @@ HUGE = b"1" * 5000  # beyond Python's 4,300-digit limit of int(str)
 QUESTION = b'{"question": "is it", "answer": true}\n'
 PY = "python:inputs/models/m.py:f"
 ADAPT = ["adapt", "--topic", "/Rooms", "--oracle", "vader"]
+OLLAMA = "consistency.llms=['ollama:llama3']"  # a stage whose other inputs check quickly
 
 # (id, argv, {relative path: bytes}, text the message must contain)
 CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
@@ -374,6 +375,28 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
     ("repair-models-empty", run("repair", "repair.models=[]"), {}, "repair.models"),
     ("repair-encoder-missing", run("repair", "contrastive.encoders=[nobody/enc]"), {},
      "nobody/enc"),
+    # ---- the debugging experiment's tree, alert metric files, review, compare
+    ("debug-tree-missing", run("adaptive-debug", "adaptive.debug.conditions=[adatest-tree]",
+                               "adaptive.debug.tree=inputs/none.csv"), {},
+     "adaptive.debug.tree: {root}/inputs/none.csv does not exist"),
+    ("debug-tree-malformed", run("adaptive-debug", "adaptive.debug.conditions=[adatest-tree]",
+                                 "adaptive.debug.tree=inputs/t.csv"),
+     {"inputs/t.csv": b",topic,input\nab,/A,x,extra\n"}, "adaptive.debug.tree: {root}/inputs/t.csv"),
+    ("debug-tree-fifo", run("adaptive-debug", "adaptive.debug.conditions=[adatest-tree]",
+                            "adaptive.debug.tree=~/inputs/t.csv"), {"inputs/t.csv": FIFO},
+     "adaptive.debug.tree: {root}/inputs/t.csv: is a named pipe"),
+    ("alert-metric-fifo", run("data", "runtime.alerts=[{metric: 'inputs/m.json:k', above: 1}]"),
+     {"inputs/m.json": FIFO}, "inputs/m.json is neither a metrics file of dvc.yaml nor an "
+                              "existing file"),
+    ("review-tree-fifo", ["review", "inputs/t.csv"], {"inputs/t.csv": FIFO},
+     "{root}/inputs/t.csv: is a named pipe"),
+    ("compare-markdown-folder", ["compare", "HEAD", "--markdown", "inputs"], {},
+     "lingtest compare --markdown inputs: not a regular file"),
+    ("result-storage-unknown-protocol", run("consistency", OLLAMA, "runtime.result_storage=nosuchfs://b/x"),
+     {}, "runtime.result_storage nosuchfs://b/x: fsspec cannot open nosuchfs:// here"),
+    ("dask-address-without-storage", run("consistency", OLLAMA, "runtime.task_runner=dask",
+                                         "runtime.dask_address=tcp://127.0.0.1:9"), {},
+     "runtime.dask_address tcp://127.0.0.1:9: set runtime.result_storage"),
     # ---- command line: a usage error is one line too
     ("usage-unknown-option", ["classify-answers", "inputs/a.csv", "--colum", "r"], {},
      "lingtest classify-answers: No such option: --colum"),

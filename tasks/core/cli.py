@@ -587,7 +587,7 @@ def _review_tree(tree: str, workspace: Workspace) -> Path:
     candidates = [given] if given.is_absolute() else [Path.cwd() / given,
                                                       workspace.root / given]
     for candidate in candidates:
-        if candidate.is_file():
+        if candidate.exists():  # a folder or a pipe: read_tree names what it is
             return candidate.resolve()
     tried = " nor ".join(str(c) for c in dict.fromkeys(candidates))
     raise LingtestError(f"lingtest review {tree}: no tree at {tried}; give the path of an "
@@ -611,6 +611,11 @@ def compare(before: str = typer.Argument(..., help="A git revision, DVC experime
     from tasks.core.io import write_text
 
     root = Workspace.current().root
+    if markdown is not None:
+        markdown = markdown.expanduser()
+        if markdown.exists() and not markdown.is_file():
+            raise LingtestError(f"lingtest compare --markdown {markdown}: not a regular file; "
+                                "fix: the path of the Markdown file to write")
     names = list(stage or [s for s in STAGES if method_class(s) is not None])
     unknown = [s for s in names if s not in STAGES]
     if unknown:
