@@ -413,3 +413,7 @@ def test_bad_input_is_one_clear_error(argv, files, needle, project, monkeypatch,
     """The harness's contract, and no piece of a password in the output."""
     output = assert_one_clear_error(argv, files, needle, project, monkeypatch, capsys)
     assert not re.findall(r"Zq9|Xk7|Wm5|Yv3|Tr2|Pb4|Hn6", output), output
+
+
+def test_sweep_cases_are_distinct_and_many():
+    assert len({c[0] for c in CASES}) == len(CASES) >= 130

@@ -87,9 +87,11 @@ def _levels(levels: Sequence[int], strength: int) -> tuple[np.ndarray, int]:
     if not values or min(values) < 1 or max(values) > MAX_LEVEL:
         shown = str(values) if len(str(values)) < 120 else str(values)[:117] + "..."
         raise LingtestError(f"covering array: levels must be a non-empty list of integers "
-                            f"1..{MAX_LEVEL}, got {shown}")
+                            f"1..{MAX_LEVEL}, got {shown}; fix: values per parameter, e.g. "
+                            f"--values 3,3,2,2")
     if int(strength) < 1:
-        raise LingtestError(f"covering array: strength must be >= 1, got {strength}")
+        raise LingtestError(f"covering array: strength must be >= 1, got {strength}; fix: "
+                            f"--strength 2 (pairwise) or more")
     return np.asarray(values, dtype=np.int64), min(int(strength), len(values))
 
 
