@@ -20,13 +20,15 @@ from tasks.adaptive.prompts import PromptSettings, minilm_embed
 from tasks.adaptive.review import ModelOracle, run_round
 from tasks.adaptive.review_form import apply_review, review_input, review_markdown, suggest
 from tasks.adaptive.tree import read_tree, write_tree
+from tasks.core.secrets import MaskedURL, plain_url
 from tasks.models.sentiment import load_sentiment_model
 
 
 @flow(name="adapt", log_prints=True)
 def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
                generator: str = "HuggingFaceTB/SmolLM2-135M-Instruct",
-               base_url: str | None = None, model: str = "vader", reviewer: str = "reviewer",
+               base_url: MaskedURL | str | None = None, model: str = "vader",
+               reviewer: str = "reviewer",
                oracle: str | None = None, seed: int = 0, prompts: int | None = None,
                completions: int | None = None, top: int = 20,
                binary_labels: list[str] | None = None, offline: bool = True,
@@ -45,8 +47,10 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
     for the oracle (``TopicMembership``, MiniLM). ``pass_tokens``: the classifiers' floor of
     tokens per pass (``runtime.pass_tokens``; lower is faster on small calls);
     ``encoder_precision`` / ``encoder_backend``: their path (``runtime.encoder_*``);
-    ``label_maps`` / ``names``: ``models.label_map`` / ``models.names`` for both models."""
+    ``label_maps`` / ``names``: ``models.label_map`` / ``models.names`` for both models.
+    ``base_url``: a ``MaskedURL`` keeps a password in it out of the run's stored parameters."""
     logger = get_run_logger()
+    base_url = plain_url(base_url)
     path = Path(tree_path)
     tree = read_tree(path)
     encoder_path = {"precision": encoder_precision, "backend": encoder_backend,

@@ -59,6 +59,27 @@ def dask_installed() -> bool:
     return False
 
 
+def check_runtime(params: Params) -> None:
+    """What ``task_runner`` and ``result_storage`` would refuse, found without building
+    either (``lingtest run`` checks it before Prefect starts)."""
+    runtime, spec = params.runtime, params.runtime.result_storage
+    if runtime.task_runner == "dask" and runtime.dask_address and spec is None:
+        raise LingtestError(
+            f"runtime.dask_address {runtime.dask_address}: set runtime.result_storage "
+            f"to a folder or fsspec URL every worker reaches (task results travel "
+            f"through it; on one machine any folder does)")
+    if spec is not None and "://" in spec and not spec.startswith("file://"):
+        import fsspec
+
+        protocol = spec.split("://", 1)[0]
+        try:
+            fsspec.get_filesystem_class(protocol)
+        except (ImportError, ValueError) as error:
+            raise LingtestError(f"runtime.result_storage {spec}: fsspec cannot open "
+                                f"{protocol}:// here ({error}); install its package (e.g. "
+                                f"s3fs) or give a folder") from None
+
+
 def task_runner(params: Params):
     """Threads by default; a Dask cluster (local, or ``runtime.dask_address``) on request."""
     runtime = params.runtime
@@ -69,11 +90,7 @@ def task_runner(params: Params):
             raise LingtestError("runtime.task_runner: dask needs prefect-dask: "
                                 "pip install 'lingtest[dask]'") from None
         if runtime.dask_address:
-            if runtime.result_storage is None:
-                raise LingtestError(
-                    f"runtime.dask_address {runtime.dask_address}: set runtime.result_storage "
-                    f"to a folder or fsspec URL every worker reaches (task results travel "
-                    f"through it; on one machine any folder does)")
+            check_runtime(params)
             return DaskTaskRunner(address=runtime.dask_address)
         threads = str(runtime.threads)  # the workers' torch threads (runtime.threads)
         cluster = {"n_workers": runtime.max_workers, "threads_per_worker": 1,
@@ -104,16 +121,9 @@ def result_storage(params: Params, workspace: Workspace):
         return folder if folder.is_absolute() else workspace.root / folder
     import hashlib
 
-    import fsspec
     from prefect.filesystems import RemoteFileSystem
 
-    protocol = spec.split("://", 1)[0]
-    try:
-        fsspec.get_filesystem_class(protocol)
-    except (ImportError, ValueError) as error:
-        raise LingtestError(f"runtime.result_storage {spec}: fsspec cannot open {protocol}:// "
-                            f"here ({error}); install its package (e.g. s3fs) or give a "
-                            f"folder") from None
+    check_runtime(params)
     block = RemoteFileSystem(basepath=spec)
     block.save(f"lingtest-results-{hashlib.sha256(spec.encode()).hexdigest()[:12]}",
                overwrite=True)

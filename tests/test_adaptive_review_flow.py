@@ -120,6 +120,8 @@ def test_adapt_without_a_ui_server_or_oracle_says_how_to_review(tmp_path):
 
     env = dict(os.environ, PREFECT_HOME=str(tmp_path / "home"))
     env.pop("PREFECT_API_URL", None)
+    (tmp_path / "t.csv").write_text(",topic,input,output,label,labeler,description\n"
+                                    "m1,/Rooms,,,topic_marker,a,\n")  # checked first
     done = subprocess.run([sys.executable, "-m", "tasks.core.cli", "adapt", "--topic", "/Rooms",
                            "--tree", str(tmp_path / "t.csv")], cwd=PACKAGE_ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
@@ -238,14 +240,17 @@ def test_adapt_diversity_switch_reaches_the_prompts(tmp_path, prefect_harness):
 
 
 def test_lingtest_adapt_passes_its_options_to_the_flow(tmp_path, monkeypatch, mirror):
-    """`--no-diversity` and `--oracle-min-confidence` reach `adapt_flow`; defaults on, 0.8."""
+    """`--no-diversity` and `--oracle-min-confidence` reach `adapt_flow`; defaults on, 0.8;
+    `--base-url` reaches it as a MaskedURL (Prefect stores it masked)."""
     from typer.testing import CliRunner
 
     import flows.adapt
     from tasks.core.cli import app
+    from tasks.core.secrets import MaskedURL
 
     calls = []
-    monkeypatch.setattr(flows.adapt, "adapt_flow", lambda *a, **kw: calls.append(kw))
+    monkeypatch.setattr(flows.adapt, "adapt_flow",
+                        lambda *a, **kw: calls.append({**kw, "base_url": a[4]}))
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
     tree = shutil.copy(mirror / "adatest" / "imdb_hotel_conversion.csv", tmp_path / "t.csv")
     args = ["adapt", "--topic", "/Rooms", "--oracle", "vader", "--tree", str(tree)]
@@ -258,6 +263,10 @@ def test_lingtest_adapt_passes_its_options_to_the_flow(tmp_path, monkeypatch, mi
     assert [kw["review_timeout_s"] for kw in calls] == [3600, 120]
     assert [kw["oracle_min_confidence"] for kw in calls] == [0.8, 0.3]
     assert [kw["oracle_topic_filter"] for kw in calls] == [True, False]
+    url = "http://alice:Zq9%2FXk7@127.0.0.1:9/v1"
+    done = CliRunner().invoke(app, args + ["--generator", "openai:gpt-test", "--base-url", url])
+    assert done.exit_code == 0, done.output
+    assert [kw["base_url"] for kw in calls] == [None, None, MaskedURL(url=url)]
 
 
 ROOM_LINES = ["The room was spotless", "Sheets were stained", "The bed was comfortable",

@@ -1,28 +1,17 @@
 """Bad-input sweep: every reader, CLI command and parameter fails with one clear error.
 
-Each case runs ``lingtest ...`` in-process against a throw-away project and asserts
-(a) exit status 2, (b) a short message naming the file/line/key, no traceback, (c) nothing
-under data/ or reports/ created or changed, and (d) for ``run``: no flow started (the
-stage's flow is replaced by a recorder, so a case that slips past validation fails fast
-instead of running for minutes).
+Each case runs ``lingtest ...`` in-process against a throw-away project; the contract
+(exit status 2, exactly one ``lingtest: error:`` line naming the file/line/key, no traceback,
+nothing under data/, reports/ or inputs/ created or changed, no flow started) is
+``bad_input_harness.assert_one_clear_error``, shared with ``test_bad_input_reliability.py``.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import sys
-from pathlib import Path
-
 import pytest
 
-from tasks.core.paths import PACKAGE_ROOT
+from bad_input_harness import (NOT_UTF8, REVIEW_TREE, _snapshot,  # noqa: F401
+                               assert_one_clear_error, lingtest, project, run)
 from tasks.models.sentiment import MINILM_CONFIG
-
-NOT_UTF8 = b"caf\xe9 \xff\xfe\n"
-
-
-def run(stage: str, *sets: str) -> list[str]:
-    return ["run", stage, *[arg for s in sets for arg in ("--set", s)]]
 
 
 LEX = "inputs/models/lex.py"
@@ -62,8 +51,6 @@ def _checklist_suite() -> bytes:
 CHECKLIST_SUITE = _checklist_suite()
 
 
-REVIEW_TREE = (b",topic,input,output,label,labeler,description\n"
-               b"m1,/Rooms,,,topic_marker,a,\nt1,/Rooms,Clean room,pos,pass,a,\n")
 
 
 def py(attr: str, file: str = "lex") -> str:
@@ -442,79 +429,10 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
 ]
 
 
-def _snapshot(root: Path) -> dict[str, tuple[int, str]]:
-    out = {}
-    for top in ("data", "reports", "inputs"):
-        for path in sorted((root / top).rglob("*")):
-            if path.is_file():
-                out[str(path.relative_to(root))] = (path.stat().st_mtime_ns,
-                                                    hashlib.sha256(path.read_bytes()).hexdigest())
-    return out
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror: Path) -> Path:
-    """A project with params, and earlier outputs under data/ and reports/ to protect."""
-    (tmp_path / "params").mkdir()
-    (tmp_path / "params.yaml").write_bytes((PACKAGE_ROOT / "params.yaml").read_bytes())
-    raw = tmp_path / "data" / "raw"
-    raw.mkdir(parents=True)
-    (raw / "MANIFEST.tsv").write_text("path\tsha256\tbytes\tasset\tsource\n"
-                                      "sst/a\t00\t1\tsst\tmirror\nmrpc/b\t00\t1\tmrpc\tmirror\n")
-    (tmp_path / "data" / "processed").mkdir()
-    (tmp_path / "data" / "processed" / "sst.parquet").write_bytes(b"earlier table")
-    (raw / "adatest").mkdir()  # the data stage's copy of the tree the adaptive stage reads
-    (raw / "adatest" / "imdb_hotel_conversion.csv").write_bytes(
-        (mirror / "adatest" / "imdb_hotel_conversion.csv").read_bytes())
-    (tmp_path / "reports").mkdir()
-    (tmp_path / "reports" / "metrics.json").write_text(json.dumps({"earlier": 1}))
-    (tmp_path / "inputs").mkdir()
-    trained = tmp_path / "data" / "models" / "minilm-sst2"  # train-sentiment's output
-    trained.mkdir(parents=True)
-    (trained / MINILM_CONFIG).write_text("{}")
-    monkeypatch.setenv("LINGTEST_ROOT", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def lingtest(argv: list[str], monkeypatch, capsys) -> tuple[int, str, list[str]]:
-    """Run the CLI's ``main`` in-process: (exit status, stdout+stderr, stages started)."""
-    import flows.stage
-    from tasks.core import cli
-
-    started: list[str] = []
-    monkeypatch.setattr(flows.stage, "run_stage", lambda stage, *a, **k: started.append(stage))
-    monkeypatch.setattr(sys, "argv", ["lingtest", *argv])
-    try:
-        cli.main()
-        status = 0
-    except SystemExit as exit_:
-        status = exit_.code if isinstance(exit_.code, int) else 1
-    except Exception as error:  # noqa: BLE001 - a raw traceback is exactly what we test for
-        status, captured = -1, capsys.readouterr()
-        return status, f"Traceback: {type(error).__name__}: {error}", started
-    captured = capsys.readouterr()
-    return status, captured.out + captured.err, started
-
-
 @pytest.mark.parametrize("argv, files, needle", [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
 def test_bad_input_is_one_clear_error(argv, files, needle, project, monkeypatch, capsys):
-    for rel, content in files.items():  # None: remove the file
-        (project / rel).parent.mkdir(parents=True, exist_ok=True)
-        if content is None:
-            (project / rel).unlink()
-        else:
-            (project / rel).write_bytes(content)
-    before = _snapshot(project)
-    status, output, started = lingtest(argv, monkeypatch, capsys)
-    assert "Traceback" not in output, output
-    assert not started, f"no error: stage {started} started ({output[-300:]})"
-    assert status == 2, (status, output)
-    assert needle in output, output
-    assert "tok3n" not in output, "a webhook URL's token was echoed"
-    assert len(output.strip().splitlines()) <= 12, output
-    assert _snapshot(project) == before, "an output file was created or changed"
+    assert_one_clear_error(argv, files, needle, project, monkeypatch, capsys)
 
 
 def test_sweep_has_at_least_60_cases():

@@ -159,11 +159,40 @@ def test_cli_output_leaves_input_alone(responses, tmp_path) -> None:
     assert pd.read_csv(out)["parsed"].tolist() == ["true", "false", "undefined", "true"]
 
 
-def test_rerun_replaces_parsed_column(responses) -> None:
+def test_rerun_replaces_parsed_column_only_when_told(responses) -> None:
     first = classify_csv(responses, "response", mode="lenient")
-    assert classify_csv(responses, "response", mode="lenient") == first == {"true": 2, "false": 1,
-                                                            "undefined": 1}
+    classified = responses.read_bytes()
+    with pytest.raises(LingtestError, match="already has a `parsed` column .*pass --overwrite"):
+        classify_csv(responses, "response", mode="strict")
+    assert responses.read_bytes() == classified  # the earlier classification stays
+    again = classify_csv(responses, "response", mode="lenient", overwrite=True)
+    assert again == first == {"true": 2, "false": 1, "undefined": 1}
     assert list(pd.read_csv(responses).columns) == ["id", "response", "code", "parsed"]
+
+
+def test_cli_output_folder_gets_the_file_name(responses, tmp_path) -> None:
+    """`--output <folder>` writes <folder>/<FILE's name> (as cp does); FILE stays as it was;
+    `~` in either path is the home folder."""
+    before = responses.read_bytes()
+    folder = tmp_path / "classified"
+    folder.mkdir()
+    result = CliRunner().invoke(cli.app, ["classify-answers", str(responses), "--column",
+                                          "response", "--output", str(folder), "--oracle",
+                                          "lenient"], env={"HOME": str(tmp_path)})
+    assert result.exit_code == 0, result.output
+    assert f"wrote {folder / responses.name}" in result.output
+    assert responses.read_bytes() == before
+    assert pd.read_csv(folder / responses.name)["parsed"].tolist() == ["true", "false",
+                                                                       "undefined", "true"]
+    home = CliRunner().invoke(cli.app, ["classify-answers", f"~/{responses.name}", "--column",
+                                        "response", "--output", "~/classified/"],
+                              env={"HOME": str(tmp_path)})
+    assert home.exit_code == 0, home.output
+    assert pd.read_csv(folder / responses.name)["parsed"].tolist() == ["true", "undefined",
+                                                                       "undefined", "true"]
+    new = CliRunner().invoke(cli.app, ["classify-answers", str(responses), "--column",
+                                       "response", "--output", f"{tmp_path}/new/"])
+    assert new.exit_code == 0 and (tmp_path / "new" / responses.name).is_file(), new.output
 
 
 def test_missing_column_lists_columns_and_changes_nothing(responses, monkeypatch,

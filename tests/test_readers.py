@@ -195,7 +195,7 @@ def test_read_questions_jsonl_user_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("bad_line, problem", [
-    ('{"question": "q", "answer": true,}', "invalid JSON"),
+    ('{"question": "q", "answer": true,}', "not valid JSON"),
     ('{"answer": true, "passage": ""}', "'question'"),
     ('{"question": "q", "answer": "yes"}', "'answer'"),
     ('{"question": "q", "passage": "p"}', "'answer'"),

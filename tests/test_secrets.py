@@ -237,6 +237,23 @@ def test_prefect_stores_masked_flow_parameters_while_the_flow_gets_the_real_ones
         assert not leaks(text, password), text
 
 
+def test_adapt_stores_its_base_url_masked_while_the_flow_gets_the_real_one():
+    """`lingtest adapt --base-url` reaches ``adapt_flow`` as a ``MaskedURL``: the parameters
+    Prefect stores for the run (``Flow.serialize_parameters``, what the API records) hold the
+    URL with its password masked, the flow's validated parameters the real URL."""
+    from flows.adapt import adapt_flow
+    from tasks.core.secrets import MaskedURL, plain_url
+
+    password = ODD["encoded"]
+    url = f"http://alice:{password}@127.0.0.1:9/v1"
+    given = {"tree_path": "t.csv", "topic": "/Rooms", "base_url": MaskedURL(url=url)}
+    stored = json.dumps(adapt_flow.serialize_parameters(given))
+    assert not leaks(stored, password) and '"http://alice:***@127.0.0.1:9/v1"' in stored
+    assert plain_url(adapt_flow.validate_parameters(given)["base_url"]) == url
+    plain = {**given, "base_url": "http://127.0.0.1:9/v1"}  # a plain string stays usable
+    assert plain_url(adapt_flow.validate_parameters(plain)["base_url"]) == plain["base_url"]
+
+
 # --------------------------------------------------------------------------- end to end
 
 _spec = importlib.util.spec_from_file_location("pg_server", Path(__file__).with_name("pg_server.py"))

@@ -131,3 +131,49 @@ def test_non_finite_vectors_in_a_shard_are_refused(shard_store):
     with pytest.raises(LingtestError, match=r"unreadable embedding shard \(1 vectors not "
                                             r"finite\); fix: delete it"):
         reopen().get(texts)
+
+
+def _rewrite(shard, **members) -> None:
+    """``shard`` rewritten as a valid npz with these members (the others as they were)."""
+    with np.load(shard) as data:
+        kept = {name: data[name] for name in data.files}
+    with open(shard, "wb") as handle:
+        np.savez(handle, **{**kept, **members})
+
+
+def test_zeroed_vectors_in_a_valid_shard_are_refused(shard_store):
+    """A shard rewritten whole (valid zip, CRCs fine) with its vectors zeroed: the checksum
+    written with the vectors no longer matches; without a checksum (a shard from before
+    them) the all-zero rows give it away. Either way: the path and the fix, not zeros."""
+    store, texts, reopen = shard_store
+    shard = store.shard_files()[2]
+    with np.load(shard) as data:
+        assert "checksum" in data.files
+        zeros = np.zeros_like(data["vectors"])
+    _rewrite(shard, vectors=zeros)
+    with pytest.raises(LingtestError, match=r"unreadable embedding shard \(its vectors do not "
+                                            r"match the checksum written with them\); fix: "
+                                            r"delete it"):
+        reopen().get(texts)
+    with np.load(shard) as data:
+        members = {"hashes": data["hashes"], "vectors": data["vectors"]}
+    with open(shard, "wb") as handle:  # no checksum member, as written before checksums
+        np.savez(handle, **members)
+    with pytest.raises(LingtestError) as caught:
+        reopen().get(texts)
+    assert str(caught.value).startswith(f"{shard}: unreadable embedding shard (")
+    assert f"{len(zeros)} all-zero vectors and no checksum" in str(caught.value)
+    shard.unlink()  # the fix
+    assert 0 < len(reopen().missing(texts)) < len(texts)
+
+
+def test_a_shard_without_a_checksum_is_still_served(shard_store):
+    """Shards written before checksums keep serving their (non-zero) vectors."""
+    store, texts, reopen = shard_store
+    expected = reopen().get(texts)
+    for shard in store.shard_files():
+        with np.load(shard) as data:
+            members = {"hashes": data["hashes"], "vectors": data["vectors"]}
+        with open(shard, "wb") as handle:
+            np.savez(handle, **members)
+    assert np.array_equal(reopen().get(texts), expected)

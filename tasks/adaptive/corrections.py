@@ -21,10 +21,18 @@ DROP = "drop"
 
 def read_corrections(path: Path) -> pd.DataFrame:
     """The correction list, checked for its columns, labels and a reason on every row."""
-    if not path.is_file():
+    if not path.exists():
         raise LingtestError(f"adaptive.debug.corrections: no file at {path}; fix: point it at "
                             "a CSV with columns " + ", ".join(COLUMNS) + " (or null: none)")
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    from tasks.core.io import check_input_file
+
+    check_input_file(path, "a CSV with columns " + ", ".join(COLUMNS))
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise LingtestError(f"adaptive.debug.corrections: {path}: not a readable CSV "
+                            f"({str(exc).strip()[:160]}); fix: UTF-8 CSV with the header "
+                            + ",".join(COLUMNS)) from None
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise LingtestError(f"adaptive.debug.corrections: {path} lacks columns {missing}; fix: "

@@ -190,17 +190,13 @@ def _check_rows(frame: pd.DataFrame, lines: list[int], source: str) -> None:
 
 def read_tree(path: str | os.PathLike) -> TestTree:
     """Read an AdaTest CSV file (see the module docstring)."""
+    from tasks.core.io import read_input_text
+
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
+    if not path.exists():
         raise InputFormatError(path, None, "no such test tree file",
-                               "check the path (the mirror's trees are under adatest/)") from None
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[:exc.start].count(b"\n") + 1
-        raise InputFormatError(path, line, f"not UTF-8 text ({exc.reason})",
-                               "save the file as UTF-8") from None
-    return parse_tree(text, str(path))
+                               "check the path (the mirror's trees are under adatest/)")
+    return parse_tree(read_input_text(path), str(path))
 
 
 # --------------------------------------------------------------------------- writing

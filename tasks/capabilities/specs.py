@@ -45,6 +45,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr,
 from pydantic import field_validator, model_validator
 
 from tasks.core.errors import InputFormatError, LingtestError, read_utf8
+from tasks.core.io import parse_yaml
 
 LABELS = ("neg", "neutral", "pos")
 # Universal POS tags that spaCy's English pipelines assign (token.pos_).
@@ -302,14 +303,9 @@ def load_spec(path: str | Path) -> CapabilitySpec:
         text = read_utf8(path, "save the specification as UTF-8")
     except OSError as exc:
         raise LingtestError(f"{path}: cannot read the capability specification ({exc})") from None
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputFormatError(path, mark.line + 1 if mark else None, f"not valid YAML: {problem}",
-                               "check indentation, colons and quoting on that line") from None
+    fix = "check indentation, colons and quoting on that line"
+    node = parse_yaml(text, path, fix, yaml.compose)
+    data = parse_yaml(text, path, fix)
     if not isinstance(data, dict):
         raise InputFormatError(path, 1, "a specification must be a mapping of keys",
                                "start with `id:`, `capability:`, `description:`, `search:`")
@@ -344,7 +340,7 @@ def load_specs(specs_dir: str | Path, only: list[str] | None = None) -> list[Cap
         raise LingtestError(f"capabilities.specs_dir: {folder} is not a folder "
                             "(set capabilities.specs_dir to the folder of LC*.yaml files)")
     specs: dict[str, CapabilitySpec] = {}
-    for path in sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES and p.is_file()):
+    for path in sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES and not p.is_dir()):
         spec = load_spec(path)
         if spec.id in specs:
             raise InputFormatError(path, None, f"id `{spec.id}` is also defined in "

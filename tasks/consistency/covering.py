@@ -19,6 +19,7 @@ If ``strength`` exceeds the number of parameters k it is clamped to k (full fact
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Sequence
 from itertools import combinations, product
 from math import prod
@@ -29,6 +30,8 @@ import numpy as np
 from tasks.core.errors import InputFormatError, LingtestError
 
 DONT_CARE = -1
+MAX_LEVEL = 1 << 20  # values per parameter: far beyond an IPM's, and int64-safe in products
+DEFAULT_MAX_TUPLES = 500_000  # `lingtest covering-array`: about 15 s of the built-in generator
 # Tabu budget, in units of ~1 us on a 2-core VM: a step costs STEP_COST plus ELEMENT_COST per
 # (candidate row x affected subset x t). Counted, not timed, so results stay deterministic.
 STEP_COST, ELEMENT_COST = 150.0, 0.012
@@ -80,19 +83,43 @@ class _Space:
 
 def _levels(levels: Sequence[int], strength: int) -> tuple[np.ndarray, int]:
     """Validate the model; clamp the strength to the number of parameters."""
-    lv = np.asarray([int(v) for v in levels], dtype=np.int64)
-    if lv.ndim != 1 or len(lv) == 0 or (lv < 1).any():
-        raise LingtestError(f"covering array: levels must be a non-empty list of integers >= 1, "
-                            f"got {list(levels)}")
+    values = [int(v) for v in levels]  # checked as Python ints: 1e23 would overflow int64
+    if not values or min(values) < 1 or max(values) > MAX_LEVEL:
+        shown = str(values) if len(str(values)) < 120 else str(values)[:117] + "..."
+        raise LingtestError(f"covering array: levels must be a non-empty list of integers "
+                            f"1..{MAX_LEVEL}, got {shown}; fix: values per parameter, e.g. "
+                            f"--values 3,3,2,2")
     if int(strength) < 1:
-        raise LingtestError(f"covering array: strength must be >= 1, got {strength}")
-    return lv, min(int(strength), len(lv))
+        raise LingtestError(f"covering array: strength must be >= 1, got {strength}; fix: "
+                            f"--strength 2 (pairwise) or more")
+    return np.asarray(values, dtype=np.int64), min(int(strength), len(values))
 
 
 def tuple_count(levels: Sequence[int], strength: int) -> int:
-    """How many t-tuples a covering array of this model must cover (t clamped to k)."""
+    """How many t-tuples a covering array of this model must cover (t clamped to k): the
+    elementary symmetric polynomial e_t of the levels, in O(k·t) exact integer steps (the
+    t-subsets themselves can be too many to list)."""
     lv, t = _levels(levels, strength)
-    return sum(prod(c) for c in combinations(lv.tolist(), t))
+    sums = [1] + [0] * t  # sums[j] = e_j of the levels seen so far
+    for value in lv.tolist():
+        for j in range(t, 0, -1):
+            sums[j] += sums[j - 1] * value
+    return sums[t]
+
+
+def check_size(levels: Sequence[int], strength: int, max_tuples: int, option: str) -> int:
+    """The model's t-tuple count, or a LingtestError when it exceeds ``max_tuples`` (the
+    built-in generator and ``check`` take about 30 µs per tuple, and hold every t-subset of
+    columns in memory), naming the bound and ``option``, which raises it."""
+    count = tuple_count(levels, strength)
+    if count > max_tuples:
+        t = min(int(strength), len(levels))
+        raise LingtestError(f"covering array: {len(levels)} parameters at strength {t} have "
+                            f"{count:,} {t}-tuples to cover, above the bound of {max_tuples:,} "
+                            f"(about {max_tuples * 30e-6:.0f} s to generate); fix: fewer "
+                            f"parameters or values, a lower --strength, or raise the bound "
+                            f"with {option} N")
+    return count
 
 
 def missing_tuples(array: np.ndarray, levels: Sequence[int], strength: int) -> int:
@@ -379,17 +406,23 @@ def write_ca_csv(array: np.ndarray, path: str | Path) -> None:
 def read_ca_csv(path: str | Path) -> np.ndarray:
     """Read a ca-N.csv file; blank lines are ignored, anything else malformed is an error."""
     fix = "expected one test per line: non-negative integers separated by commas, no header"
+    from tasks.core.io import read_input_text
+
     rows: list[list[int]] = []
-    with open(path, newline="", encoding="utf-8") as handle:
+    text = read_input_text(path, "a ca-N.csv is UTF-8 text, one row of integers per line")
+    with io.StringIO(text, newline="") as handle:
         for line, fields in enumerate(csv.reader(handle), start=1):
             if not any(f.strip() for f in fields):
                 continue
             try:
                 row = [int(f) for f in fields]
-            except ValueError:
-                raise InputFormatError(path, line, f"not an integer in {fields!r}", fix) from None
+            except ValueError:  # not an integer, or more digits than Python converts
+                raise InputFormatError(path, line, f"not an integer in {str(fields)[:80]}",
+                                       fix) from None
             if min(row) < 0:
                 raise InputFormatError(path, line, f"negative value in {fields!r}", fix)
+            if max(row) > MAX_LEVEL:
+                raise InputFormatError(path, line, f"value {max(row)} above {MAX_LEVEL}", fix)
             if rows and len(row) != len(rows[0]):
                 raise InputFormatError(path, line, f"{len(row)} values, the first row has "
                                        f"{len(rows[0])}", fix)

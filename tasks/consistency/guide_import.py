@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import csv
-import json
+import io
 import re
 from pathlib import Path
 
@@ -24,6 +24,7 @@ import pandas as pd
 from tasks.consistency.covering import missing_tuples, read_ca_csv
 from tasks.consistency.ipm import derive_prompt
 from tasks.core.errors import InputFormatError, LingtestError, read_utf8
+from tasks.core.io import parse_json
 from tasks.data.questions import question_record
 
 PARAM = "consistency.import_dir"
@@ -77,8 +78,8 @@ def _sentences(folder: Path) -> dict[int, tuple[str, bool]]:
     """Sentence id → (sentence, label) from test_runs.csv, else public_questions.jsonl."""
     runs = folder / "test_runs.csv"
     found: dict[int, tuple[str, bool]] = {}
-    if runs.is_file():
-        with runs.open(newline="", encoding="utf-8") as handle:
+    if runs.exists():  # a pipe or folder of that name: refused by the reader
+        with io.StringIO(read_utf8(runs), newline="") as handle:
             reader = csv.DictReader(handle)
             missing = {"id", "sentence", "correct_answer_label"} - set(reader.fieldnames or [])
             if missing:
@@ -93,16 +94,13 @@ def _sentences(folder: Path) -> dict[int, tuple[str, bool]]:
                 found[int(row["id"])] = (row["sentence"], label == "true")
         return found
     questions = folder / "public_questions.jsonl"
-    if not questions.is_file():
+    if not questions.exists():
         raise LingtestError(f"{PARAM}: {folder} has neither test_runs.csv nor "
                             "public_questions.jsonl (the guide's example/ folder has both)")
     lines = [t for t in read_utf8(questions).splitlines() if t.strip()]
     for number, text in enumerate(lines, start=1):
-        try:
-            record = json.loads(text)
-        except ValueError:
-            raise InputFormatError(questions, number, "not a {\"question\", \"answer\"} record",
-                                   "one JSON object per line") from None
+        record = parse_json(text, questions, "one {\"question\", \"answer\"} JSON object per "
+                            "line", number)
         # the guide writes "answer": true/false; the string "false" must not become True
         _, answer, _ = question_record(record, questions, number)
         found[number] = (record["question"], answer)  # as written: it keys the store

@@ -254,19 +254,32 @@ def _contradicts(clause: list[str], answer: str) -> bool:
     return False
 
 
+def classified_path(path: str | Path, output: str | Path | None) -> Path:
+    """Where ``classify_csv`` writes: ``output`` (in it, under ``path``'s name, when it is a
+    folder or ends with ``/``), else ``path`` itself."""
+    path = Path(path).expanduser()
+    target = Path(output).expanduser() if output is not None else path
+    folder = target.is_dir() or str(output or "").endswith("/")
+    return target / path.name if folder else target
+
+
 def classify_csv(path: str | Path, column: str, output: str | Path | None = None,
-                 mode: str = "guide") -> dict[str, int]:
+                 mode: str = "guide", overwrite: bool = False) -> dict[str, int]:
     """Add a ``parsed`` column to a CSV of responses; return the count of each value.
 
     Cells are read as text (``dtype=str``) so that a column of bare ``True``/``False`` is
     not turned into Python booleans and the other columns are written back unchanged.
-    ``output`` defaults to ``path``; either way the file is replaced atomically.
+    ``output`` defaults to ``path``; a folder receives a file of ``path``'s name (as ``cp``);
+    either way the file is replaced atomically. A ``parsed`` column the file already has
+    (an earlier classification, perhaps by another oracle) is replaced only with
+    ``overwrite``.
     """
-    from tasks.core.io import write_csv
+    from tasks.core.io import check_input_file, write_csv
 
-    path = Path(path)
-    if not path.is_file():
-        raise LingtestError(f"{path}: no such file (check the path of the CSV of responses)")
+    path = check_input_file(Path(path).expanduser(), "give the CSV of responses")
+    target = classified_path(path, output)
+    if target.exists() and not target.is_file():
+        check_input_file(target, "--output names the CSV to write, or a folder for it")
     if column == "parsed":
         raise LingtestError("--column parsed would overwrite the responses with their "
                             "classification (name the column that holds the raw responses)")
@@ -281,7 +294,12 @@ def classify_csv(path: str | Path, column: str, output: str | Path | None = None
         available = ", ".join(map(str, table.columns)) or "none"
         raise InputFormatError(path, None, f"no column {column!r}; columns: {available}",
                                "pass one of them with --column")
+    if "parsed" in table.columns and not overwrite:
+        raise InputFormatError(path, None, "already has a `parsed` column (an earlier "
+                               "classification); it is left as it is",
+                               "pass --overwrite to replace it, or --output another file "
+                               "after renaming that column")
     table["parsed"] = [read_answer(cell, mode) for cell in table[column]]
-    write_csv(output if output is not None else path, table)
+    write_csv(target, table)
     counts = Counter(table["parsed"])
     return {value: counts.get(value, 0) for value in VALUES}

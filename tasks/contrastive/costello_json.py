@@ -16,6 +16,7 @@ from tasks.contrastive.suite import METHOD, _frame, _row
 from tasks.core.sections import RELATIONS
 from tasks.core.cases import case_id, provenance_json
 from tasks.core.errors import InputFormatError, LingtestError, read_utf8
+from tasks.core.io import parse_json
 from tasks.core.io import sha256_file, write_json
 
 #: COSTELLO's relation names in its released suites (``ctset1.json``, ``mrpc_ct.json``).
@@ -49,11 +50,7 @@ def read_costello_suite(path: str | Path) -> pd.DataFrame:
         text = read_utf8(path, "save the suite as UTF-8")
     except OSError as exc:
         raise InputFormatError(path, None, f"cannot read the suite ({exc})", _FIX) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFormatError(path, exc.lineno, f"not valid JSON: {exc.msg} (column "
-                               f"{exc.colno})", _FIX) from None
+    data = parse_json(text, path, _FIX)
     if not isinstance(data, dict):
         raise InputFormatError(path, 1, f"the top level is a {type(data).__name__}, "
                                "not an object of relations", _FIX)

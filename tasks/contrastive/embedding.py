@@ -79,6 +79,14 @@ def split_by_shard(texts: Iterable[str], n_shards: int = 16) -> dict[int, list[s
     return dict(sorted(groups.items()))
 
 
+def _checksum(hashes: np.ndarray, vectors: np.ndarray) -> bytes:
+    """sha256 of a shard's hashes and float32 vectors, written beside them: a shard whose
+    zip is valid but whose vectors were overwritten (zeroed, say) no longer matches it."""
+    digest = hashlib.sha256(np.ascontiguousarray(hashes, dtype=HASH_DTYPE).tobytes())
+    digest.update(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
+    return digest.hexdigest().encode("ascii")
+
+
 class EmbeddingStore:
     """On-disk vectors of one model (id + revision + pooling), sharded by text hash."""
 
@@ -157,6 +165,7 @@ class EmbeddingStore:
         try:  # a damaged zip member fails its CRC: BadZipFile, or zlib's error mid-stream
             with np.load(path, allow_pickle=False) as data:
                 hashes, vectors = data["hashes"], data["vectors"]
+                checksum = data["checksum"].item() if "checksum" in data.files else None
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
             raise self._unreadable(path, f"{type(exc).__name__}: {exc}") from None
         if vectors.ndim != 2 or len(hashes) != len(vectors) \
@@ -166,6 +175,14 @@ class EmbeddingStore:
         broken = ~np.isfinite(vectors).all(axis=1)
         if broken.any():  # ``add`` refuses them: the bytes were damaged, not computed
             raise self._unreadable(path, f"{int(broken.sum())} vectors not finite")
+        if checksum is not None and checksum != _checksum(hashes, vectors):
+            raise self._unreadable(path, "its vectors do not match the checksum written "
+                                         "with them")
+        zeroed = ~vectors.any(axis=1)
+        if checksum is None and zeroed.any():  # a shard from before checksums: an all-zero
+            # row is no encoder's output but a file overwritten (valid zip, vectors zeroed)
+            raise self._unreadable(path, f"{int(zeroed.sum())} all-zero vectors and no "
+                                         "checksum")
         return {h: i for i, h in enumerate(hashes.tolist())}, vectors
 
     @staticmethod
@@ -230,7 +247,8 @@ class EmbeddingStore:
                         [stored.reshape(-1, self.dim),
                          vectors[[r for _, r in new]].astype(np.float32)])
                     with atomic_path(self.shard_path(shard)) as tmp, open(tmp, "wb") as fh:
-                        np.savez(fh, hashes=hashes, vectors=merged)
+                        np.savez(fh, hashes=hashes, vectors=merged,
+                                 checksum=np.array(_checksum(hashes, merged), dtype="S64"))
                     index = {h: i for i, h in enumerate(hashes.tolist())}
                     stored = merged
                     added += len(new)

@@ -204,15 +204,11 @@ def read_dictionary(path: str | Path) -> list[str]:
     path = Path(path)
     fix = ("a dictionary file is a JSON list of words (or an object keyed by word), or one "
            "word per line; set contrastive.dictionary_file to it or to null")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputFormatError(path, None, f"cannot read the dictionary ({exc})", fix) from None
+    from tasks.core.io import parse_json, read_input_text
+
+    text = read_input_text(path, fix)
     if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputFormatError(path, exc.lineno, f"not valid JSON: {exc.msg}", fix) from None
+        data = parse_json(text, path, fix)
         if not isinstance(data, (list, dict)):
             raise InputFormatError(path, 1, f"the top level is a {type(data).__name__}", fix)
         for index, word in enumerate(data):

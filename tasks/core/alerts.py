@@ -125,12 +125,13 @@ def with_failure_alerts(flow, what: str, url: str | None):
 
 def read_metric(root: Path, metric: str) -> float | None:
     """The number at ``FILE:KEY`` (dotted key into JSON/YAML), or None when absent."""
-    import yaml
+    from tasks.core.errors import LingtestError
+    from tasks.core.io import parse_yaml, read_input_text
 
     path, _, key = metric.partition(":")
-    try:
-        node = yaml.safe_load((root / path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+    try:  # a pipe or a device in its place is no metrics file either (never read)
+        node = parse_yaml(read_input_text(root / path), root / path)
+    except LingtestError:
         return None
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:

@@ -347,20 +347,31 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     from tasks.models.llm import check_llm, parse_llm
     check_llm(parse_llm(generator, "--generator", params.models.names, workspace.root),
               params.models.offline, workspace.root, key="--generator", base_url=base_url)
-    api = configure_environment(workspace)
-    if api is None and oracle is None:
-        raise LingtestError("lingtest adapt: no `lingtest ui` server runs for this project, so "
-                            "no one could review; start `lingtest ui` or pass --oracle <model>")
+    from tasks.adaptive.tree import read_tree, topic_problem
+    if topic_problem(topic):
+        raise LingtestError(f"lingtest adapt --topic: {topic_problem(topic)}; fix: a tree topic "
+                            "such as /Rooms")
     target = Path(tree).expanduser()
     target = target if target.is_absolute() else workspace.root / target
-    if not target.is_file():
+    source = None
+    if not target.exists():
         if start_from is None:
             raise LingtestError(f"lingtest adapt: no tree at {target}; fix: pass --start-from "
                                 "<AdaTest CSV> to begin from an existing tree")
         source = Path(start_from).expanduser()
         source = source if source.is_absolute() else workspace.root / source
-        if not source.is_file():
+        if not source.exists():
             raise LingtestError(f"lingtest adapt --start-from: no tree at {source}")
+    try:  # a malformed tree, a folder or a pipe: one error before Prefect starts
+        read_tree(source or target)
+    except LingtestError as error:
+        raise LingtestError(f"lingtest adapt {'--start-from' if source else '--tree'}: "
+                            f"{error}") from None
+    api = configure_environment(workspace)
+    if api is None and oracle is None:
+        raise LingtestError("lingtest adapt: no `lingtest ui` server runs for this project, so "
+                            "no one could review; start `lingtest ui` or pass --oracle <model>")
+    if source is not None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
     if (workspace.root / GROWN_TREES) not in target.parents:
@@ -369,8 +380,11 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     tree = str(target)
     from flows.adapt import adapt_flow
 
+    from tasks.core.secrets import MaskedURL
+
     seed = params.seed if seed is None else seed
-    adapt_flow(tree, topic, rounds, generator, base_url, model, reviewer, oracle, seed,
+    adapt_flow(tree, topic, rounds, generator, MaskedURL(url=base_url) if base_url else None,
+               model, reviewer, oracle, seed,
                binary_labels=list(params.adaptive.binary_labels or []) or None,
                offline=bool(params.models.offline), root=str(workspace.root),
                pass_tokens=params.runtime.pass_tokens,
@@ -387,28 +401,23 @@ def classify_answers(
         file: str = typer.Argument(..., help="CSV with one LLM response per row."),
         column: str = typer.Option(..., "--column", help="Column holding the responses."),
         output: str | None = typer.Option(None, "--output",
-                                        help="Write here (default: replace FILE)."),
+                                        help="Write here (default: replace FILE); a folder "
+                                             "(or a path ending in /) gets a file of FILE's "
+                                             "name."),
+        overwrite: bool = typer.Option(False, "--overwrite",
+                                       help="Replace a `parsed` column FILE already has "
+                                            "(refused without it)."),
         oracle: str = typer.Option("guide", "--oracle",
                                    help="guide (the guide's first-word rule) | lenient | "
                                    "strict, as consistency.oracle")) -> None:
     """Add a `parsed` column (true/false/undefined, the consistency oracle) to a CSV."""
-    from tasks.consistency.oracle import classify_csv, oracle_version
+    from tasks.consistency.oracle import classified_path, classify_csv, oracle_version
 
     version = oracle_version(oracle)  # an unknown mode: one error naming the choices
-    counts = classify_csv(file, column, output, oracle)
-    typer.echo(f"oracle {oracle} v{version}: wrote {output or file}")
+    counts = classify_csv(file, column, output, oracle, overwrite)
+    typer.echo(f"oracle {oracle} v{version}: wrote {classified_path(file, output)}")
     for value, count in counts.items():
         typer.echo(f"{value}\t{count}")
-
-
-def _read_ca_csv(covering, path: str):
-    """``--check``'s file, with a missing or non-UTF-8 file as one clear error."""
-    from tasks.core.errors import read_utf8
-
-    if not Path(path).is_file():
-        raise LingtestError(f"--check {path}: no such file (give the ca-N.csv to verify)")
-    read_utf8(path, "a ca-N.csv is UTF-8 text, one row of integers per line")
-    return covering.read_ca_csv(path)
 
 
 @app.command("covering-array")
@@ -421,27 +430,31 @@ def covering_array_command(
         binary: str | None = typer.Option(None, "--binary",
                                           help="Path of the external generator."),
         check_file: str | None = typer.Option(None, "--check",
-                                              help="Verify this ca-N.csv instead.")) -> None:
+                                              help="Verify this ca-N.csv instead."),
+        max_tuples: Optional[int] = typer.Option(
+            None, "--max-tuples", help="Refuse a model with more t-tuples than this before "
+            "generating or checking (about 30 µs each; default 500,000, about 15 s).")) -> None:
     """Print a covering array as CSV (row 0 = original input), or --check an existing one."""
     from tasks.consistency import covering
 
     try:
-        try:
-            levels = [int(v) for v in values.split(",")]
-        except ValueError:
-            raise LingtestError(f"--values {values!r}: expected comma-separated integers "
-                                f">= 1, e.g. --values 3,3,2,2") from None
-        if check_file:
-            array = _read_ca_csv(covering, check_file)
-            covering.check(array, levels, strength)
-            t = min(strength, len(levels))
-            typer.echo(f"{check_file}: {len(array)} rows, all "
-                       f"{covering.tuple_count(levels, strength)} {t}-tuples covered")
-            return
-        array = covering.covering_array(levels, strength, seed, generator, binary)
-    except LingtestError as error:
-        typer.secho(f"lingtest: error: {error}", fg="red", err=True)
-        raise typer.Exit(2) from None
+        levels = [int(v) for v in values.split(",")]
+    except ValueError:
+        raise LingtestError(f"--values {values[:80]!r}: expected comma-separated integers "
+                            f">= 1, e.g. --values 3,3,2,2") from None
+    max_tuples = covering.DEFAULT_MAX_TUPLES if max_tuples is None else max_tuples
+    if max_tuples < 1:
+        raise LingtestError(f"--max-tuples {max_tuples}: give a bound >= 1 (default "
+                            f"{covering.DEFAULT_MAX_TUPLES:,})")
+    count = covering.check_size(levels, strength, max_tuples, "--max-tuples")
+    if check_file:
+        array = covering.read_ca_csv(Path(check_file).expanduser())
+        covering.check(array, levels, strength)
+        t = min(strength, len(levels))
+        typer.echo(f"{check_file}: {len(array)} rows, all {count} {t}-tuples covered")
+        return
+    array = covering.covering_array(levels, strength, seed, generator,
+                                    str(Path(binary).expanduser()) if binary else None)
     typer.echo(covering.ca_csv_text(array), nl=False)
 
 
@@ -574,7 +587,7 @@ def _review_tree(tree: str, workspace: Workspace) -> Path:
     candidates = [given] if given.is_absolute() else [Path.cwd() / given,
                                                       workspace.root / given]
     for candidate in candidates:
-        if candidate.is_file():
+        if candidate.exists():  # a folder or a pipe: read_tree names what it is
             return candidate.resolve()
     tried = " nor ".join(str(c) for c in dict.fromkeys(candidates))
     raise LingtestError(f"lingtest review {tree}: no tree at {tried}; give the path of an "
@@ -598,6 +611,11 @@ def compare(before: str = typer.Argument(..., help="A git revision, DVC experime
     from tasks.core.io import write_text
 
     root = Workspace.current().root
+    if markdown is not None:
+        markdown = markdown.expanduser()
+        if markdown.exists() and not markdown.is_file():
+            raise LingtestError(f"lingtest compare --markdown {markdown}: not a regular file; "
+                                "fix: the path of the Markdown file to write")
     names = list(stage or [s for s in STAGES if method_class(s) is not None])
     unknown = [s for s in names if s not in STAGES]
     if unknown:
@@ -618,12 +636,35 @@ def compare(before: str = typer.Argument(..., help="A git revision, DVC experime
 
 
 def main() -> None:
+    """Every error a user can cause is one ``lingtest: error:`` line and exit status 2:
+    a LingtestError, and a command-line usage error (unknown command or option, a value of
+    the wrong type) too, which click would draw as a box of several lines."""
+    # click's exceptions, wherever this typer keeps them (its own copy of click since 0.23)
+    click = sys.modules[typer.BadParameter.__module__]
     try:
-        app()
+        code = app(standalone_mode=False)
     except LingtestError as error:
         # a message may quote a parameter value: never print its password
         typer.secho(f"lingtest: error: {redact_text(str(error))}", fg="red", err=True)
         sys.exit(2)
+    except click.NoArgsIsHelpError as error:  # `lingtest` alone: the help
+        typer.echo(error.ctx.get_help(), err=True)
+        sys.exit(2)
+    except click.UsageError as error:
+        ctx = error.ctx
+        command = "lingtest" + (f" {ctx.info_name}" if ctx is not None and ctx.parent else "")
+        typer.secho(f"lingtest: error: {command}: {redact_text(error.format_message()).rstrip('.')}; fix: "
+                    f"see `{command} --help`", fg="red", err=True)
+        sys.exit(2)
+    except click.ClickException as error:
+        typer.secho(f"lingtest: error: {redact_text(error.format_message())}", fg="red",
+                    err=True)
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        typer.echo("Aborted!", err=True)
+        sys.exit(1)
+    if isinstance(code, int) and code:  # typer.Exit(code) of a command
+        sys.exit(code)
 
 
 if __name__ == "__main__":

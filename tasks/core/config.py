@@ -52,18 +52,11 @@ class Params(Section):
 # --------------------------------------------------------------------------- loading
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    from tasks.core.io import parse_yaml, read_input_text
+
+    if not path.exists():
         raise LingtestError(f"{path}: parameter file not found (run from the project root)")
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise LingtestError(f"{path}:{line}: not UTF-8 text (byte {exc.object[exc.start]:#04x});"
-                            f" save the file as UTF-8") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise LingtestError(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)})")
+    loaded = parse_yaml(read_input_text(path), path, "check indentation, colons and quoting")
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
@@ -92,7 +85,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
         raise LingtestError(f"--set {redact_override(item)!r}: the key {key!r} has an empty part")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):  # kept as text: the section's check names it
         value = raw
     return parts, value
 
@@ -119,6 +112,11 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
     return sorted(model.model_fields)
 
 
+def _short(text: str, limit: int = 120) -> str:
+    """A value as echoed in an error: a 100,000-character --set stays one readable line."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def explain(error: ValidationError, origin: str) -> LingtestError:
     """One message naming each bad key and what it accepts."""
     lines = []
@@ -133,7 +131,7 @@ def explain(error: ValidationError, origin: str) -> LingtestError:
             lines.append(f"bad value for `{key}`: {item['msg'].removeprefix('Value error, ')}")
         else:
             got = redact_value(item.get("input"), str(item["loc"][-1]) if item["loc"] else "")
-            lines.append(f"bad value for `{key}`: {item['msg']} (got {got!r})")
+            lines.append(f"bad value for `{key}`: {item['msg']} (got {_short(repr(got))})")
     return LingtestError(f"{origin}: " + "; ".join(lines))
 
 
@@ -168,7 +166,7 @@ def load_params(
     if parsed:
         origin += " + --set " + " ".join(
             item.split("=", 1)[0] + "=***" if item.split("=", 1)[0].endswith("notify_url")
-            else redact_override(item) for item in overrides)
+            else _short(redact_override(item)) for item in overrides)
     try:
         return Params.model_validate(tree)
     except ValidationError as exc:

@@ -44,13 +44,8 @@ def check_calls(stage: str, summary: dict) -> dict:
 
 
 def read_utf8(path, fix: str = "save the file as UTF-8") -> str:
-    """A text file's contents; non-UTF-8 bytes become an InputFormatError naming the line."""
-    from pathlib import Path
+    """A user's text file (``tasks.core.io.read_input_text``: a regular file within the
+    size limit); non-UTF-8 bytes become an InputFormatError naming the line."""
+    from tasks.core.io import read_input_text
 
-    data = Path(path).read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InputFormatError(path, line, f"not UTF-8 text (byte {data[exc.start]:#04x})",
-                               fix) from None
+    return read_input_text(path, fix)

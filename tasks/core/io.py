@@ -14,12 +14,15 @@ import hashlib
 import json
 import os
 import shutil
+import stat
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-import pandas as pd
+if TYPE_CHECKING:  # the readers below serve `lingtest params` too: no pandas import there
+    import pandas as pd
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -163,3 +166,136 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ------------------------------------------------------------------ reading users' files
+# Every file a user names (a suite, a dictionary, questions, a tree, a CSV of responses, a
+# parameter file) is read through these: a named pipe, a device such as /dev/zero or a folder
+# is refused by its type before it is opened (a read would hang, or never end), a file above
+# the size limit is refused naming the limit and how to raise it, and JSON/YAML nested too
+# deep for Python's parser or holding a number it cannot convert is one error naming the file.
+
+MAX_INPUT_ENV = "LINGTEST_MAX_INPUT_MB"
+DEFAULT_MAX_INPUT_MB = 256
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def max_input_bytes() -> int:
+    """The size limit of one input file: ``$LINGTEST_MAX_INPUT_MB`` MB (default 256)."""
+    from tasks.core.errors import LingtestError
+
+    raw = os.environ.get(MAX_INPUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_INPUT_MB << 20
+    try:
+        megabytes = float(raw)
+        if not 0 < megabytes < 1 << 30:
+            raise ValueError
+    except ValueError:
+        raise LingtestError(f"{MAX_INPUT_ENV}={raw!r}: expected a number of megabytes > 0 "
+                            f"(default {DEFAULT_MAX_INPUT_MB})") from None
+    return int(megabytes * (1 << 20))
+
+
+def check_input_file(path: str | os.PathLike, fix: str = "") -> Path:
+    """``path`` when it is a regular file within the size limit; otherwise one
+    InputFormatError naming the file, what it is, and the fix (``fix``: what the file
+    should be). Symlinks are followed (a link to /dev/zero is a device)."""
+    from tasks.core.errors import InputFormatError
+
+    path = Path(path)
+    try:
+        mode = os.stat(path)
+    except FileNotFoundError:
+        raise InputFormatError(path, None, "no such file",
+                               fix or "check the path (relative paths start at the project "
+                               "root)") from None
+    except OSError as exc:
+        raise InputFormatError(path, None, f"cannot read it ({exc.strerror})",
+                               fix or "check the path and its permissions") from None
+    for test, kind in _KINDS:
+        if test(mode.st_mode):
+            raise InputFormatError(path, None, f"is {kind}, not a regular file",
+                                   "give the path of the file itself" +
+                                   (f"; {fix}" if fix else ""))
+    limit = max_input_bytes()
+    if mode.st_size > limit:
+        raise InputFormatError(path, None, f"is {mode.st_size / (1 << 20):.3g} MB, above the "
+                               f"{limit / (1 << 20):.3g} MB limit for an input file",
+                               f"give a smaller file, or raise the limit with "
+                               f"{MAX_INPUT_ENV}=<MB>")
+    return path
+
+
+def read_input_bytes(path: str | os.PathLike, fix: str = "") -> bytes:
+    """A user's file, whole: regular, within the size limit (``check_input_file``)."""
+    path = check_input_file(path, fix)
+    limit = max_input_bytes()
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:  # it grew after the check
+        check_input_file(path, fix)
+    return data
+
+
+def read_input_text(path: str | os.PathLike, fix: str = "save the file as UTF-8") -> str:
+    """A user's text file; bytes that are not UTF-8 are an error naming the line."""
+    from tasks.core.errors import InputFormatError
+
+    data = read_input_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputFormatError(path, line, f"not UTF-8 text (byte {data[exc.start]:#04x})",
+                               fix) from None
+
+
+def parse_json(text: str, path: str | os.PathLike, fix: str = "", line: int | None = None):
+    """``text`` (a file's, or its JSONL line ``line``) decoded; malformed JSON, nesting
+    deeper than Python's parser reaches and numbers it cannot convert are one
+    InputFormatError naming the file and line."""
+    from tasks.core.errors import InputFormatError
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = line if line is not None else exc.lineno
+        column = f" (column {exc.colno})" if line is None else ""
+        raise InputFormatError(path, where, f"not valid JSON: {exc.msg}{column}", fix) from None
+    except RecursionError:
+        problem = (f"JSON nested deeper than Python's parser reaches (about "
+                   f"{sys.getrecursionlimit()} levels)")
+    except (ValueError, OverflowError) as exc:  # an integer beyond Python's digit limit
+        limit = sys.get_int_max_str_digits() if "digits" in str(exc) else None
+        problem = (f"an integer of more than {limit:,} digits, beyond Python's limit"
+                   if limit else f"a number JSON cannot hold ({str(exc)[:80]})")
+    raise InputFormatError(path, line, problem, fix)
+
+
+def read_input_json(path: str | os.PathLike, fix: str = ""):
+    """A user's JSON file, decoded (``read_input_text`` then ``parse_json``)."""
+    return parse_json(read_input_text(path, fix or "save the file as UTF-8"), path, fix)
+
+
+def parse_yaml(text: str, path: str | os.PathLike, fix: str = "", load=None):
+    """``text`` through ``load`` (``yaml.safe_load``; ``yaml.compose`` for the nodes); a
+    syntax error names the line, nesting beyond Python's parser is one error too."""
+    import yaml
+
+    from tasks.core.errors import InputFormatError
+
+    try:
+        return (load or yaml.safe_load)(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputFormatError(path, mark.line + 1 if mark else None,
+                               f"not valid YAML: {problem}", fix) from None
+    except RecursionError:
+        raise InputFormatError(path, None, "YAML nested deeper than Python's parser reaches "
+                               f"(about {sys.getrecursionlimit()} levels)",
+                               "nest it less deeply") from None

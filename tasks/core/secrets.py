@@ -21,6 +21,8 @@ import logging
 import re
 from typing import Any
 
+from pydantic import BaseModel, model_serializer
+
 MASK = "***"
 
 _SCHEME = r"\b[A-Za-z][A-Za-z0-9+.-]*://"
@@ -70,6 +72,22 @@ def redact_value(value: Any, name: str = "") -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(redact_value(item, name) for item in value)
     return value
+
+
+class MaskedURL(BaseModel):
+    """A URL passed as a flow parameter (``lingtest adapt --base-url``): Prefect stores its
+    dump, :func:`redact_url`'s (``http://user:***@host/v1``), while the flow reads ``.url``."""
+
+    url: str
+
+    @model_serializer
+    def _masked(self) -> str:
+        return redact_url(self.url)
+
+
+def plain_url(value: "MaskedURL | str | None") -> str | None:
+    """The real URL of a :class:`MaskedURL` (a plain string or None as it is)."""
+    return value.url if isinstance(value, MaskedURL) else value
 
 
 def redact_fields(dumped: Any) -> Any:

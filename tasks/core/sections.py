@@ -4,6 +4,7 @@ refusing unknown keys. ``tasks.core.config`` assembles them into ``Params`` and 
 ``params.yaml``, profiles and ``--set`` overrides into it."""
 from __future__ import annotations
 
+import os
 from types import UnionType
 from typing import Annotated, Literal, Union, get_args, get_origin
 
@@ -26,6 +27,16 @@ def _ordered_band(band: tuple[float, float]) -> tuple[float, float]:
 
 
 Band = Annotated[tuple[float, float], AfterValidator(_ordered_band)]  # P(pos) band of "neutral"
+
+
+def _expand_user(path: str) -> str:
+    """``~/x`` as the home folder's x: the one place a path parameter's ``~`` is expanded,
+    so every reader, check and flow gets the same path (relative paths stay relative: they
+    start at the project root)."""
+    return os.path.expanduser(path) if path.startswith("~") else path
+
+
+UserPath = Annotated[str, AfterValidator(_expand_user)]  # a file or folder a user names
 
 
 def _bool_for_number(annotation: object, value: object) -> bool:
@@ -67,7 +78,7 @@ class Section(BaseModel):
 
 
 class DataParams(Section):
-    mirror: str | None = Field(
+    mirror: UserPath | None = Field(
         None, description="folder of raw assets; null: $LINGTEST_MIRROR, else ../shared/mirror")
     online: bool = Field(True, description="fetch what the mirror lacks from the canonical sources")
     timeout_s: float = Field(20.0, gt=0, description="network timeout per online fetch")
@@ -152,7 +163,7 @@ class RuntimeParams(Section):
     shards: int = Field(1, ge=1, description="tasks each model's cases are split into, so a "
                         "task runner can spread one model's work (results do not change)")
     dask_address: str | None = Field(None, description="dask scheduler; null: a local cluster")
-    result_storage: str | None = Field(
+    result_storage: UserPath | None = Field(
         None, description="task results, cache records and cache locks: a folder (relative to "
         "the project root) or an fsspec URL every worker reaches; null: .prefect/storage")
 
@@ -212,7 +223,7 @@ def smallest_signed_rank_n(alpha: float) -> int:
 class ContrastiveParams(Section):
     """COSTELLO: test generation, embedding, thresholds, ground truth (Jiang et al., FSE 2024)."""
 
-    suite: str | None = Field(
+    suite: UserPath | None = Field(
         None, description="a COSTELLO JSON suite to run instead of generating one")
     relations: list[Literal[RELATIONS]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(RELATIONS), min_length=1,
@@ -245,7 +256,7 @@ class ContrastiveParams(Section):
                     "positive pairs' distances)")
     dictionary_max_words: int | None = Field(
         None, ge=2, description="cap on the vocabulary dictionary (sampled with the seed)")
-    dictionary_file: str | None = Field(
+    dictionary_file: UserPath | None = Field(
         None, description="a user dictionary (JSON list or one word per line) for θ, beside "
         "the vocabulary and dataset ones")
     pooling: str | None = Field(
@@ -305,7 +316,7 @@ RB RBR RBS RP TO UH VB VBD VBG VBN VBP VBZ WDT WP WP$ WRB""".split())
 class CapabilitiesParams(Section):
     """S²LCT: specifications, seed search, parsing, expansion, models under test (Method 1)."""
 
-    specs_dir: str | None = Field(
+    specs_dir: UserPath | None = Field(
         None, description="folder of capability specification files (YAML); null: built-in")
     capabilities: list[str] | None = Field(None, min_length=1,
                                            description="LC ids to run; null: every spec")
@@ -402,7 +413,7 @@ GENERATORS = ("builtin", "pict", "acts", "cagen")
 class ConsistencyParams(Section):
     """KomMKonLLM: questions, IPMs, covering arrays, LLMs, prompts, store (Method 4)."""
 
-    questions: str | None = Field(
+    questions: UserPath | None = Field(
         None, description="a JSONL file of BoolQ-style questions; null: the default set")
     n_questions: int = Field(
         3, ge=0, description="BoolQ validation questions (seeded sample) added to KomMKonLLM's")
@@ -416,7 +427,7 @@ class ConsistencyParams(Section):
     generator: Literal[GENERATORS] = Field(  # type: ignore[valid-type]
         "builtin", description="covering-array generator: builtin | pict | acts | cagen "
                                "(external binaries)")
-    generator_binary: str | None = Field(
+    generator_binary: UserPath | None = Field(
         None, description="path of the external generator; null: look it up on PATH")
     llms: list[str] = Field(
         default_factory=lambda: ["HuggingFaceTB/SmolLM2-135M-Instruct"], min_length=1,
@@ -456,7 +467,7 @@ class ConsistencyParams(Section):
     min_answered_share: float = Field(
         0.5, ge=0, le=1, description="a model answering (true/false) a smaller share of the "
         "asked rows is flagged low_answered_share in the summary and metrics")
-    import_dir: str | None = Field(
+    import_dir: UserPath | None = Field(
         None, description="a folder of the guide's ca-N.csv + synonyms-N.txt (+ test_runs.csv "
         "or public_questions.jsonl): run exactly those derived questions")
 
@@ -491,11 +502,11 @@ class DebugParams(Section):
                                      "those examples a suggestion is off topic")
     cumulative: bool = Field(True, description="also train on the first k topics (k = 2..K) "
                              "for Figure 7")
-    tree: str | None = Field(None, description="adatest-tree: AdaTest CSV tree trained on; "
+    tree: UserPath | None = Field(None, description="adatest-tree: AdaTest CSV tree trained on; "
                              "null: the first of adaptive.trees")
     tree_topics: list[str] = Field(default_factory=list, description="adatest-tree: tree "
                                    "topics (and their subtopics) trained on; empty: every topic")
-    corrections: str | None = Field("inputs/adatest-label-corrections.csv", description=(
+    corrections: UserPath | None = Field("inputs/adatest-label-corrections.csv", description=(
         "adatest-tree: curated label corrections applied when the tree is read; null: none"))
     seeds: int = Field(1, ge=1, description="training seeds per condition (seed, seed+1, …)")
     epochs: int = Field(3, ge=1, description="fine-tuning epochs per training run")
@@ -528,7 +539,7 @@ class DebugParams(Section):
 class AdaptiveParams(Section):
     """AdaTest: the ``adaptive`` stage re-scores the tracked trees."""
 
-    trees: list[str] = Field(
+    trees: list[UserPath] = Field(
         ["data/raw/adatest/imdb_hotel_conversion.csv"], min_length=1,
         description="AdaTest CSV trees (relative to the project root) re-scored every run")
     binary_labels: tuple[str, str] | None = Field(

@@ -239,6 +239,12 @@ def _check_stage_files(stage: str, params: Params, workspace: Workspace) -> None
         from tasks.consistency.pipeline import database_url
         from tasks.consistency.store import check_sqlite
         check_sqlite(database_url(c, workspace))  # a bad URL, or a damaged SQLite file
+        if c.generator != "builtin" and not c.import_dir:  # the external generator runs
+            from tasks.consistency.external import PARAM, find_binary
+            try:
+                find_binary(c.generator, c.generator_binary)
+            except LingtestError as error:
+                raise _keyed(PARAM, error) from None
         if c.questions:
             from tasks.data.questions import read_questions_jsonl
             _read("consistency.questions", read_questions_jsonl, _path(c.questions, workspace))
@@ -246,16 +252,21 @@ def _check_stage_files(stage: str, params: Params, workspace: Workspace) -> None
             from tasks.consistency.guide_import import read_guide_folder
             _read("consistency.import_dir", read_guide_folder, _path(c.import_dir, workspace))
     elif stage == "adaptive":
-        from tasks.adaptive.tree import read_tree
         for tree in params.adaptive.trees:
-            path = _path(tree, workspace)
-            if not path.exists() and path.is_relative_to(workspace.raw):
-                raise LingtestError(f"adaptive.trees: {path} does not exist yet; fix: "
-                                    "lingtest run data (it imports the mirror's trees) or "
-                                    "make run")
-            _read("adaptive.trees", read_tree, path)
+            _check_tree("adaptive.trees", tree, workspace)
     elif stage == "adaptive-debug":
         _check_debug(params, workspace)
+
+
+def _check_tree(key: str, tree: str, workspace: Workspace) -> None:
+    """An AdaTest tree parameter's file parses (one the data stage writes: run it first)."""
+    from tasks.adaptive.tree import read_tree
+
+    path = _path(tree, workspace)
+    if not path.exists() and path.is_relative_to(workspace.raw):
+        raise LingtestError(f"{key}: {path} does not exist yet; fix: lingtest run data (it "
+                            "imports the mirror's trees) or make run")
+    _read(key, read_tree, path)
 
 
 def _check_debug(params: Params, workspace: Workspace) -> None:
@@ -276,6 +287,9 @@ def _check_debug(params: Params, workspace: Workspace) -> None:
         if unknown:
             raise LingtestError(f"adaptive.debug.topics: {unknown} are no CheckList MFT test "
                                 f"with a negative or positive label; fix: pick from {known}")
+    if "adatest-tree" in d.conditions:  # the tree it trains on
+        _check_tree("adaptive.debug.tree" if d.tree else "adaptive.trees",
+                    d.tree or params.adaptive.trees[0], workspace)
     if "adatest-tree" in d.conditions and d.corrections is not None:
         from tasks.adaptive.corrections import read_corrections
         _read("adaptive.debug.corrections", read_corrections, _path(d.corrections, workspace))
@@ -298,7 +312,10 @@ def _read(key: str, reader, path: Path):
             except LingtestError as error:
                 raise _keyed(key, error) from None
         raise LingtestError(f"{key}: {path}: not UTF-8 text ({exc})") from None
-    except (OSError, ValueError) as exc:  # a reader's unforeseen case
+    except RecursionError:  # a reader's own parsing, nested beyond Python's stack
+        raise LingtestError(f"{key}: {path}: nested deeper than Python's parser reaches; fix: "
+                            "a flatter file") from None
+    except (OSError, ValueError, OverflowError) as exc:  # a reader's unforeseen case
         raise LingtestError(f"{key}: {path}: cannot read it ({type(exc).__name__}: "
                             f"{exc})") from None
 
@@ -336,6 +353,8 @@ def validate_inputs(stage: str, params: Params, workspace: Workspace) -> str | N
     _check_stage_files(stage, params, workspace)
     rows = _check_stage_models(stage, params, workspace)
     _check_encoder_path(stage, params)
+    from flows.stage import check_runtime
+    check_runtime(params)  # runtime.result_storage / dask_address
     return hub_notice(rows)
 
 

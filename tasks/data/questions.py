@@ -21,12 +21,12 @@ list file: the list index).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from tasks.core.errors import InputFormatError
+from tasks.core.io import parse_json, read_input_json, read_input_text
 
 COLUMNS = ["question_id", "source", "question", "answer", "passage"]
 _FIX = 'each record must be {"question": "...", "answer": true|false, "passage": "..."}'
@@ -67,26 +67,16 @@ def _table(rows: list[tuple]) -> pd.DataFrame:
 
 def _jsonl_records(path: Path) -> list[Record]:
     records = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputFormatError(path, number, f"invalid JSON: {error.msg}", _FIX) from None
-            records.append(question_record(obj, path, number))
+    for number, line in enumerate(read_input_text(path, _FIX).splitlines(), start=1):
+        if line.strip():
+            records.append(question_record(parse_json(line, path, _FIX, number), path, number))
     if not records:
         raise InputFormatError(path, None, "no questions in the file", _FIX)
     return records
 
 
 def _json_list_records(path: Path) -> list[Record]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except json.JSONDecodeError as error:
-        raise InputFormatError(path, error.lineno, f"invalid JSON: {error.msg}", _FIX) from None
+    data = read_input_json(path, _FIX)
     if not isinstance(data, list):
         raise InputFormatError(path, 1, "expected a JSON list of question records", _FIX)
     return [question_record(obj, path, None, f"item {i}: ") for i, obj in enumerate(data)]

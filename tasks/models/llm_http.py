@@ -128,12 +128,16 @@ def resolve_endpoint(ref: "ModelRef", base_url: str | None = None,
                 f"{ref.form}:{ref.target}@http://HOST:PORT/v1 (your server), set "
                 f"OPENAI_BASE_URL, or write {ref.form}:{ref.target}@{OPENAI_PUBLIC} to mean "
                 f"the public API")
+    from tasks.core.secrets import redact_text
+
+    named = {"option": "--base-url"}.get(source, source)
+    if not re.match(r"^https?://[^/\s]+", url):  # httpx would take `notaurl` as a path
+        raise LingtestError(f"{key}: model `{ref.name}`: endpoint {redact_text(url)} ({named}) "
+                            "is not an http(s) URL; fix: e.g. http://127.0.0.1:8000/v1")
     try:
         httpx.URL(url)
     except httpx.InvalidURL:  # its reason may quote part of a password: not shown
-        from tasks.core.secrets import redact_text
-
-        raise LingtestError(f"{key}: model `{ref.name}`: endpoint {redact_text(url)} ({source}) "
+        raise LingtestError(f"{key}: model `{ref.name}`: endpoint {redact_text(url)} ({named}) "
                             "is not a valid URL; fix: %-encode / @ : # ? % in its user name or "
                             "password (e.g. / as %2F, @ as %40)") from None
     key_env = ref.key_env or DEFAULT_KEY_ENV

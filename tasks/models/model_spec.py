@@ -154,7 +154,8 @@ def parse_model(spec: str, key: str = "model", names: dict[str, str] | None = No
     head, options = _options(spec, key)
     prefix, sep, rest = head.partition(":")
     base_url = None
-    local = (root / head) if root is not None and not Path(head).is_absolute() else Path(head)
+    local = Path(head).expanduser()  # `~/models/x`: the home folder's, not the project's
+    local = root / local if root is not None and not local.is_absolute() else local
     if sep and len(prefix) > 1 and prefix.lower() in PREFIXES and not local.expanduser().exists():
         form = prefix.lower()
         if not rest:

@@ -138,7 +138,7 @@ def predictions_file(ref: ModelRef, root: Path | None) -> Path:
     if path.suffix.lower() not in FORMATS:
         raise LingtestError(f"model `{ref.bare}`: {path.name}: a predictions file is "
                             f"{', '.join(FORMATS)}")
-    if not path.is_file():
+    if not path.exists():
         raise LingtestError(f"model `{ref.bare}`: {path} does not exist; fix: lingtest "
                             f"export-suite <stage> writes the texts to score, then save one "
                             f"probability column per label beside text or text_id")
@@ -149,9 +149,10 @@ def read_predictions(ref: ModelRef, root: Path | None) -> tuple[pd.DataFrame, st
     """(the scores indexed by text id, the file's revision, its label columns in order)."""
     import pandas as pd
 
-    from tasks.core.io import sha256_file
+    from tasks.core.io import check_input_file, sha256_file
 
-    path = predictions_file(ref, root)
+    path = check_input_file(predictions_file(ref, root), "lingtest export-suite writes the "
+                            "texts to score; save their scores as a file")
     try:
         frame = {".csv": pd.read_csv, ".parquet": pd.read_parquet,
                  ".jsonl": lambda p: pd.read_json(p, lines=True)}[path.suffix.lower()](path)

@@ -51,10 +51,12 @@ def module_file(ref: ModelRef, root: Path | None) -> Path | None:
 
 
 def _import_file(ref: ModelRef, path: Path) -> tuple[Any, bytes]:
-    if not path.is_file():
+    from tasks.core.io import read_input_bytes
+
+    if not path.exists():
         raise LingtestError(f"model `{ref.bare}`: {path} does not exist; fix: the path of a "
                             f".py file (relative paths start at the project root)")
-    source = path.read_bytes()
+    source = read_input_bytes(path, "the path of a .py file")
     name = f"lingtest_user_{hashlib.sha256(str(path.resolve()).encode() + source).hexdigest()[:16]}"
     with _IMPORT_LOCK:
         if name in sys.modules:
