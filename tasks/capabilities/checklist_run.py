@@ -1,4 +1,4 @@
-"""Run CheckList's released sentiment suite on a 3-way sentiment model (DESIGN Method 1, step 8).
+"""Run CheckList's released sentiment suite on a 3-way sentiment model (S²LCT's comparison baseline).
 
 The ``checklist_suite`` table keeps each test's expectation as text; this module maps those
 texts onto a small set of checks that reproduce CheckList's own pass/fail rules

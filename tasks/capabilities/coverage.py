@@ -1,4 +1,4 @@
-"""Neuron boundary coverage of a test suite (DESIGN Method 1, step 8; S²LCT Eq. 3–4).
+"""Neuron boundary coverage of a test suite (S²LCT Eq. 3–4), S²LCT against CheckList.
 
 S²LCT (and ALiCT after it) measure how diverse a suite is by the DeepGauge corner-region
 criteria (Ma et al., 2018). For each neuron n of the chosen layers, training inputs give
