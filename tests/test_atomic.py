@@ -149,3 +149,63 @@ def test_failed_report_writing_keeps_the_previous_reports(data_project, monkeypa
     assert {p.name: p.read_bytes() for p in reports.iterdir()} == before
     # no staging or moved-aside folder is left (other tests' reports may share the project)
     assert not [p.name for p in workspace.reports.iterdir() if p.name.startswith(".")]
+
+
+def test_every_report_output_is_kept_by_dvc_until_its_stage_succeeds():
+    """DVC deletes a stage's outputs before running it unless they persist: a failed run
+    would leave no reports. Every `reports/` output in dvc.yaml persists (publishing swaps in
+    a whole folder, so nothing stale survives a successful run)."""
+    import yaml
+
+    from tasks.core.paths import PACKAGE_ROOT
+
+    stages = yaml.safe_load((PACKAGE_ROOT / "dvc.yaml").read_text())["stages"]
+    outs = {(stage, next(iter(out))): next(iter(out.values()))
+            for stage, spec in stages.items() for out in spec.get("outs", [])
+            if isinstance(out, dict)}
+    reports = {key: flags for key, flags in outs.items() if key[1].startswith("reports/")}
+    assert {stage for stage, _ in reports} == set(stages)
+    assert [key for key, flags in reports.items() if not flags.get("persist")] == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_failed_dvc_repro_leaves_the_previous_reports(tmp_path, mirror):
+    """`dvc repro` of the real `data` stage, then a failing one (a bad parameter): the first
+    run's reports are still there, byte for byte, and `dvc status` names the stage."""
+    import os
+    import shutil
+
+    from tasks.core.paths import PACKAGE_ROOT
+
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in ("params.yaml", "dvc.yaml"):
+        shutil.copy(PACKAGE_ROOT / name, root / name)
+    for name in ("flows", "tasks", "params"):  # the stage's code dependencies, as DVC hashes them
+        shutil.copytree(PACKAGE_ROOT / name, root / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "LINGTEST_MIRROR": str(mirror), "HF_HUB_OFFLINE": "1",
+           "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(PACKAGE_ROOT)}
+    env = {k: v for k, v in env.items() if not k.startswith("PREFECT_API")}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(list(args), cwd=root, env=env, capture_output=True, text=True,
+                              timeout=500)
+
+    for command in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        assert run(*command).returncode == 0
+    params = (root / "params.yaml").read_text()
+    (root / "params.yaml").write_text(params.replace("online: true", "online: false", 1))
+    first = run(sys.executable, "-m", "dvc", "repro", "data")
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    reports = root / "reports" / "data"
+    before = {p.name: p.read_bytes() for p in reports.iterdir()}
+    assert "provenance.json" in before
+
+    (root / "params.yaml").write_text((root / "params.yaml").read_text().replace(
+        "timeout_s: ", "timeout_s: -", 1))  # refused by the stage's parameter check
+    failed = run(sys.executable, "-m", "dvc", "repro", "data")
+    assert failed.returncode != 0 and "timeout_s" in failed.stderr + failed.stdout
+    assert {p.name: p.read_bytes() for p in reports.iterdir()} == before
