@@ -9,12 +9,13 @@ answers one run of ``batch_runs`` and writes to the SQLite store itself). After 
 are stored the workers are killed; the rerun completes the run.
 
 The bound the rerun is held to: a prompt is requested twice only if its request was in
-flight at the kill (sent, no answer stored), and those are at most ``CONCURRENCY`` (the
-in-flight limit per endpoint, across processes).
+flight at the kill (sent, no answer stored), and those are at most ``CONCURRENCY``: the
+limit per endpoint across processes, whose slot a request holds until its answer is stored.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import json
 import os
@@ -78,8 +79,8 @@ class SlowServer(FakeLLMServer):
 
 
 def _setup(root: Path, n_questions: int = 3, rows: int = 10) -> tuple[str, str, int]:
-    """A store holding 30 distinct prompts and an open run; the queries file the stage
-    writes (``store_id``, ``prompt``)."""
+    """A store holding ``n_questions`` x ``rows`` distinct prompts and an open run; the
+    queries file the stage writes (``store_id``, ``prompt``)."""
     questions = pd.DataFrame({"question_id": [f"q{j}" for j in range(n_questions)],
                               "source": "test", "question": [f"Is thing {j} blue?"
                                                              for j in range(n_questions)],
@@ -100,7 +101,7 @@ def _setup(root: Path, n_questions: int = 3, rows: int = 10) -> tuple[str, str, 
 
 def _stored(db: Path) -> dict[str, str]:
     """prompt -> stored answer text (answered responses only)."""
-    with sqlite3.connect(db, timeout=30) as conn:
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
         return dict(conn.execute(
             "SELECT q.prompt, r.raw_text FROM responses r JOIN queries q ON q.id = r.query_id"
             " WHERE r.error IS NULL"))
@@ -210,3 +211,33 @@ def test_a_batching_model_answers_in_batches_of_batch_size_each_saved_as_it_retu
     seen = [json.loads(line) for line in calls.read_text().splitlines()]
     assert seen == [[3, 0], [3, 3], [3, 6], [1, 9]]  # (batch, answers stored before it)
     assert len(_stored(tmp_path / "results.sqlite")) == 10
+
+
+def test_an_interrupted_http_call_sends_nothing_more_and_hands_over_what_is_in_flight(
+        tmp_path, monkeypatch):
+    """Ctrl-C (here: the store raising KeyboardInterrupt on the first answer) stops the call:
+    the queued prompts are never sent, the requests in flight are awaited and handed over
+    (their answers were paid for), and every endpoint slot is free again."""
+    from tasks.models.llm import LLMSettings, load_llm
+
+    monkeypatch.setenv("LINGTEST_CACHE", str(tmp_path))
+    prompts = [f"prompt {i}" for i in range(12)]
+    handed: list[int] = []
+
+    def store(done):
+        handed.extend(i for i, _ in done)
+        if len(handed) == 1:
+            raise KeyboardInterrupt
+
+    with FakeLLMServer("openai", sleep_s=0.2) as server:
+        llm = load_llm(f"openai:fake-model@{server.url}",
+                       LLMSettings(concurrency=2, retries=0, timeout_s=10))
+        with pytest.raises(KeyboardInterrupt):
+            llm.answer(prompts, on_answer=store)
+        sent = sorted(prompts.index(r.body["messages"][-1]["content"])
+                      for r in server.generations())
+        assert len(sent) <= 1 + 2  # the first answer, and what was in flight (concurrency)
+        assert sorted(handed) == sent  # none of them dropped
+        again = llm.answer(prompts[:4])  # the slots were released: a new call goes through
+        assert [r.text for r in again] == [verdict(p) for p in prompts[:4]]
+        llm.close()
