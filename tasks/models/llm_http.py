@@ -371,6 +371,7 @@ class HTTPBackend:
             return text
 
     def _request(self, prompt: str) -> str:
+        """One request: the text, or a _Failure saying whether to retry."""
         url = f"{self.base_url}{self._endpoint()}"
         try:
             response = self._client.post(url, json=self._body(prompt))
