@@ -1,5 +1,8 @@
-"""Answering (KomMKonLLM): each LLM's pending prompts, sent in batches and saved batch by
-batch, so an interrupted run resumes where it stopped.
+"""Answering (KomMKonLLM): each LLM's pending prompts, sent in batches, every answer saved
+in its own committed transaction as it returns (a local model's batch when its forward
+pass returns), so a run killed at any moment loses no answer that arrived and a rerun
+sends only the prompts without one (a paid API is never paid twice for an answer; at most
+the ``concurrency`` requests in flight at the kill are sent again).
 
 A model is keyed by its spec (``store_key``: without ``?`` options, so a display name can
 change without re-asking, and without URL credentials) plus an *identity* computed without
@@ -13,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 
 import pandas as pd
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import MissingContextError
 from prefect.logging import get_run_logger
 from sqlalchemy import select
 
@@ -25,6 +30,7 @@ from tasks.consistency.store import open_store
 from tasks.consistency.store_schema import Model
 from tasks.core.caching import task
 from tasks.core.secrets import redact_text
+from tasks.models.llm import HTTP_FORMS, LLMResponse, OnAnswer, answer_each
 from tasks.models.model_spec import ModelRef
 
 
@@ -57,7 +63,7 @@ def identity(spec: str | ModelRef, settings: dict, prompts: dict,
     one, the model's digest, so answers from another server are never reused; for a
     ``python:`` model its revision (module file hash + ``revision`` attribute: importing the
     module is its loading), so an edited module is asked again and an unchanged one is not."""
-    from tasks.models.llm import HTTP_FORMS, STOP_RULE, LLMSettings, load_llm
+    from tasks.models.llm import STOP_RULE, LLMSettings, load_llm
 
     ref = model_ref(spec, root)
     kind = ("http" if ref.form in HTTP_FORMS else ref.form if ref.form in ("python", "seq2seq")
@@ -138,6 +144,15 @@ def register_model(url: str, ref: ModelRef, root: str, ident: str, settings: dic
     return key
 
 
+def run_logger() -> logging.Logger:
+    """The Prefect run's logger inside a flow or task; a plain one outside (``retest``, or
+    ``answer_pending.fn`` called directly)."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("lingtest.consistency")
+
+
 def _close(backend) -> None:
     close = getattr(backend, "close", None)  # HTTP backends hold a connection pool
     if callable(close):
@@ -164,10 +179,11 @@ def batch_runs(ids: list[int], chunk: int, parts: int) -> list[list[int]]:
 def answer_pending(url: str, ref: ModelRef, root: str, ident: str, settings: dict,
                    prompts: dict, queries_path: str, run_id: int,
                    query_ids: list[int] | None = None) -> dict:
-    """Load the backend, register its parameters, send what is pending in batches and save
-    each batch before the next (an interrupted run resumes where it stopped). ``query_ids``:
-    only these of the pending prompts (one run of ``batch_runs``)."""
-    logger = get_run_logger()
+    """Load the backend, register its parameters, send what is pending in batches of
+    ``answer_chunk`` and save every answer as it returns (the module docstring says why).
+    ``query_ids``: only these of the pending prompts (one run of ``batch_runs``). Under a
+    process runner every worker process writes its answers to the store itself."""
+    logger = run_logger()
     queries = pd.read_parquet(queries_path)
     sent = errors = 0
     name = ref.name  # what the logs call it (never a URL or path)
@@ -184,14 +200,11 @@ def answer_pending(url: str, ref: ModelRef, root: str, ident: str, settings: dic
                         name, key, len(part), len(pending), min(query_ids, default=0),
                         max(query_ids, default=0))
             pending = part
-        chunk = answer_chunk(settings)
+        chunk = answer_chunk(settings, ref)
         for start in range(0, len(pending), chunk):
             batch = pending.iloc[start:start + chunk]
-            answers = backend.answer(batch["prompt"].tolist())
-            store.save_responses(run_id, key, [
-                {"query_id": int(q), "text": a.text, "error": a.error,
-                 "latency_s": a.latency_s, "attempts": a.attempts}
-                for q, a in zip(batch["query_id"], answers)])
+            answers = answer_each(backend, batch["prompt"].tolist(),
+                                  _saver(store, run_id, key, batch["query_id"].tolist()))
             sent += len(batch)
             errors += sum(a.error is not None for a in answers)
             logger.info("%s: %d / %d sent (%d failed)", name, sent, len(pending), errors)
@@ -203,6 +216,21 @@ def answer_pending(url: str, ref: ModelRef, root: str, ident: str, settings: dic
             "system_fingerprints": fingerprints}
 
 
-def answer_chunk(settings: dict) -> int:
-    """Prompts per ``answer`` call and per saved batch."""
-    return max(settings["batch_size"], settings["concurrency"])
+def _saver(store, run_id: int, model_key: int, query_ids: list[int]) -> OnAnswer:
+    """Saves the answers a backend hands back (each HTTP answer, each local batch) in one
+    committed transaction, before the next is awaited."""
+    def save(done: list[tuple[int, LLMResponse]]) -> None:
+        store.save_responses(run_id, model_key, [
+            {"query_id": int(query_ids[i]), "text": a.text, "error": a.error,
+             "latency_s": a.latency_s, "attempts": a.attempts} for i, a in done])
+    return save
+
+
+def answer_chunk(settings: dict, ref: ModelRef) -> int:
+    """Prompts per ``answer`` call (and the unit ``batch_runs`` splits by): a local or
+    ``python:`` model's ``batch_size`` (its batches, hence its greedy answers, do not depend
+    on ``concurrency``, which is not part of its identity); for an HTTP model
+    ``max(batch_size, concurrency)`` prompts, every one saved as it returns."""
+    if ref.form in HTTP_FORMS:
+        return max(settings["batch_size"], settings["concurrency"])
+    return settings["batch_size"]

@@ -13,7 +13,6 @@ whose parameters Prefect stores: it may carry a password.
 from __future__ import annotations
 
 import contextlib
-import logging
 from pathlib import Path
 from typing import Iterator
 
@@ -41,17 +40,6 @@ SUBSTITUTES = ("Substitute: the guide's LLMs → the packaged SmolLM2-135M-Instr
                "de-quantised to float32, greedy decoding on CPU) in the default profile.")
 LLMS_KEY = "consistency.llms"
 GUIDE_GENERATOR = "guide import"  # the provenance generator of imported ca-N.csv arrays
-
-
-def _logger() -> logging.Logger:
-    """The Prefect run's logger inside a flow or task; a plain one in ``retest`` outside."""
-    from prefect.exceptions import MissingContextError
-    from prefect.logging import get_run_logger
-
-    try:
-        return get_run_logger()
-    except MissingContextError:
-        return logging.getLogger("lingtest.consistency")
 
 
 class ConsistencyMethod(Method):
@@ -225,7 +213,7 @@ class ConsistencyMethod(Method):
                 (key,) = fan_out(answering.register_model,
                                  [(url, ref, root, ident, settings, prompts)])
                 ids = answering.pending_ids(url, key, queries)
-            parts = answering.batch_runs(ids, answering.answer_chunk(settings),
+            parts = answering.batch_runs(ids, answering.answer_chunk(settings, ref),
                                          2 * self.params.runtime.max_workers)
             calls += [(ref, (url, ref, root, ident, settings, prompts, queries, self.run_id,
                              part)) for part in parts]
@@ -244,7 +232,7 @@ class ConsistencyMethod(Method):
         answers every prompt; outside ``running`` (``retest``) a run record is opened for
         the prompts that are sent. Extras: ``spec``, ``model_key``, ``sent``, ``errors``,
         ``total``, ``system_fingerprints``."""
-        logger = _logger()
+        logger = answering.run_logger()  # outside a flow (retest): a plain one
         ref, queries = self.ref(unit.model_id), str(self.suite_path)
         if ref.name in self.answered:  # prepare's tasks sent them (failed ones: a rerun)
             return UnitResult(unit, None, self._extras(ref, self.answered[ref.name]))

@@ -100,11 +100,31 @@ class LLMBackend(Protocol):
     def answer(self, prompts: list[str]) -> list[LLMResponse]: ...
 
 
+# Told the (index in ``prompts``, response) pairs that just came back, in the caller's
+# thread, before anything more is awaited: so a caller can store each answer as it returns
+# (one that arrived is never lost with the rest of the call, nor paid for twice).
+OnAnswer = Callable[[list[tuple[int, LLMResponse]]], None]
+
+
+def answer_each(backend: LLMBackend, prompts: list[str], on_answer: OnAnswer
+                ) -> list[LLMResponse]:
+    """``backend.answer(prompts)``, handing each answer (or each batch a local model
+    returns at once) to ``on_answer`` as it returns; a backend whose ``answer`` takes no
+    ``on_answer`` (the user's own wrapper) hands over all its answers when it returns."""
+    if accepted_keywords(backend.answer, {"on_answer": on_answer}):
+        return backend.answer(prompts, on_answer=on_answer)  # type: ignore[call-arg]
+    answers = backend.answer(prompts)
+    on_answer(list(enumerate(answers)))
+    return answers
+
+
 def answer_in_batches(model_id: str, prompts: list[str], size: int,
-                      generate: Callable[[list[str]], list[str]]) -> list[LLMResponse]:
+                      generate: Callable[[list[str]], list[str]],
+                      on_answer: OnAnswer | None = None) -> list[LLMResponse]:
     """A local model's answers in prompt order, ``size`` prompts per ``generate`` call; a
     batch that fails (or an empty generation) becomes error responses rather than an
-    exception. ``latency_s`` is the batch's wall time shared equally among its prompts."""
+    exception. ``latency_s`` is the batch's wall time shared equally among its prompts.
+    ``on_answer`` gets each batch when it returns (one forward pass: the unit of saving)."""
     out: list[LLMResponse] = []
     for start in range(0, len(prompts), size):
         chunk = prompts[start:start + size]
@@ -116,7 +136,10 @@ def answer_in_batches(model_id: str, prompts: list[str], size: int,
             log.warning("%s: batch of %d prompts failed: %s", model_id, len(chunk), exc)
             texts, errors = [None] * len(chunk), [f"generation failed: {exc}"] * len(chunk)
         share = (time.perf_counter() - began) / len(chunk)
-        out += [LLMResponse(text or None, error, share, 1) for text, error in zip(texts, errors)]
+        done = [LLMResponse(text or None, error, share, 1) for text, error in zip(texts, errors)]
+        if on_answer is not None:
+            on_answer(list(enumerate(done, start)))
+        out += done
     return out
 
 
@@ -143,14 +166,15 @@ class LocalLLM:
                 "chat_template": True, "batch_size": self.settings.batch_size,
                 "stop": STOP_RULE}
 
-    def answer(self, prompts: list[str]) -> list[LLMResponse]:
-        """Answers in prompt order (``answer_in_batches``)."""
+    def answer(self, prompts: list[str], on_answer: OnAnswer | None = None
+               ) -> list[LLMResponse]:
+        """Answers in prompt order (``answer_in_batches``), each batch to ``on_answer``."""
         return answer_in_batches(self.model_id, prompts, self.settings.batch_size,
                                  lambda chunk: self.lm.generate_batch(
                                      chunk, self.settings.max_new_tokens, chat=True,
                                      system=self.settings.system,
                                      batch_size=self.settings.batch_size,
-                                     stop_after_json=True))
+                                     stop_after_json=True), on_answer)
 
     def __repr__(self) -> str:
         return f"LocalLLM({self.model_id!r}, {self.lm!r})"
@@ -268,11 +292,16 @@ class UserLLM:
                 "max_new_tokens": s.max_new_tokens, "temperature": s.temperature,
                 "seed": s.seed, "system": s.system}
 
-    def answer(self, prompts: list[str]) -> list[LLMResponse]:
+    def answer(self, prompts: list[str], on_answer: OnAnswer | None = None
+               ) -> list[LLMResponse]:
+        """Answers in prompt order; each call of the user's code to ``on_answer``."""
         size = self.settings.batch_size if self.batched else 1
         out: list[LLMResponse] = []
         for start in range(0, len(prompts), size):
-            out += self._batch(prompts[start:start + size])
+            done = self._batch(prompts[start:start + size])
+            if on_answer is not None:
+                on_answer(list(enumerate(done, start)))
+            out += done
         return out
 
     def _call(self, prompts: list[str]) -> list:

@@ -23,7 +23,7 @@ import os
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import httpx
 
 from tasks.core.errors import LingtestError
-from tasks.models.llm import LLMResponse, LLMSettings
+from tasks.models.llm import LLMResponse, LLMSettings, OnAnswer
 
 if TYPE_CHECKING:
     from tasks.models.model_spec import ModelRef
@@ -279,13 +279,54 @@ class HTTPBackend:
         answers from another server (or another build of the model) are never reused."""
         return {"base_url": public_url(self.base_url)}
 
-    def answer(self, prompts: list[str]) -> list[LLMResponse]:
-        """Answers in prompt order; never raises for a failed prompt."""
+    def answer(self, prompts: list[str], on_answer: OnAnswer | None = None
+               ) -> list[LLMResponse]:
+        """Answers in prompt order; never raises for a failed prompt. Each answer goes to
+        ``on_answer`` as it returns, in this thread, so the caller can store it at once;
+        the request's endpoint slot is held until ``on_answer`` returns, so at most
+        ``concurrency`` prompts are ever sent and not yet stored (what a kill can make a
+        rerun send again). Interrupted (Ctrl-C, or ``on_answer`` raising), no further prompt
+        is sent and the requests in flight are awaited and handed over before the
+        exception goes on (a second Ctrl-C stops the wait)."""
         if not prompts:
             return []
+        out: list[LLMResponse | None] = [None] * len(prompts)
         workers = min(self.settings.concurrency, len(prompts))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-http") as pool:
-            return list(pool.map(self._ask, prompts))
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-http")
+        keep = on_answer is not None
+
+        def ask(prompt: str) -> tuple[LLMResponse, contextlib.ExitStack]:
+            held = contextlib.ExitStack()
+            return self._ask(prompt, held if keep else None), held
+
+        futures = {pool.submit(ask, prompt): i for i, prompt in enumerate(prompts)}
+        handed: set[Future] = set()
+
+        def hand_over(future: Future) -> None:
+            handed.add(future)
+            response, held = future.result()
+            with held:  # the slot, released once the answer is stored
+                out[futures[future]] = response
+                if on_answer is not None:
+                    on_answer([(futures[future], response)])
+
+        try:
+            for future in as_completed(futures):
+                hand_over(future)
+        except BaseException:
+            for future in futures:
+                future.cancel()  # queued: never sent
+            with contextlib.suppress(BaseException):  # the sink failed, or a 2nd Ctrl-C
+                for future in as_completed([f for f in futures if f not in handed
+                                            and not f.cancelled()]):
+                    hand_over(future)
+            raise
+        finally:
+            for future in futures:  # never handed over (an interrupted wait): free its slot
+                if future not in handed:
+                    future.add_done_callback(_free_slot)
+            pool.shutdown(wait=False, cancel_futures=True)
+        return out  # type: ignore[return-value]
 
     def close(self) -> None:
         """Release pooled connections."""
@@ -300,13 +341,15 @@ class HTTPBackend:
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
 
-    def _ask(self, prompt: str) -> LLMResponse:
+    def _ask(self, prompt: str, keep: contextlib.ExitStack | None = None) -> LLMResponse:
+        """The prompt's answer after up to ``retries`` more attempts; ``keep``: takes over
+        the endpoint slot of the attempt that answered (the caller frees it)."""
         began = time.perf_counter()
         attempts = 0
         while True:
             attempts += 1
             try:
-                text = self._attempt(prompt)
+                text = self._attempt(prompt, keep)
                 return LLMResponse(text, None, time.perf_counter() - began, attempts)
             except _Failure as failure:
                 message = self._scrub(str(failure))
@@ -321,12 +364,21 @@ class HTTPBackend:
                          attempts, message, delay)
                 self._sleep(delay)
 
-    def _attempt(self, prompt: str) -> str:
-        """One request; the text, or a _Failure saying whether to retry."""
+    def _attempt(self, prompt: str, keep: contextlib.ExitStack | None = None) -> str:
+        """One request in an endpoint slot; the text (``keep`` takes the slot), or a
+        _Failure saying whether to retry (the slot freed)."""
+        with contextlib.ExitStack() as slot:
+            slot.enter_context(self._limit.slot())
+            text = self._request(prompt)
+            if keep is not None:
+                keep.enter_context(slot.pop_all())
+            return text
+
+    def _request(self, prompt: str) -> str:
+        """One request: the text, or a _Failure saying whether to retry."""
         url = f"{self.base_url}{self._endpoint()}"
         try:
-            with self._limit.slot():
-                response = self._client.post(url, json=self._body(prompt))
+            response = self._client.post(url, json=self._body(prompt))
         except httpx.TimeoutException as exc:
             raise _Failure(f"timeout after {self.settings.timeout_s} s "
                            f"({type(exc).__name__})", retry=True) from exc
@@ -382,6 +434,12 @@ def _store_spec(ref: "ModelRef") -> str:
     from tasks.core.secrets import redact_text
 
     return redact_text(ref.bare)
+
+
+def _free_slot(future: Future) -> None:
+    """Release the endpoint slot an answer that was never handed over still holds."""
+    if not future.cancelled() and future.exception() is None:
+        future.result()[1].close()
 
 
 _HTML_START = re.compile(r"^\s*(?:<!doctype\s+html|<html[\s>])", re.IGNORECASE)

@@ -16,7 +16,13 @@ import threading
 import torch
 
 from tasks.core.errors import LingtestError
-from tasks.models.llm import STOP_RULE, LLMResponse, LLMSettings, answer_in_batches
+from tasks.models.llm import (
+    STOP_RULE,
+    LLMResponse,
+    LLMSettings,
+    OnAnswer,
+    answer_in_batches,
+)
 from tasks.models.model_spec import ModelRef
 
 log = logging.getLogger(__name__)
@@ -77,10 +83,12 @@ class Seq2SeqLLM:
         decoded = self.tokenizer.batch_decode(out, skip_special_tokens=True)
         return [text[:json_end(text) or len(text)].strip() for text in decoded]
 
-    def answer(self, prompts: list[str]) -> list[LLMResponse]:
-        """Answers in prompt order, failures as error responses (``answer_in_batches``)."""
+    def answer(self, prompts: list[str], on_answer: OnAnswer | None = None
+               ) -> list[LLMResponse]:
+        """Answers in prompt order, failures as error responses (``answer_in_batches``),
+        each batch to ``on_answer`` as it returns."""
         return answer_in_batches(self.model_id, prompts, self.settings.batch_size,
-                                 self._generate)
+                                 self._generate, on_answer)
 
     def __repr__(self) -> str:
         return f"Seq2SeqLLM({self.model_id!r}, {self.resolution.revision!r})"
