@@ -115,8 +115,9 @@ def test_queries_responses_verdicts_and_reports(consistency_run) -> None:
     assert metrics[MODEL]["n_asked"] == rows
     assert metrics[MODEL]["low_answered_share"] == int(summary.loc[0, "low_answered_share"])
     assert "prompts_sent_now" not in json.dumps(metrics)  # a counter of this process
-    assert "per_question" in json.loads((reports / "provenance.json").read_text())[
-        "metric definitions"]
+    # the definitions (no numbers) are provenance, named in short in `setting`
+    assert "consistency = per question" in json.loads(
+        (reports / "provenance.json").read_text())["metric definitions"]
 
 
 @pytest.mark.slow

@@ -134,14 +134,10 @@ def encoder_path_note(params: Params) -> dict:
                             f"classifiers; fp32 torch gives other last bits)"}
 
 
-def metrics_path(workspace: Workspace, stage: str) -> Path:
-    """``reports/<stage>/metrics.json``, inside the stage's report folder (``dvc.yaml``
-    declares it under the top-level ``metrics:``, which may name a file inside an out)."""
-    return workspace.reports / stage / METRICS_FILE
-
-
 def publish(report: Report, workspace: Workspace) -> Path:
-    """Write ``report`` into ``reports/<stage>`` (swapped in whole), its metrics included."""
+    """Write ``report`` into ``reports/<stage>`` (swapped in whole), its metrics included as
+    ``reports/<stage>/metrics.json`` (``dvc.yaml`` declares it under the top-level
+    ``metrics:``, which may name a file inside a stage's out)."""
     final = workspace.reports / report.stage
     metrics = None
     if report.metrics is not None:  # checked before anything is written
