@@ -23,6 +23,7 @@ from prefect import flow
 
 from tasks.core.config import Params, load_params
 from tasks.core.errors import LingtestError
+from tasks.core.metrics import stage_metrics
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance, publish, slug
 from tasks.core.side_by_side import case_changes, changed_cases, fail_percent, side_by_side
@@ -174,15 +175,15 @@ def compare_with_baseline(method: str, run_name: str, mine: list[str], params: P
         report.add(f"{prefix}-changes", changes,
                    f"{method}: per case, what your models fix or break against each baseline "
                    "model", substitutes=False)
-        for model in mine:
-            for base in base_models:
-                report.add(f"{prefix}-{slug(model)}-vs-{slug(base)}"[:120],
-                           changed_cases(rows, suite, contract, model, base),
-                           f"{method}: cases {model} fixes or breaks against {base} (first 20)",
-                           substitutes=False)
+        report.add_per_model(f"{prefix}-pairs", {
+            f"{model} vs {base}": changed_cases(rows, suite, contract, model, base)
+            for model in mine for base in base_models},
+            f"{method}: cases {{model}}: fixed or broken (first 20 per pair)",
+            column="pair", substitutes=False)
     breaches = Gates(max_fail, max_broken).breaches(method, overall, changes)
-    report.metrics = {model: {"fail %": fail_percent(rows.loc[rows["model_id"] == model,
-                                                              "verdict"])} for model in models}
+    report.metrics = stage_metrics(f"{method}: all cases of each model", {
+        model: {"fail_%": fail_percent(rows.loc[rows["model_id"] == model, "verdict"])}
+        for model in models})
     publish(report, workspace)
     return {"method": method, "overall": overall, "baseline": base_models, "shared": shared,
             "changes": changes.to_dict(orient="records"), "breaches": breaches,

@@ -225,21 +225,16 @@ def dvc_push(root: str, remote: str) -> str:
 
 @task(name="dvc-metrics")
 def dvc_metrics(root: str) -> pd.DataFrame:
+    """``dvc metrics show`` as rows: file, ``<model>.<metric>`` (``setting`` too), value."""
+    from tasks.core.compare import flatten
+
     shown = _run(dvc_command("metrics", "show", "--json"), root, check=True).stdout
     rows = []
     for _, files in (json.loads(shown or "{}") or {}).items():
         for path, content in (files.get("data") or {}).items():
-            for key, value in _flatten(content.get("data") or {}).items():
+            for key, value in flatten(content.get("data") or {}).items():
                 rows.append({"file": path, "metric": key, "value": value})
     return pd.DataFrame(rows, columns=["file", "metric", "value"])
-
-
-def _flatten(tree: dict, prefix: str = "") -> dict:
-    flat = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        flat.update(_flatten(value, name + ".") if isinstance(value, dict) else {name: value})
-    return flat
 
 
 def _failure_alert(flow, flow_run, state) -> None:

@@ -15,9 +15,11 @@ from scipy import stats
 from tasks.adaptive.corrections import apply_corrections, read_corrections
 from tasks.adaptive.debug import tree_training_set
 from tasks.adaptive.debug_protocol import checklist_sample, split_topic
-from tasks.adaptive.debug_report import figure7_figure, figure7_table, topic_changes
+from tasks.adaptive.debug_report import (FIGURE7_LINES, figure7_figure, figure7_table,
+                                         topic_changes)
 from tasks.capabilities.checklist_run import sample_suite
 from tasks.core.errors import LingtestError
+from tasks.core.metrics import check_metrics_shape
 from tasks.core.paths import PACKAGE_ROOT
 
 HOTEL = "adatest/imdb_hotel_conversion.csv"
@@ -257,6 +259,18 @@ def test_debugging_stage_runs_the_protocol_end_to_end(data_project, debugging_ru
     assert {"condition", "k", "trained_error", "others_error"} <= set(fig7.columns)
     assert set(fig7["k"]) == {0, 1}
     assert (reports / "adatest-debug-figure7.png").stat().st_size > 10_000
+    lines = pd.read_csv(reports / "adatest-debug-figure7-lines.csv")  # what `dvc plots` draws
+    assert list(lines.columns) == ["k", *FIGURE7_LINES] and lines["k"].tolist() == [1]
+    adatest = fig7[fig7["condition"] == "adatest"].iloc[0]
+    assert lines.loc[0, "adatest trained_error"] == adatest["trained_error"]
+    assert lines.loc[0, "base others_error"] == adatest["base_others_error"]
+    metrics = check_metrics_shape(json.loads((reports / "metrics.json").read_text()), "test")
+    base = results.loc[results["condition"] == "before", "model_id"].iloc[0]
+    assert {f"{base}+adatest", f"{base}+checklist-data"} <= set(metrics)
+    assert all(key == "setting" or key.startswith(f"{base}+") for key in metrics)
+    assert metrics["setting"] == "1 topic(s), mean over 1 training seed(s)"
+    assert summary[f"{base}+adatest own_topic_fixed"] == \
+        metrics[f"{base}+adatest"]["own_topic_fixed"]
     provenance = json.loads((reports / "provenance.json").read_text())
     assert "training_seeds" in json.dumps(provenance)
     assert "oracle labelling each suggestion like the k nearest" in provenance["substitutes"]

@@ -8,9 +8,12 @@ import pandas as pd
 import pytest
 
 from flows.stage import run_stage
+from tasks.capabilities.coverage_report import FIGURE4_LINES
 from tasks.capabilities.method import CapabilitiesMethod
 from tasks.core.config import load_params
+from tasks.core.metrics import check_metrics_shape
 from tasks.core.method import retest
+from tasks.core.publish import slug
 from tasks.core.schema import change_counts, check_cases, check_results, compare_results
 
 TRAIN = ["capabilities.train_sentiment.max_train=96", "capabilities.train_sentiment.max_test=64",
@@ -40,6 +43,20 @@ def task_states(flow_run_id: str, prefix: str) -> list[str]:
     return [r.state.name for r in flow_task_runs(flow_run_id) if r.name.startswith(prefix)]
 
 
+def flow_run_artifacts(flow_run_id: str) -> list:
+    """The artifacts one flow run published (their data parsed)."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
+    for artifact in found:
+        if isinstance(artifact.data, str) and artifact.type == "table":
+            artifact.data = json.loads(artifact.data)
+    return found
+
+
 def task_spans(flow_run_id: str) -> dict[str, tuple]:
     """Start and end time of the flow run's tasks, by task run name."""
     return {r.name: (r.start_time, r.end_time) for r in flow_task_runs(flow_run_id)}
@@ -58,14 +75,17 @@ def capabilities_run(data_project):
 @pytest.mark.slow
 def test_train_sentiment_writes_model_and_metrics(capabilities_run) -> None:
     workspace, _, trained, _ = capabilities_run
-    metrics = json.loads((workspace.reports / "train-sentiment" / "minilm-sst2-metrics.json"
-                          ).read_text())
-    # the DVC metrics are the result; this process's seconds and threads are not metrics
-    assert metrics == {k: v for k, v in trained.items()
-                       if k not in ("seconds", "epoch_seconds", "threads")}
-    assert "seconds" in trained and "seconds" not in metrics
-    assert (metrics["train_size"], metrics["test_size"]) == (96, 64)
-    assert 0.0 <= metrics["accuracy"] <= 1.0
+    folder = workspace.reports / "train-sentiment"
+    metrics = check_metrics_shape(json.loads((folder / "metrics.json").read_text()), "test")
+    # the DVC metrics are the result's numbers; this process's seconds and threads are not
+    # metrics, and the versions and revisions are provenance
+    assert metrics == {"setting": "SST-2 test split", "lingtest/minilm-sst2": {
+        "accuracy": trained["accuracy"], "test_size": 64, "train_size": 96,
+        "train_loss": trained["train_loss"][-1]}}
+    assert 0.0 <= trained["accuracy"] <= 1.0 and "seconds" in trained
+    provenance = json.loads((folder / "provenance.json").read_text())
+    assert trained["base_revision"] in provenance["base model"]
+    assert provenance["torch / transformers"].startswith(trained["torch"])
     assert (workspace.root / "data" / "models" / "minilm-sst2" / "head.safetensors").is_file()
 
 
@@ -100,7 +120,7 @@ def test_suite_results_and_table3(capabilities_run) -> None:
     assert results["case_id"].tolist() == 2 * suite["case_id"].tolist()
     examples = pd.read_csv(reports / "s2lct-examples.csv")  # published headers unchanged
     assert {"expected", "prediction vader", "verdict vader"} <= set(examples.columns)
-    for model in ("lingtest-minilm-sst2", "vader"):
+    for model in ("lingtest-minilm-sst2", "vader"):  # the files stay one per model
         table = pd.read_csv(reports / f"s2lct-table3-{model}.csv")
         assert table["capability"].tolist() == ["LC2", "LC9"]
         assert table["seeds"].tolist() == [2, 2]
@@ -132,18 +152,47 @@ def test_checklist_coverage_and_metrics(capabilities_run) -> None:
     assert set(curve["model_id"]) == {"lingtest/minilm-sst2"}  # VADER has no hidden states
     assert sorted(curve["size"].unique())[0] == 4  # sizes above the smaller suite are dropped
     assert curve["boundcov"].between(0, 1).all() and curve["sactcov"].between(0, 1).all()
-    assert (reports / "s2lct-figure4-coverage-lingtest-minilm-sst2.png").stat().st_size > 5000
+    figure4 = reports / "s2lct-figure4-coverage"
+    assert (figure4 / "lingtest-minilm-sst2.png").stat().st_size > 5000
+    plotted = pd.read_csv(figure4 / "lingtest-minilm-sst2.csv")  # what `dvc plots` draws
+    assert list(plotted.columns) == ["size", *FIGURE4_LINES]
+    assert plotted["size"].tolist() == sorted(curve["size"].unique())
+    largest = curve[(curve["size"] == curve["size"].max()) & (curve["suite"] == "CheckList")]
+    assert plotted["CheckList boundcov"].iloc[-1] == pytest.approx(
+        100 * largest["boundcov"].iloc[0], abs=1e-4)
     by_lc = pd.read_csv(reports / "s2lct-coverage-by-lc.csv")
     assert by_lc["capability"].tolist() == ["LC2", "LC9"]
     assert by_lc["checklist_test"].tolist() == ["Sentiment-laden words in context", "Q & A: yes"]
     assert (by_lc["size"] == by_lc[["s2lct_texts", "checklist_texts"]].min(axis=1)).all()
     lengths = pd.read_csv(reports / "s2lct-lengths.csv")
     assert {"S²LCT", "CheckList", "LC2 (S²LCT)"} <= set(lengths["suite"])
-    metrics = json.loads((workspace.reports / "capabilities-metrics.json").read_text())
-    assert 0.3 < metrics["pcfg_bracket_f1"] <= 1.0
-    assert set(metrics) >= {"lingtest/minilm-sst2", "vader", "coverage_at_largest_size"}
-    assert set(metrics["coverage_at_largest_size"]) == {"lingtest/minilm-sst2"}
+    metrics = check_metrics_shape(json.loads((reports / "metrics.json").read_text()), "test")
+    assert set(metrics) == {"setting", "all", "lingtest/minilm-sst2", "vader"}
+    assert 0.3 < metrics["all"]["pcfg_bracket_f1"] <= 1.0
+    assert metrics["all"]["cases.seeds"] == 4
+    assert metrics["lingtest/minilm-sst2"]["coverage.CheckList.size"] == curve["size"].max()
+    assert not any(k.startswith("coverage.") for k in metrics["vader"])  # no hidden states
     assert metrics["vader"]["pass_to_fail"] >= metrics["vader"]["pass_to_fail_seeds"]
+
+
+@pytest.mark.slow
+def test_one_run_publishes_a_handful_of_artifact_keys(capabilities_run) -> None:
+    """Per-model tables are one artifact each (a model_id column), not one key per model."""
+    workspace, _, _, first = capabilities_run
+    artifacts = {a.key: a for a in flow_run_artifacts(first["flow_run_id"])}
+    # (the comparison with the last recorded run: only where git has one)
+    assert set(artifacts) - {"capabilities-comparison"} == {
+        "s2lct-suite", "s2lct-table3", "s2lct-ase22", "s2lct-neutral-share",
+        "s2lct-checklist", "s2lct-examples", "s2lct-pcfg", "s2lct-lengths", "s2lct-coverage",
+        "s2lct-coverage-by-lc"}
+    for key in ("s2lct-table3", "s2lct-ase22"):
+        rows = pd.DataFrame(artifacts[key].data)
+        assert rows.columns[0] == "model_id"
+        for model in ("lingtest/minilm-sst2", "vader"):  # every model's rows, as its file
+            own = pd.read_csv(workspace.reports / "capabilities" /
+                              f"{key}-{slug(model)}.csv")
+            assert rows.loc[rows["model_id"] == model, "capability"].tolist() == \
+                own["capability"].tolist() == ["LC2", "LC9"]
 
 
 @pytest.mark.slow

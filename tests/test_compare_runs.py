@@ -22,9 +22,8 @@ DVC_YAML = """stages:
       - data/interim/adaptive
       - reports/adaptive:
           cache: false
-    metrics:
-      - reports/adaptive-metrics.json:
-          cache: false
+metrics:
+  - reports/adaptive/metrics.json
 """
 
 
@@ -38,7 +37,7 @@ def write_run(root: Path, verdicts: dict[str, str], rounds: int, fail_share: flo
                  ).to_parquet(interim / "results.parquet")
     (reports / "provenance.json").write_text(json.dumps({
         "seed": 0, "parameters (adaptive)": json.dumps({"rounds": rounds, "trees": ["a.csv"]})}))
-    (root / "reports/adaptive-metrics.json").write_text(json.dumps(
+    (reports / "metrics.json").write_text(json.dumps(
         {"vader": {"fail share": fail_share}, "setting": "text"}))
 
 
@@ -70,7 +69,7 @@ def test_the_new_run_against_the_recorded_one(project):
     result = compare("adaptive", before, after, ["case_id", "model_id"])
     assert result.params == ["adaptive.rounds: 2 → 3"]
     assert result.metrics.to_dict("records") == [{
-        "metric": "adaptive-metrics.json:vader.fail share", "before": 0.5, "after": 0.75,
+        "metric": "vader.fail share", "before": 0.5, "after": 0.75,
         "delta": 0.25}]
     assert result.counts == {"fixed": 1, "broken": 1, "unchanged": 1, "added": 1,
                              "removed": 1}

@@ -13,7 +13,6 @@ from tasks.consistency.method import ConsistencyMethod
 from tasks.core.config import load_params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.publish import slug
 from tasks.core.schema import check_cases, check_results
 
 QUESTIONS = pd.DataFrame({"question_id": ["user-00", "user-01", "user-02"],
@@ -118,10 +117,3 @@ def test_one_unit_per_model_whatever_the_shards(tmp_path) -> None:
     assert [(u.model_id, u.shard, u.shards) for u in units] == [("a", 0, 1), ("b", 0, 1)]
     assert [method.ref(u.model_id).spec for u in units] == ["ollama:a", "openai:b"]
     assert method.suite_path == tmp_path / "data" / "interim" / "consistency" / "queries.parquet"
-
-
-@pytest.mark.parametrize("question_id", ["kommkonllm-00", "boolq-0134", "user-07", "guide-03"])
-def test_table4_artifact_keys_keep_their_question_ids(question_id) -> None:
-    """The per-question Table 4 keys (``kommkonllm-table4-<id>``) are the question ids the
-    code gives (lower-case letters, digits, dashes), as before the shared ``slug``."""
-    assert slug(question_id) == question_id

@@ -19,6 +19,7 @@ from tasks.consistency.store_schema import Response, Verdict
 from tasks.core.config import load_params
 from tasks.core.errors import FailedCalls
 from tasks.core.io import sha256_file
+from tasks.core.metrics import check_metrics_shape
 from tasks.core.method import retest
 from tasks.core.schema import change_counts, check_cases, check_results, compare_results
 from tasks.models.llm import LLMResponse
@@ -104,10 +105,47 @@ def test_queries_responses_verdicts_and_reports(consistency_run) -> None:
     assert "## Provenance" in md and "SmolLM2-135M-Instruct (Q4_1 GGUF" in md
     assert sha256_file(path)[:16] in md and "seed" in md
     assert (reports / "kommkonllm-figure.png").stat().st_size > 5000
-    metrics = json.loads((workspace.reports / "consistency-metrics.json").read_text())
-    assert metrics["models"][MODEL]["prompts_total"] == distinct
-    assert metrics["models"][MODEL]["n_asked"] == rows
+    plotted = pd.read_csv(reports / "kommkonllm-figure.csv")  # what `dvc plots` draws
+    assert plotted["model_id"].tolist() == [MODEL]
+    assert plotted.loc[0, "undefined_rate"] == pytest.approx(summary.loc[0, "undefined_rate"])
+    metrics = check_metrics_shape(json.loads((reports / "metrics.json").read_text()), "test")
+    assert set(metrics) == {"setting", MODEL}
+    assert metrics["setting"] == "recall=answered consistency=per_question"
+    assert metrics[MODEL]["prompts_total"] == distinct
+    assert metrics[MODEL]["n_asked"] == rows
+    assert metrics[MODEL]["low_answered_share"] == int(summary.loc[0, "low_answered_share"])
     assert "prompts_sent_now" not in json.dumps(metrics)  # a counter of this process
+    # the definitions (no numbers) are provenance, named in short in `setting`
+    assert "consistency = per question" in json.loads(
+        (reports / "provenance.json").read_text())["metric definitions"]
+
+
+@pytest.mark.slow
+def test_one_run_publishes_a_handful_of_artifact_keys(consistency_run) -> None:
+    """Table 4 is one artifact (a question_id column), not one key per question."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId,
+                                                FlowRunFilter, FlowRunFilterTags)
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    from flows.stage import stage_params_hash
+
+    workspace, params = consistency_run[:2]
+    tags = ["stage:consistency", f"params:{stage_params_hash(params, 'consistency')}"]
+    with get_client(sync_client=True) as client:  # the fixture's run: the first with its tags
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            tags=FlowRunFilterTags(all_=tags)), sort=FlowRunSort.START_TIME_ASC)
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[runs[0].id])))
+    artifacts = {a.key: a for a in found}
+    # (the comparison with the last recorded run: only where git has one)
+    assert set(artifacts) - {"consistency-comparison"} == {
+        "kommkonllm-definitions", "kommkonllm-summary", "kommkonllm-questions",
+        "kommkonllm-table4"}
+    table4 = pd.DataFrame(json.loads(artifacts["kommkonllm-table4"].data))
+    assert sorted(table4["question_id"].unique()) == ["user-00", "user-01"]
+    assert len(table4) == len(pd.read_csv(workspace.reports / "consistency" /
+                                          "kommkonllm-table4.csv"))
 
 
 @pytest.mark.slow
@@ -325,12 +363,12 @@ def test_report_functions_on_a_hand_made_table(tmp_path) -> None:
     png = report.chart(table.reset_index(), tmp_path / "chart.png", "hand-made")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     metrics = report.metrics_json(table.reset_index(), {"m-bad": 4, "m-good": 4})
-    assert metrics["models"]["m-good"]["prompts_total"] == 4
-    bad = metrics["models"]["m-bad"]
+    assert metrics["m-good"]["prompts_total"] == 4
+    bad = metrics["m-bad"]
     assert (bad["n_errors"], bad["n_answered"], bad["n_asked"]) == (1, 2, 4)
     assert bad["consistency"] == 0.75 and bad["consistency_derived_rows"] == 0.0
-    assert bad["recall_all_true"] == 0.5 and bad["low_answered_share"] is False
-    assert metrics["definitions"] == {"recall": "answered", "consistency": "per_question"}
+    assert bad["recall_all_true"] == 0.5 and bad["low_answered_share"] == 0
+    assert metrics["setting"] == "recall=answered consistency=per_question"
     exported = report.export(results)
     assert list(exported.columns) == report.RESULT_EXPORT and len(exported) == 8
 
@@ -368,8 +406,8 @@ def test_partial_and_silent_models_are_flagged_not_headlined() -> None:
                             consistency_definition="derived_rows")
     pd.testing.assert_frame_equal(report.side_by_side(strict, "all_true", "derived_rows"),
                                   report.side_by_side(table))
-    flagged = report.metrics_json(table, {})["models"]
-    assert flagged["m-failing"]["low_answered_share"] is True
+    flagged = report.metrics_json(table, {})
+    assert flagged["m-failing"]["low_answered_share"] == 1  # a flag as a number: alertable
     assert flagged["m-silent"]["answered_share"] == 0.0
 
 

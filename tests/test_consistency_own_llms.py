@@ -96,11 +96,11 @@ def test_two_servers_in_one_dask_run_get_one_request_at_a_time(tmp_path, mirror,
     assert summary_csv["model_id"].tolist() == ["server-a", "server-b"]
     table4 = pd.read_csv(reports / "kommkonllm-table4.csv")
     assert {"server-a", "server-b"} <= set(table4.columns)
-    metrics = json.loads((workspace.reports / "consistency-metrics.json").read_text())
-    assert sorted(metrics["models"]) == ["server-a", "server-b"]
+    metrics = json.loads((reports / "metrics.json").read_text())
+    assert sorted(metrics) == ["server-a", "server-b", "setting"]
     results = pd.read_csv(reports / "results.csv")
     assert set(results["model_id"]) == {"server-a", "server-b"}
-    names = [p.name for p in reports.rglob("*")] + list(metrics["models"])
+    names = [p.name for p in reports.rglob("*")] + list(metrics)
     names += list(summary_csv.columns) + list(table4.columns)
     assert not [n for n in names if "127.0.0.1" in n or "http" in n or "/" in n]
     md = (reports / "kommkonllm-summary.md").read_text()

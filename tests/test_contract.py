@@ -15,7 +15,8 @@ from tasks.core import stats
 from tasks.core.cases import case_id, provenance_json
 from tasks.core.errors import LingtestError
 from tasks.core.method import Method, Unit, UnitResult, retest
-from tasks.core.publish import Report, publish, slug
+from tasks.core.metrics import lookup, stage_metrics
+from tasks.core.publish import Figure, Report, publish, slug
 from tasks.core.schema import (Contract, change_counts, check_cases, check_results,
                                compare_results, write_cases)
 
@@ -136,10 +137,11 @@ def test_cluster_bootstrap_bounds():
 
 def _report(figure=None) -> Report:
     report = Report(stage="polarity", provenance={"seed": 7}, substitutes="Substitute: X → Y.",
-                    metrics={"fail": np.int64(2)})
+                    metrics={"setting": "all cases", "vader": {"fail": np.int64(2)}})
     report.add("polarity-table", pd.DataFrame({"a": [1, 2]}), "A table", notes="Read me.")
     report.add("polarity-slice", pd.DataFrame({"a": [1]}), "Artifact only", files=False)
-    report.figures["figure.png"] = figure or (lambda path: path.write_bytes(b"png"))
+    report.figures["figure/vader.png"] = Figure(
+        figure or (lambda path: path.write_bytes(b"png")), pd.DataFrame({"x": [1], "y": [2]}))
     report.frames["rows.csv"] = pd.DataFrame({"b": ["x"]})
     return report
 
@@ -149,16 +151,80 @@ def test_publish_writes_every_part_of_a_report(tmp_path: Path):
 
     workspace = Workspace(tmp_path)
     folder = publish(_report(), workspace)
-    assert sorted(p.name for p in folder.iterdir()) == [
-        "figure.png", "polarity-table.csv", "polarity-table.md", "provenance.json", "rows.csv"]
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) \
+        == ["figure/vader.csv", "figure/vader.png", "metrics.json", "polarity-table.csv",
+            "polarity-table.md", "provenance.json", "rows.csv"]
     md = (folder / "polarity-table.md").read_text()
     assert "Read me." in md and "Substitute: X → Y." in md and "**seed**: `7`" in md
     assert json.loads((folder / "provenance.json").read_text())["substitutes"] == \
         "Substitute: X → Y."
-    assert json.loads((tmp_path / "reports" / "polarity-metrics.json").read_text()) == {"fail": 2}
-    inside = _report()
-    inside.metrics_file = "polarity/metrics.json"
-    assert json.loads((publish(inside, workspace) / "metrics.json").read_text()) == {"fail": 2}
+    assert json.loads((folder / "metrics.json").read_text()) == {
+        "setting": "all cases", "vader": {"fail": 2}}  # inside the folder, numpy made plain
+    assert pd.read_csv(folder / "figure" / "vader.csv").to_dict("records") == [{"x": 1, "y": 2}]
+    assert not (tmp_path / "reports" / "polarity-metrics.json").exists()
+
+
+@pytest.mark.parametrize("metrics, named", [
+    ({"vader": {"fail": 2}}, "'setting'"),
+    ({"setting": "s", "vader": {"definition": "per_question"}}, "vader.definition"),
+    ({"setting": "s", "vader": {"low": True}}, "vader.low"),
+    ({"setting": "s", "vader": {"fail": float("nan")}}, "vader.fail"),
+    ({"setting": "s", "vader": {"cr": {"N_V": 1}}}, "vader.cr"),
+    ({"setting": "s", "vader": 3}, "'vader'"),
+    ({"setting": "s", "vader": {}}, "'vader'"),
+])
+def test_a_metric_that_is_no_number_fails_the_publish_naming_it(tmp_path: Path, metrics,
+                                                                 named):
+    from tasks.core.paths import Workspace
+
+    report = _report()
+    report.metrics = metrics
+    with pytest.raises(LingtestError, match="polarity: metrics.json") as caught:
+        publish(report, Workspace(tmp_path))
+    assert named in str(caught.value) and "provenance" in str(caught.value)
+    assert not (tmp_path / "reports" / "polarity").exists()  # nothing written
+
+
+def test_stage_metrics_flattens_drops_missing_and_keeps_all_apart():
+    metrics = stage_metrics("l2 mu-sigma vocab", {
+        "org/m-1.5": {"CR2": {"N_V": np.int64(3), "P_A": 66.7, "P_B": None},
+                      "CR4": {"P_A": float("nan")}},
+        "silent": {"fail_%": None}}, {"cases": {"seeds": 4}})
+    assert metrics == {"setting": "l2 mu-sigma vocab",
+                       "org/m-1.5": {"CR2.N_V": 3, "CR2.P_A": 66.7}, "all": {"cases.seeds": 4}}
+    assert type(metrics["org/m-1.5"]["CR2.N_V"]) is int
+    # a model or metric name holding dots is still found (alerts' FILE:KEY)
+    assert lookup(metrics, "org/m-1.5.CR2.P_A") == 66.7
+    assert lookup(metrics, "all.cases.seeds") == 4
+    assert lookup(metrics, "org/m-1.5.CR9.P_A") is None
+
+
+def test_a_per_model_family_is_one_artifact_and_a_file_per_model(tmp_path: Path):
+    from tasks.core.paths import Workspace
+
+    report = Report(stage="family")
+    table = report.add_per_model("fam-t3", {"org/a": pd.DataFrame({"x": [1, 2]}),
+                                            "b": pd.DataFrame({"x": [3]})},
+                                 "Table 3 for {model}")
+    assert table.key == "fam-t3" and not table.files and table.title == "Table 3 for each model"
+    assert table.frame.to_dict("records") == [{"model_id": "org/a", "x": 1},
+                                              {"model_id": "org/a", "x": 2},
+                                              {"model_id": "b", "x": 3}]
+    assert [(t.key, t.artifact, t.files) for t in report.tables[:2]] == [
+        ("fam-t3-org-a", False, True), ("fam-t3-b", False, True)]
+    folder = publish(report, Workspace(tmp_path))
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "fam-t3-b.csv", "fam-t3-b.md", "fam-t3-org-a.csv", "fam-t3-org-a.md", "provenance.json"]
+    assert "# Table 3 for org/a" in (folder / "fam-t3-org-a.md").read_text()
+
+
+def test_two_parts_writing_one_file_are_refused(tmp_path: Path):
+    from tasks.core.paths import Workspace
+
+    report = _report()
+    report.figures["polarity-table.png"] = Figure(lambda path: None, pd.DataFrame())
+    with pytest.raises(LingtestError, match="polarity-table.csv"):
+        publish(report, Workspace(tmp_path))
 
 
 def test_a_failing_report_leaves_the_previous_one(tmp_path: Path):
@@ -166,14 +232,14 @@ def test_a_failing_report_leaves_the_previous_one(tmp_path: Path):
 
     workspace = Workspace(tmp_path)
     folder = publish(_report(), workspace)
-    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    before = {p.name: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
     def broken(path):
         raise RuntimeError("plot failed")
 
     with pytest.raises(RuntimeError):
         publish(_report(broken), workspace)
-    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert {p.name: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
 
 
 def test_slug():

@@ -61,7 +61,13 @@ def test_suite_results_and_reports(contrastive_run) -> None:
     table2 = (reports / "costello-table2-sentence-transformers-all-minilm-l6-v2.md").read_text()
     assert "| l2 " in table2 and "μ−σ" in table2 and "## Provenance" in table2
     assert "classifiers' training sentences (per relation)**: `sentence-transformers/all-MiniLM-L6-v2: none`" in table2
-    assert (reports / "costello-figure6-sentence-transformers-all-minilm-l6-v2.png").stat().st_size > 5000
+    figure6 = reports / "costello-figure6"
+    assert (figure6 / "sentence-transformers-all-minilm-l6-v2.png").stat().st_size > 5000
+    plotted = pd.read_csv(figure6 / "sentence-transformers-all-minilm-l6-v2.csv")
+    table2 = pd.read_csv(reports / "costello-table2-sentence-transformers-all-minilm-l6-v2.csv")
+    l2 = table2[(table2["distance"] == "l2") & (table2["dictionary"] == "vocab")]
+    assert plotted["threshold"].astype(str).tolist() == l2["threshold"].astype(str).tolist()
+    assert plotted["l2 P_A"].tolist() == pytest.approx(l2["avg P_A"].tolist(), nan_ok=True)
     assert first["triples"] == len(suite) >= 12
     assert first["violations"] == int((results["verdict"] == "fail").sum())
     accuracy = pd.read_csv(reports / "costello-classifiers.csv")

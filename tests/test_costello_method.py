@@ -11,6 +11,7 @@ import pytest
 from tasks.contrastive import pipeline as cp
 from tasks.contrastive.method import (EXACT_LENGTH_KEY, MINILM, OVERLAP_KEY, SUBSTITUTES,
                                       ContrastiveMethod, contract_rows, substitutes)
+from tasks.contrastive.report import FIGURE6_LINES
 from tasks.contrastive.suite import _row
 from tasks.core.config import ContrastiveParams, load_params
 from tasks.core.errors import LingtestError
@@ -96,16 +97,30 @@ def test_report_tables_figures_metrics_and_interim_files(tmp_path):
     keys = [table.key for table in report.tables]
     assert keys == ["costello-table1", "costello-classifiers", "costello-thresholds",
                     "costello-table2-org-model-a", "costello-table2-org-model-b",
-                    "costello-table2", "costello-violations"]
-    assert sorted(report.figures) == ["costello-figure6-org-model-a.png",
-                                      "costello-figure6-org-model-b.png"]
+                    "costello-table2", "costello-table2-mean", "costello-violations"]
+    # one artifact per table family (the per-model files stay): the models' rows in one
+    artifacts = [t.key for t in report.tables if t.artifact]
+    assert artifacts == ["costello-table1", "costello-classifiers", "costello-thresholds",
+                         "costello-table2", "costello-table2-mean", "costello-violations"]
+    family = report.tables[5].frame
+    assert family.columns[0] == "model_id"
+    for model_id, member in (("org/model_a", 3), ("org/model-b", 4)):
+        rows = family[family["model_id"] == model_id].drop(columns="model_id")
+        pd.testing.assert_frame_equal(rows.reset_index(drop=True),
+                                      report.tables[member].frame.reset_index(drop=True))
+    assert sorted(report.figures) == ["costello-figure6/org-model-a.png",
+                                      "costello-figure6/org-model-b.png"]
+    plotted = report.figures["costello-figure6/org-model-a.png"].data
+    assert list(plotted.columns) == ["threshold", *FIGURE6_LINES]
+    assert plotted["threshold"].tolist() == ["0", "μ−σ"]  # the thresholds run, in order
     classifiers = report.tables[1].frame
     assert classifiers.loc[0, ["mean", "min", "max", "count"]].tolist() == [0.6, 0.5, 0.7, 2]
     violations = report.tables[-1].frame
     assert set(violations["distance"]) <= {"l2"} and set(violations["threshold_kind"]) <= {
         "mu-sigma"}
     assert report.metrics["setting"] == "l2 mu-sigma vocab"
-    assert set(report.metrics["models"]) == {"org/model_a", "org/model-b"}
+    assert set(report.metrics) == {"setting", "org/model_a", "org/model-b"}
+    assert {"CR1.N_V", "CR4.N_V"} <= set(report.metrics["org/model_a"])
     # the substitutes name what ran (the two models, 14 classifiers), not the default MiniLM
     assert "org/model_a (hub `org/model_a`, r1, mean); org/model-b" in report.substitutes
     assert "14 MLPs" in report.substitutes and "all-MiniLM" not in report.substitutes

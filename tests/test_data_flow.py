@@ -22,9 +22,10 @@ def project(data_project) -> Workspace:
 
 
 def test_processed_tables_have_the_expected_rows(project: Workspace) -> None:
-    rows = json.loads((project.reports / "data" / "tables.json").read_text())["rows"]
+    metrics = json.loads((project.reports / "data" / "metrics.json").read_text())
+    assert metrics["setting"] == "processed tables" and set(metrics) == {"setting", "all"}
     for name, expected in EXPECTED_ROWS.items():
-        assert rows[name] == expected, name
+        assert metrics["all"][f"rows.{name}"] == expected, name
         assert len(pd.read_parquet(project.processed / f"{name}.parquet")) == expected
     sst = pd.read_parquet(project.processed / "sst.parquet")
     assert sst.groupby("split").size().to_dict() == {"train": 8544, "dev": 1101, "test": 2210}

@@ -88,7 +88,7 @@ def test_capabilities_names_the_lexicon_model_everywhere(own_runs) -> None:
     assert "s2lct-table3-lexicon.md" in names and "s2lct-table3-vader.md" in names
     root = str(workspace.root)
     assert not [n for n in names if root.strip("/").replace("/", "-") in n or "python" in n]
-    metrics = json.loads((workspace.reports / "capabilities-metrics.json").read_text())
+    metrics = json.loads((reports / "metrics.json").read_text())
     assert "lexicon" in metrics and all("/" not in k and root not in k for k in _keys(metrics))
     provenance = json.loads((reports / "provenance.json").read_text())
     assert "lexicon @ python@sha256:" in provenance["models"]
@@ -106,8 +106,8 @@ def test_adaptive_scores_the_tree_with_the_lexicon_model(own_runs) -> None:
     reports = workspace.reports / "adaptive"
     table = pd.read_csv(reports / "adatest-models.csv")
     assert {"lexicon", "vader"} <= set(table.columns)
-    metrics = json.loads((workspace.reports / "adaptive-metrics.json").read_text())
-    assert "lexicon fail %" in metrics and 0 <= metrics["lexicon fail %"] <= 100
+    metrics = json.loads((reports / "metrics.json").read_text())
+    assert 0 <= metrics["lexicon"]["fail_%"] <= 100
     provenance = json.loads((reports / "provenance.json").read_text())
     assert "lexicon (python@sha256:" in provenance["models"]
 

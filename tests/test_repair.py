@@ -170,10 +170,11 @@ def test_several_models_are_averaged_not_pooled():
     facts = [{"model_id": m, "setting": "l2 mu-2sigma vocab", "theta": 0.3, "best_epoch": 1}
              for m in ("A", "B")]
     metrics = report.metrics(facts, report.fix_rates(both, 100, 0), acc.reset_index())
-    assert metrics["models"]["A"]["nv_decline_train"] == 50.0
-    assert metrics["models"]["B"]["fix_rate_train"] == 0.0
-    assert metrics["mean"]["nv_decline_train"] == 25.0
-    assert metrics["mean"]["accuracy_change_pp"] == {"sentiment": 0.5}
+    assert metrics["A"]["nv_decline_train"] == 50.0
+    assert metrics["B"]["fix_rate_train"] == 0.0
+    assert metrics["all"]["models"] == 2 and metrics["all"]["mean.nv_decline_train"] == 25.0
+    assert metrics["all"]["mean.accuracy_change_pp.sentiment"] == 0.5
+    assert metrics["setting"] == "l2 mu-2sigma vocab"
 
 
 def test_one_model_has_no_mean_row():
@@ -186,7 +187,7 @@ def test_one_model_has_no_mean_row():
     acc = report.accuracy(_bank("A", [0.8, 0.9]), _bank("A", [0.9, 0.9]), 200, 0)
     assert list(acc["model"]) == ["A"]
     facts = [{"model_id": "A", "setting": "s", "theta": 0.3, "best_epoch": 1}]
-    assert "mean" not in report.metrics(facts, report.fix_rates(both, 200, 0), acc)
+    assert set(report.metrics(facts, report.fix_rates(both, 200, 0), acc)) == {"setting", "A"}
 
 
 def test_models_to_repair_must_be_tested_by_the_contrastive_stage():
@@ -264,8 +265,8 @@ def test_repair_flow_repairs_two_models_and_averages_them(data_project, tmp_path
     for model in models:
         assert f"{model} @ " in provenance
         assert f"repaired: data/models/repair/{slug(model)} @ local@sha256:" in provenance
-    metrics = json.loads((workspace.reports / "repair-metrics.json").read_text())
-    assert set(metrics["models"]) == set(models) and metrics["mean"]["models"] == 2
+    metrics = json.loads((reports / "metrics.json").read_text())
+    assert set(metrics) == {*models, "all", "setting"} and metrics["all"]["models"] == 2
 
 
 def test_changes_table_reads_in_repair_split_and_relation_order():

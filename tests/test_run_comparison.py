@@ -55,5 +55,6 @@ def test_contrastive_headline_metrics():
     except KeyError as exc:  # the results frame needs more columns than this sketch
         raise AssertionError(f"results columns: {exc}")
     assert metrics["setting"] == "l2 mu-sigma vocab"
-    assert metrics["models"]["m"]["synonym"]["N_V"] == 1
-    assert metrics["models"]["m"]["antonym"]["N_V"] == 0
+    assert metrics["m"]["synonym.N_V"] == 1
+    assert metrics["m"]["antonym.N_V"] == 0
+    assert "antonym.P_A" not in metrics["m"]  # no violation, no precision: left out

@@ -175,14 +175,14 @@ def test_reports_and_provenance_mask_a_password_given_to_them(tmp_path):
     password = ODD["all"]
     workspace = Workspace(tmp_path)
     params = Params(consistency={"database_url": odd_url(password)})
-    report = Report("secret-check", metrics={"n": 1}, provenance=provenance(
+    report = Report("secret-check", metrics={"setting": "s", "m": {"n": 1}},
+                    provenance=provenance(
         params, workspace, "consistency", database=odd_url(password),
         models=[f"openai:m@http://alice:{password}@h:1/v1"]))
     report.add("secret-table", pd.DataFrame({"a": [1]}), "A table")
     publish(report, workspace)
     written = [p for p in tmp_path.joinpath("reports").rglob("*") if p.is_file()]
-    assert {p.name for p in written} >= {"provenance.json", "secret-table.md",
-                                         "secret-check-metrics.json"}
+    assert {p.name for p in written} >= {"provenance.json", "secret-table.md", "metrics.json"}
     for path in written:
         assert not leaks(path.read_text(encoding="utf-8"), password), path
     assert "alice:***@db.example" in (tmp_path / "reports/secret-check/provenance.json").read_text()
@@ -291,8 +291,7 @@ def test_consistency_run_with_a_database_password_writes_it_nowhere(
     summary = run_stage("consistency", params, workspace)
     assert summary["sent"] > 0 and not leaks(json.dumps(summary), PG_PASSWORD)
 
-    written = [workspace.reports / "consistency-metrics.json",
-               workspace.data / "consistency" / "last-run.json",
+    written = [workspace.data / "consistency" / "last-run.json",
                *(p for p in (workspace.reports / "consistency").rglob("*") if p.is_file())]
     assert any(p.name == "provenance.json" for p in written)
     for path in written:

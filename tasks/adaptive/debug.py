@@ -41,6 +41,7 @@ from tasks.core.cases import case_id, provenance_json
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.method import Method, Unit, UnitResult
+from tasks.core.metrics import SETTING
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report
 from tasks.core.schema import Contract
@@ -417,7 +418,8 @@ class DebuggingLoop(Method):
         from tasks.adaptive.debug_report import debugging_report
 
         report = debugging_report(self, suite, results, runs)
-        self.headline = report.metrics
+        self.headline = {f"{model} {key}": value for model, values in report.metrics.items()
+                         if model != SETTING for key, value in values.items()}
         return report
 
     def summary(self, suite: pd.DataFrame, results: pd.DataFrame,

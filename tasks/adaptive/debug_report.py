@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from tasks.core.io import atomic_path
-from tasks.core.publish import Report, provenance
+from tasks.core.metrics import stage_metrics
+from tasks.core.publish import Figure, Report, provenance
 from tasks.core.stats import fdr, paired_change
 
 SUBSTITUTES = ("Substitutes: the paper's fine-tuned RoBERTa-large SST-2 model → lingtest's "
@@ -33,6 +34,7 @@ SUBSTITUTES = ("Substitutes: the paper's fine-tuned RoBERTa-large SST-2 model �
                "suggestions at most the threshold, or the round limit; the paper's DynaSent "
                "(out of domain) → the IMDb contrast sets (Gardner et al. 2020).")
 MIN_EXAMPLES = 5
+FIGURE7_DATA = "adatest-debug-figure7-lines.csv"  # Figure 7's data, wide (the table is long)
 CONDITION_NAMES = {"before": "base model", "adatest": "AdaTest (5 seeds + fix rounds)",
                    "checklist-data": "CheckList data ({n} per topic)",
                    "adatest-tree": "hotel tree tests (not the paper's protocol)"}
@@ -204,6 +206,28 @@ def figure7_table(changes: pd.DataFrame, topics: list[str]) -> pd.DataFrame:
     return table.drop_duplicates(["condition", "k"]) if len(table) else table
 
 
+FIGURE7_CONDITIONS = ("adatest", "checklist-data")
+FIGURE7_LINES = [f"{c} {column}_error" for column in ("trained", "others")
+                 for c in (*FIGURE7_CONDITIONS, "base")]
+
+
+def figure7_data(table: pd.DataFrame) -> pd.DataFrame:
+    """What Figure 7 plots, wide: one row per k ≥ 1, each condition's mean error on the
+    trained and the other topics and the base model's on the same topics
+    (``FIGURE7_LINES``; blank: that condition did not run)."""
+    trained = table[table["k"] > 0]
+    out = pd.DataFrame({"k": sorted(trained["k"].unique())})
+    for column in ("trained", "others"):
+        for condition in FIGURE7_CONDITIONS:
+            part = trained[trained["condition"] == condition].set_index("k")
+            out[f"{condition} {column}_error"] = (
+                part[f"{column}_error"].reindex(out["k"]).to_numpy(dtype=float))
+        base = trained.drop_duplicates("k").set_index("k")
+        out[f"base {column}_error"] = base[f"base_{column}_error"].reindex(out["k"]).to_numpy(
+            dtype=float)
+    return out[["k", *FIGURE7_LINES]]
+
+
 def figure7(table: pd.DataFrame, path: Path, checklist_n: int = 50) -> Path:
     """``figure7_figure`` written to ``path`` (PNG, atomically)."""
     fig = figure7_figure(table, checklist_n)
@@ -244,16 +268,16 @@ def figure7_figure(table: pd.DataFrame, checklist_n: int = 50):
     return fig
 
 
-def headline(summary: pd.DataFrame) -> dict:
-    """DVC metrics per condition, from ``condition_summary``."""
-    out = {}
+def headline(summary: pd.DataFrame) -> dict[str, dict]:
+    """Per condition the DVC metrics, from ``condition_summary``."""
+    out: dict[str, dict] = {}
     for row in summary.to_dict("records"):
-        c = row["condition"]
+        values = out.setdefault(row["condition"], {})
         for key in ("own_topic_fixed", "own_error_after", "others_broken", "others_worsened",
                     "sst2_acc"):
             value = row.get(key)
             if value is not None and not (isinstance(value, float) and np.isnan(value)):
-                out[f"{c} {key}"] = value
+                values[key] = value
     return out
 
 
@@ -351,7 +375,11 @@ def debugging_report(loop, suite: pd.DataFrame, results: pd.DataFrame, runs) -> 
     if len(tests):
         report.frames["adatest-debug-training-tests.csv"] = tests
     if len(fig7):
-        report.figures["adatest-debug-figure7.png"] = (
-            lambda path: figure7(fig7, path, d.checklist_n))
-    report.metrics = headline(summary)
+        report.figures["adatest-debug-figure7.png"] = Figure(
+            lambda path: figure7(fig7, path, d.checklist_n), figure7_data(fig7),
+            data_name=FIGURE7_DATA)
+    base = loop.model_ref.name
+    report.metrics = stage_metrics(
+        f"{len(d.topics)} topic(s), mean over {d.seeds} training seed(s)",
+        {f"{base}+{condition}": values for condition, values in headline(summary).items()})
     return report

@@ -27,6 +27,7 @@ from tasks.adaptive.tree import TestTree, read_tree, write_tree
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.method import Method, Unit, UnitResult
+from tasks.core.metrics import stage_metrics
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance
 from tasks.core.schema import change_counts, compare_results
@@ -182,8 +183,9 @@ class Adaptive(Method):
                 "AdaTest: verdict changes against the previous run, per model",
                 notes="First run: every case is added." if self.previous is None else "")
         decided = results[results["verdict"].isin(["pass", "fail"])]
-        out.metrics = {"cases": len(suite), **{
-            f"{m} fail %": float(100 * decided.loc[decided["model_id"] == m, "verdict"]
-                                 .eq("fail").mean()) for m in models},
-            **{f"{row.model_id} broken": int(row.broken) for row in diff.itertuples()}}
+        broken = {row.model_id: int(row.broken) for row in diff.itertuples()}
+        out.metrics = stage_metrics("pass/fail verdicts", {
+            m: {"fail_%": float(100 * decided.loc[decided["model_id"] == m, "verdict"]
+                                .eq("fail").mean()), "broken": broken.get(m)}
+            for m in models}, {"cases": len(suite)})
         return out

@@ -29,6 +29,22 @@ def length_summary(texts_by_suite: Mapping[str, Sequence[str]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=LENGTH_COLUMNS).round(2)
 
 
+FIGURE4_SUITES = ("S²LCT", "CheckList")
+FIGURE4_LINES = [f"{suite} {metric}" for metric in ("boundcov", "sactcov")
+                 for suite in FIGURE4_SUITES]
+
+
+def coverage_data(curve: pd.DataFrame) -> pd.DataFrame:
+    """What Figure 4 plots, wide: one row per suite size, BoundCov and SActCov (%) of each
+    suite (``FIGURE4_LINES``; blank: that suite has no sample of that size)."""
+    out = pd.DataFrame({"size": sorted(curve["size"].unique())})
+    for suite in FIGURE4_SUITES:
+        part = curve[curve["suite"] == suite].set_index("size").reindex(out["size"])
+        for metric in ("boundcov", "sactcov"):
+            out[f"{suite} {metric}"] = (100 * part[metric].to_numpy(dtype=float)).round(4)
+    return out[["size", *FIGURE4_LINES]]
+
+
 def plot_coverage_curve(curve: pd.DataFrame, path: str | os.PathLike,
                         title: str = "") -> None:
     """BoundCov and SActCov against suite size, one line per suite (the paper's Figure 4)."""

@@ -19,19 +19,21 @@ import pandas as pd
 
 from tasks.capabilities import expansion, report
 from tasks.capabilities import pipeline as cp
-from tasks.capabilities.coverage_report import coverage_lengths, plot_coverage_curve
+from tasks.capabilities.coverage_report import (coverage_data, coverage_lengths,
+                                                plot_coverage_curve)
 from tasks.capabilities.search import load_word_polarity
 from tasks.capabilities.specs import BUILTIN_SPECS, CapabilitySpec, load_specs
 from tasks.data.sst import sst2_split
 from tasks.core import io
 from tasks.core.errors import LingtestError
 from tasks.core.method import Method, Unit, UnitResult, by_model, fan_out
-from tasks.core.publish import Report, provenance, slug
+from tasks.core.publish import Figure, Report, provenance, slug
 from tasks.core.schema import Contract
 from tasks.models.model_spec import ModelRef, model_line, refs_by_name
 from tasks.models.sentiment import SentimentModel, builtin_substitutes, load_configured
 
 TABLES = ("sst", "word_polarity", "ptb_trees", "checklist_suite")
+FIGURE4 = "s2lct-figure4-coverage"  # the folder of Figure 4: <model>.png and its data
 RULES_BEYOND_PAPER = (
     "Validation rules beyond the paper (which checks the fill's POS and its neutrality only): "
     "LC1/LC2 expansions must still meet the capability's search rule (rejected_rule); no "
@@ -344,18 +346,19 @@ class CapabilitiesMethod(Method):
             "S²LCT suite: SST matches, seeds and the expansion funnel per capability "
             "(proposals → rejections per validation rule → kept, expansions per seed)",
             notes=suite_notes(funnel, c))
-        for model_id, table in tables.items():
-            if "alict" in c.table_layouts:
-                out.add(f"s2lct-table3-{slug(model_id)}"[:120], table,
-                        f"S²LCT Table 3 for {model_id}: failures per capability (95% "
-                        "bootstrap intervals; the paper's seed fail % for its models beside)",
-                        notes=table3_notes(funnel, c.pass_to_fail_count, c.trials))
-            if "ase22" in c.table_layouts:
-                out.add(f"s2lct-ase22-{slug(model_id)}"[:120], report.ase22_table(
-                    results[results["model_id"] == model_id], lcs, membership, c.trials),
-                    f"S²LCT's ASE'22 layout for {model_id}: median over {c.trials} seed "
-                    "sampling(s) of the test cases, one failure rate over seeds and "
-                    "expansions, and #pass_to_fail", notes=ASE22_NOTES)
+        if "alict" in c.table_layouts:
+            out.add_per_model("s2lct-table3", tables,
+                              "S²LCT Table 3 for {model}: failures per capability (95% "
+                              "bootstrap intervals; the paper's seed fail % for its models "
+                              "beside)", notes=table3_notes(funnel, c.pass_to_fail_count,
+                                                            c.trials))
+        if "ase22" in c.table_layouts:
+            out.add_per_model("s2lct-ase22", {
+                model_id: report.ase22_table(results[results["model_id"] == model_id], lcs,
+                                             membership, c.trials) for model_id in tables},
+                f"S²LCT's ASE'22 layout for {{model}}: median over {c.trials} seed "
+                "sampling(s) of the test cases, one failure rate over seeds and "
+                "expansions, and #pass_to_fail", notes=ASE22_NOTES)
         out.add("s2lct-neutral-share", report.neutral_share(results, lcs),
                 "Seeds predicted neutral per model and capability, and the share of the "
                 "failing seeds that were", notes=NEUTRAL_NOTES)
@@ -387,9 +390,10 @@ class CapabilitiesMethod(Method):
                 "BoundCov / SActCov of each capability against its CheckList MFT test "
                 "(ALiCT's LC→test map), both sampled to the same size", provenance=info)
         for model_id, part in curve.groupby("model_id", sort=False):
-            out.figures[f"s2lct-figure4-coverage-{slug(model_id)}.png"] = (
+            out.figures[f"{FIGURE4}/{slug(model_id)}.png"] = Figure(
                 lambda path, part=part, model_id=model_id: plot_coverage_curve(
-                    part, path, f"{model_id}: coverage against suite size"))
+                    part, path, f"{model_id}: coverage against suite size"),
+                coverage_data(part))
         return out
 
     def summary(self, suite: pd.DataFrame, results: pd.DataFrame,

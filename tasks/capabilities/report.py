@@ -17,6 +17,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from tasks.core.metrics import stage_metrics
 from tasks.core.stats import rate_interval
 
 # S²LCT Table 3, seed fail % of BERT / RoBERTa / DistilBERT (fine-tuned on SST-2).
@@ -197,15 +198,13 @@ def neutral_share(results: pd.DataFrame, capabilities: list[str]) -> pd.DataFram
 
 def headline_metrics(tables: dict[str, pd.DataFrame], suite: pd.DataFrame, pcfg: dict,
                      curve: pd.DataFrame | None) -> dict:
-    """Headline figures for `dvc metrics show` / `dvc exp show`: case counts, the PCFG's
-    bracket F1, each model's overall fail rates and pass→fail counts, coverage at the
-    largest suite size."""
-    out: dict = {"cases": {"seeds": int((suite["kind"] == "seed").sum()),
-                           "expansions": int((suite["kind"] == "expansion").sum())},
-                 "pcfg_bracket_f1": round(pcfg["bracket"].get("f1", float("nan")), 4)}
+    """Headline figures for `dvc metrics show` / `dvc exp show`: each model's overall fail
+    rates, pass→fail counts and coverage at the largest suite size (``coverage.<suite>.*``);
+    under ``all`` the case counts and the PCFG's bracket F1."""
+    models: dict[str, dict] = {}
     for model_id, table in tables.items():
         seeds, exps = table["seeds"].sum(), table["expansions"].sum()
-        out[model_id] = {
+        models[model_id] = {
             "seed_fail_%": round(float((table["seed_fail_%"] * table["seeds"]).sum() / seeds), 2)
             if seeds else None,
             "exp_fail_%": round(float((table["exp_fail_%"].fillna(0) * table["expansions"]).sum()
@@ -213,10 +212,12 @@ def headline_metrics(tables: dict[str, pd.DataFrame], suite: pd.DataFrame, pcfg:
             "pass_to_fail": int(table["pass_to_fail"].sum()),
             "pass_to_fail_seeds": int(table["pass_to_fail_seeds"].sum())}
     if curve is not None and len(curve):
-        out["coverage_at_largest_size"] = {}
         for model_id, part in curve.groupby("model_id", sort=False):
             largest = part[part["size"] == part["size"].max()]
-            out["coverage_at_largest_size"][model_id] = {
+            models.setdefault(model_id, {})["coverage"] = {
                 row.suite: {"size": int(row.size), "boundcov": round(row.boundcov, 4),
                             "sactcov": round(row.sactcov, 4)} for row in largest.itertuples()}
-    return json.loads(json.dumps(out))
+    return stage_metrics("overall; coverage at the largest size", models, {
+        "cases": {"seeds": int((suite["kind"] == "seed").sum()),
+                  "expansions": int((suite["kind"] == "expansion").sum())},
+        "pcfg_bracket_f1": round(pcfg["bracket"].get("f1", float("nan")), 4)})

@@ -30,7 +30,7 @@ from tasks.core.errors import check_calls
 from tasks.core.method import (Method, Unit, UnitResult, by_model, fan_out,
                                runner_uses_processes)
 from tasks.core.paths import Workspace
-from tasks.core.publish import Report, provenance, slug
+from tasks.core.publish import Figure, Report, provenance
 from tasks.core.runtime import git_commit
 from tasks.core.schema import Contract
 from tasks.models.llm import DEFAULT_LOCAL_MODEL, parse_llm
@@ -320,18 +320,15 @@ class ConsistencyMethod(Method):
                 report.question_table(results, questions, c.consistency_definition),
                 "KomMKonLLM: per model and question (original = answer to row 0)",
                 notes=f"Definitions: {CONSISTENCY_DEFINITIONS[c.consistency_definition]}.")
-        table4 = report.table4(results)
-        out.add("kommkonllm-table4", table4,
+        out.add("kommkonllm-table4", report.table4(results),
                 "KomMKonLLM Table 4: derived questions × models (parsed answers; row 0 is "
-                "the original question)")
-        for question_id, rows in table4.groupby("question_id", sort=True):
-            out.add(f"kommkonllm-table4-{slug(question_id)}"[:120],
-                    rows.drop(columns="question_id"),
-                    f"KomMKonLLM Table 4 for {question_id}", files=False)  # artifact only
+                "the original question; one artifact for every question: filter by "
+                "question_id)")
         out.frames["results.csv"] = report.export(results)
         if "f1" in table:
-            out.figures["kommkonllm-figure.png"] = lambda path: report.chart(
-                table, path, "KomMKonLLM: per model, 95% bootstrap CIs")
+            out.figures["kommkonllm-figure.png"] = Figure(
+                lambda path: report.chart(table, path, "KomMKonLLM: per model, 95% bootstrap "
+                                                       "CIs"), report.chart_data(table))
         return out
 
     def summary(self, suite: pd.DataFrame, results: pd.DataFrame,

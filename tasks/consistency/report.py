@@ -18,6 +18,7 @@ import pandas as pd
 
 from tasks.consistency import metrics
 from tasks.core.io import atomic_path
+from tasks.core.metrics import stage_metrics
 
 RESULT_EXPORT = ["model_id", "model_key", "question_id", "array_row", "row_values",
                  "derived_text", "prompt", "expected", "raw_text", "error", "parsed", "correct"]
@@ -270,11 +271,11 @@ HEADLINE = ("accuracy", "precision", "recall", "f1", "consistency", "undefined_r
 def metrics_json(table: pd.DataFrame, totals: dict[str, int],
                  recall_definition: str = "answered",
                  consistency_definition: str = "per_question") -> dict:
-    """For ``dvc metrics show``: per model the headline metrics (by the chosen definitions),
-    the same metrics by the other definitions (``recall_all_true``, …), the rows answered
-    true/false of those asked, the ``low_answered_share`` flag, and the prompts answered
-    in all (not the prompts this process sent: a counter of one run is no metric of the
-    results; ``last-run.json`` keeps it)."""
+    """For ``dvc metrics show``: per model the headline metrics (by the chosen definitions,
+    named in ``setting``), the same metrics by the other definitions (``recall_all_true``,
+    …), the rows answered true/false of those asked, ``low_answered_share`` (1: flagged),
+    and the prompts answered in all (not the prompts this process sent: a counter of one
+    run is no metric of the results; ``last-run.json`` keeps it)."""
     extra = metrics.alternative_columns(recall_definition, consistency_definition)
     out: dict[str, dict] = {}
     for row in table.to_dict(orient="records"):
@@ -282,13 +283,23 @@ def metrics_json(table: pd.DataFrame, totals: dict[str, int],
         entry = {name: _number(row.get(name)) for name in (*HEADLINE, *extra)}
         entry.update({"n_answered": int(row["n_answered"]), "n_asked": int(row["n_asked"]),
                       "answered_share": _number(row["answered_share"]),
-                      "low_answered_share": bool(row["low_answered_share"]),
+                      "low_answered_share": int(bool(row["low_answered_share"])),
                       "n_errors": int(row["n_errors"]),
                       "prompts_total": int(totals.get(model, 0))})
         out[model] = entry
-    return {"definitions": {"recall": recall_definition,
-                            "consistency": consistency_definition},
-            "models": out}
+    return stage_metrics(f"recall={recall_definition} consistency={consistency_definition}",
+                         out)
+
+
+def chart_data(table: pd.DataFrame) -> pd.DataFrame:
+    """What the chart plots, wide: one row per model, each ``CHART_METRICS`` column with
+    its 95% CI bounds (blank: undefined)."""
+    out = pd.DataFrame({"model_id": table["model_id"].astype(str)})
+    for name, _ in CHART_METRICS:
+        for column in (name, f"{name}_lo", f"{name}_hi"):
+            out[column] = (table[column].to_numpy(dtype=float) if column in table
+                           else np.nan)
+    return out
 
 
 def _number(value: object) -> float | None:

@@ -23,7 +23,7 @@ from tasks.contrastive.suite import table1
 from tasks.core import io
 from tasks.core.method import (Method, Unit, UnitResult, by_model, fan_out, fan_out_calls,
                                runner_uses_processes)
-from tasks.core.publish import Report, provenance, slug
+from tasks.core.publish import Figure, Report, provenance, slug
 from tasks.core.schema import Contract
 from tasks.models.model_spec import ModelRef, parse_model, parse_models
 
@@ -31,6 +31,7 @@ SUBSTITUTES = ("Substitutes: the paper's 42 hub encoders → the packaged all-Mi
                "(default profile); the paper's SST/MRPC downstream classifiers → 14 MLPs "
                "trained here on the tested model's embeddings.")
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+FIGURE6 = "costello-figure6"  # the folder of Figure 6: <model>.png and the data it plots
 EXACT_LENGTH_KEY = "exact-length passes"
 
 
@@ -322,17 +323,17 @@ class ContrastiveMethod(Method):
                                               "no dictionary embedded or searched"]})
         out.add("costello-thresholds", searched,
                 "Adaptive thresholds: nearest-neighbour distances of dictionary words")
-        for info in infos:
-            model_id, name = info["model_id"], slug(info["model_id"])
-            table = report.table2(results, model_id)
-            out.add(f"costello-table2-{name}"[:120], table,
-                    f"COSTELLO Table 2 for {model_id}: violations (N_V) and precision "
-                    "(P_A, P_B, %) per distance and threshold")
-            out.figures[f"costello-figure6-{name}.png"] = (
+        tables = {info["model_id"]: report.table2(results, info["model_id"]) for info in infos}
+        out.add_per_model("costello-table2", tables,
+                          "COSTELLO Table 2 for {model}: violations (N_V) and precision "
+                          "(P_A, P_B, %) per distance and threshold")
+        for model_id, table in tables.items():
+            out.figures[f"{FIGURE6}/{slug(model_id)}.png"] = Figure(
                 lambda path, table=table, model_id=model_id: report.precision_figure(
-                    table, path, f"{model_id}: precision against threshold"))
+                    table, path, f"{model_id}: precision against threshold"),
+                report.precision_data(table))
         if results["model_id"].nunique() > 1:
-            out.add("costello-table2", report.table2(results),
+            out.add("costello-table2-mean", report.table2(results),
                     "COSTELLO Table 2, all models: each N_V, P_A and P_B is the mean over "
                     "models of the per-model figure (as the paper); N_M: models with at "
                     "least one violation of that relation")

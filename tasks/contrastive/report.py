@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.core.io import atomic_path
+from tasks.core.metrics import stage_metrics
 
 THRESHOLD_ORDER = ["zero", "min", "mu-2sigma", "mu-sigma"]
 THRESHOLD_LABEL = {"zero": "0", "min": "min", "mu-2sigma": "μ−2σ", "mu-sigma": "μ−σ"}
@@ -103,8 +104,9 @@ HEADLINE = {"distance": "l2", "threshold_kind": "mu-sigma", "dictionary": "vocab
 
 
 def headline_metrics(results: pd.DataFrame) -> dict:
-    """For ``dvc exp show``: per model and relation N_V, P_A, P_B at the headline setting
-    (L2 distance, θ = μ−σ, vocabulary dictionary — the setting of the violation list)."""
+    """For ``dvc exp show``: per model and relation N_V, P_A, P_B (``CR2.P_A``) at the
+    headline setting (L2 distance, θ = μ−σ, vocabulary dictionary — the setting of the
+    violation list); a precision with no violation is left out."""
     out: dict[str, dict] = {}
     relations = sorted(results["relation"].unique())
     for model_id in results["model_id"].unique():
@@ -115,10 +117,10 @@ def headline_metrics(results: pd.DataFrame) -> dict:
         if row.empty:
             continue
         cells = row.iloc[0]
-        out[str(model_id)] = {rel: {m: (None if pd.isna(cells[f"{rel} {m}"])
-                                        else round(float(cells[f"{rel} {m}"]), 4))
-                                    for m in ("N_V", "P_A", "P_B")} for rel in relations}
-    return {"setting": " ".join(HEADLINE.values()), "models": out}  # "l2 mu-sigma vocab"
+        out[str(model_id)] = {rel: {m: round(float(cells[f"{rel} {m}"]), 4)
+                                    for m in ("N_V", "P_A", "P_B")
+                                    if not pd.isna(cells[f"{rel} {m}"])} for rel in relations}
+    return stage_metrics(" ".join(HEADLINE.values()), out)  # "l2 mu-sigma vocab"
 
 
 def headline_violations(violations: pd.DataFrame) -> pd.DataFrame:
@@ -146,6 +148,23 @@ def violation_list(results: pd.DataFrame, suite: pd.DataFrame) -> pd.DataFrame:
             "seed", "positive", "negative"]
     return merged[keep].sort_values(["model_id", "distance", "threshold_kind", "dictionary",
                                      "relation", "margin"], ascending=[True] * 5 + [False])
+
+
+FIGURE6_LINES = [f"{d} {p}" for d in ("l1", "l2", "cos") for p in ("P_A", "P_B")]
+
+
+def precision_data(table: pd.DataFrame) -> pd.DataFrame:
+    """What Figure 6 plots, wide: one row per threshold (in order), the average P_A / P_B
+    of each distance on the vocabulary dictionary (``FIGURE6_LINES``; blank: none)."""
+    vocab = table[table["dictionary"] == "vocab"]
+    labels = [THRESHOLD_LABEL[t] for t in THRESHOLD_ORDER if THRESHOLD_LABEL[t] in
+              set(vocab["threshold"])]
+    out = pd.DataFrame({"threshold": labels})
+    for distance in ("l1", "l2", "cos"):
+        rows = vocab[vocab["distance"] == distance].set_index("threshold").reindex(labels)
+        for p in ("P_A", "P_B"):
+            out[f"{distance} {p}"] = rows[f"avg {p}"].to_numpy(dtype=float)
+    return out
 
 
 def precision_figure(table: pd.DataFrame, path: Path, title: str) -> Path:

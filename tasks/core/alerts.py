@@ -124,19 +124,17 @@ def with_failure_alerts(flow, what: str, url: str | None):
 # --------------------------------------------------------------------------- regressions
 
 def read_metric(root: Path, metric: str) -> float | None:
-    """The number at ``FILE:KEY`` (dotted key into JSON/YAML), or None when absent."""
+    """The number at ``FILE:KEY`` (dotted key into JSON/YAML; a model or metric name may
+    hold dots itself: ``Qwen2.5-0.5B.CR2.P_A``), or None when absent."""
     from tasks.core.errors import LingtestError
     from tasks.core.io import parse_yaml, read_input_text
+    from tasks.core.metrics import lookup
 
     path, _, key = metric.partition(":")
     try:  # a pipe or a device in its place is no metrics file either (never read)
-        node = parse_yaml(read_input_text(root / path), root / path)
+        node = lookup(parse_yaml(read_input_text(root / path), root / path), key)
     except LingtestError:
         return None
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
     return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
@@ -198,16 +196,18 @@ def regressions(rules: list["AlertRule"], root: Path,
 
 
 def metrics_files(root: Path) -> set[str]:
-    """The metrics files ``dvc.yaml`` declares (what an alert's FILE may name)."""
+    """The metrics files ``dvc.yaml`` declares, top-level or in a stage (what an alert's
+    FILE may name)."""
     import yaml
 
     try:
-        stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+        spec = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))
+        stages = spec["stages"]
     except (OSError, KeyError, TypeError, yaml.YAMLError):
         return set()
     files = set()
-    for stage in stages.values():
-        for entry in stage.get("metrics") or []:
+    for entries in [spec.get("metrics")] + [stage.get("metrics") for stage in stages.values()]:
+        for entry in entries or []:
             files.update(entry if isinstance(entry, dict) else [entry])
     return files
 

@@ -28,8 +28,10 @@ def markdown_table(df: pd.DataFrame) -> str:
 
 
 def publish_table(key: str, df: pd.DataFrame, title: str, report_dir: Path | None = None,
-                  provenance: dict[str, object] | None = None, notes: str = "") -> None:
-    """Publish ``df`` as the table artifact ``key`` and as ``report_dir/key.{md,csv}``."""
+                  provenance: dict[str, object] | None = None, notes: str = "",
+                  artifact: bool = True) -> None:
+    """Publish ``df`` as the table artifact ``key`` (unless ``artifact`` is False) and as
+    ``report_dir/key.{md,csv}`` (unless ``report_dir`` is None)."""
     if not _KEY.match(key):
         raise ValueError(f"artifact key {key!r}: use lower-case letters, digits and dashes")
     if report_dir is not None:
@@ -38,6 +40,8 @@ def publish_table(key: str, df: pd.DataFrame, title: str, report_dir: Path | Non
             body += provenance_block(provenance)
         io.write_text(report_dir / f"{key}.md", body)
         io.write_csv(report_dir / f"{key}.csv", df)
+    if not artifact:
+        return
     from prefect.artifacts import create_table_artifact
     from prefect.context import get_run_context
 

@@ -3,7 +3,8 @@ and the verdicts, case by case.
 
 A run is read from what DVC and git record of it (``Snapshot``): the stage's contract rows
 (``data/interim/<stage>/results.parquet``, from the DVC cache), its parameters (the report's
-``provenance.json``) and its metrics files (``dvc.yaml``'s ``metrics:``). A revision is a
+``provenance.json``) and its metrics (``reports/<stage>/metrics.json``, declared under
+``dvc.yaml``'s top-level ``metrics:``). A revision is a
 git revision, a DVC experiment name, a Prefect flow-run id (its ``commit:`` tag) or
 ``workspace`` (the files on disk: the run that just finished). Every stage run publishes
 the comparison of the workspace with ``HEAD`` (the last recorded run) as a Prefect artifact
@@ -64,16 +65,19 @@ def flatten(value: object, prefix: str = "") -> dict[str, object]:
 
 
 def stage_files(root: Path, stage: str) -> tuple[str | None, list[str]]:
-    """(the stage's results file, its metrics files), relative to ``root``, from dvc.yaml."""
+    """(the stage's results file, its metrics files), relative to ``root``, from dvc.yaml:
+    the metrics files are the top-level ``metrics:`` entries inside ``reports/<stage>/``."""
     try:
-        spec = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"][stage]
+        spec = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))
+        stage_spec = spec["stages"][stage]
     except (OSError, KeyError, TypeError, yaml.YAMLError):
         raise LingtestError(f"{root / 'dvc.yaml'} has no stage {stage!r}; stages: see "
                             "`dvc stage list`") from None
-    outs = [next(iter(o)) if isinstance(o, dict) else o for o in spec.get("outs", [])]
+    outs = [next(iter(o)) if isinstance(o, dict) else o for o in stage_spec.get("outs", [])]
     interim = [o for o in outs if o.startswith("data/interim/")]
     results = f"{interim[0]}/results.parquet" if interim else None
-    metrics = [next(iter(m)) if isinstance(m, dict) else m for m in spec.get("metrics", [])]
+    declared = [next(iter(m)) if isinstance(m, dict) else m for m in spec.get("metrics") or []]
+    metrics = [m for m in declared if m.startswith(f"reports/{stage}/")]
     return results, metrics
 
 
@@ -121,10 +125,11 @@ def snapshot(root: Path, stage: str, rev: str | None, label: str | None = None,
     metrics: dict[str, float] = {}
     for path in metrics_files:
         raw = _read(root, path, rev, locate)
+        prefix = f"{Path(path).name}:" if len(metrics_files) > 1 else ""
         if raw:
             for key, value in flatten(json.loads(raw)).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    metrics[f"{Path(path).name}:{key}"] = float(value)
+                    metrics[f"{prefix}{key}"] = float(value)
     results = None
     if results_file:
         raw = _read(root, results_file, rev, locate)

@@ -1,7 +1,7 @@
 """One publisher for every stage's report: tables (Markdown + CSV + keyed Prefect artifact),
-figures, the DVC metrics JSON, ``provenance.json`` and the substitutes, all from one
-``Report``; the report folder is staged and swapped in whole, so a failed stage leaves the
-previous report, never half of a new one.
+figures with the data they plot, the DVC metrics JSON, ``provenance.json`` and the
+substitutes, all from one ``Report``; the report folder is staged and swapped in whole, so a
+failed stage leaves the previous report, never half of a new one.
 """
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from tasks.core import io
 from tasks.core.artifacts import publish_table
 from tasks.core.config import Params
 from tasks.core.environment import environment_note
+from tasks.core.errors import LingtestError
+from tasks.core.metrics import FILE as METRICS_FILE
+from tasks.core.metrics import check_metrics_shape
 from tasks.core.paths import Workspace
 from tasks.core.runtime import git_commit
 from tasks.core.secrets import redact_value
@@ -23,8 +26,9 @@ from tasks.core.secrets import redact_value
 
 @dataclass
 class Table:
-    """One published table. ``files=False`` publishes the artifact only (per-question
-    slices, say); ``substitutes`` puts the run's substitutes in the table's notes."""
+    """One published table. ``files=False`` publishes the artifact only (a family's rows of
+    every model), ``artifact=False`` the files only (one member of a family);
+    ``substitutes`` puts the run's substitutes in the table's notes."""
 
     key: str
     frame: pd.DataFrame
@@ -32,17 +36,30 @@ class Table:
     notes: str = ""
     substitutes: bool = True
     files: bool = True
+    artifact: bool = True
     provenance: dict = field(default_factory=dict)  # added to the report's, for this table
+
+
+@dataclass
+class Figure:
+    """A PNG and the data it plots, written beside it as ``<stem>.csv`` (or ``data_name``)
+    in wide form (an x column, one column per line), which ``dvc plots`` draws."""
+
+    plot: Callable[[Path], object]
+    data: pd.DataFrame
+    data_name: str = ""
+
+    def data_file(self, name: str) -> str:
+        return self.data_name or str(Path(name).with_suffix(".csv"))
 
 
 @dataclass
 class Report:
     stage: str
     tables: list[Table] = field(default_factory=list)
-    figures: dict[str, Callable[[Path], object]] = field(default_factory=dict)  # file → plot
+    figures: dict[str, Figure] = field(default_factory=dict)  # file (PNG) → figure
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)  # extra CSV files
-    metrics: dict | None = None  # for `dvc metrics show` / `dvc exp show`
-    metrics_file: str = ""  # under reports/; default `<stage>-metrics.json`, beside the out
+    metrics: dict | None = None  # `reports/<stage>/metrics.json`: see tasks.core.metrics
     provenance: dict = field(default_factory=dict)
     substitutes: str = ""
 
@@ -50,6 +67,20 @@ class Report:
         table = Table(key, frame, title, **kwargs)
         self.tables.append(table)
         return table
+
+    def add_per_model(self, key: str, frames: dict[str, pd.DataFrame], title: str,
+                      column: str = "model_id", **kwargs) -> Table:
+        """A per-model table family: files ``<key>-<model slug>.{md,csv}`` per model and one
+        artifact ``key`` holding every model's rows (``column`` first), so a run publishes
+        one key, not one per model. ``title`` may name ``{model}``."""
+        for model, frame in frames.items():
+            self.add(f"{key}-{slug(model)}"[:120], frame, title.format(model=model),
+                     artifact=False, **kwargs)
+        rows = [frame.drop(columns=column, errors="ignore").assign(**{column: model})
+                for model, frame in frames.items()]
+        combined = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame({column: []})
+        combined = combined[[column, *combined.columns.drop(column)]]
+        return self.add(key, combined, title.format(model="each model"), files=False, **kwargs)
 
 
 def slug(text: str) -> str:
@@ -103,15 +134,16 @@ def encoder_path_note(params: Params) -> dict:
                             f"classifiers; fp32 torch gives other last bits)"}
 
 
-def metrics_path(workspace: Workspace, report: Report) -> Path:
-    """Beside, not inside, the ``reports/<stage>`` DVC out by default (DVC reads it as
-    metrics, uncached); a stage whose dvc.yaml names a file inside its folder says so."""
-    return workspace.reports / (report.metrics_file or f"{report.stage}-metrics.json")
-
-
 def publish(report: Report, workspace: Workspace) -> Path:
-    """Write ``report`` into ``reports/<stage>`` (swapped in whole) and its metrics JSON."""
+    """Write ``report`` into ``reports/<stage>`` (swapped in whole), its metrics included as
+    ``reports/<stage>/metrics.json`` (``dvc.yaml`` declares it under the top-level
+    ``metrics:``, which may name a file inside a stage's out)."""
     final = workspace.reports / report.stage
+    metrics = None
+    if report.metrics is not None:  # checked before anything is written
+        metrics = check_metrics_shape(_plain(report.metrics),
+                                      f"{report.stage}: {METRICS_FILE}")
+    _check_names(report)
     staged = io.staging_dir(final)
     prov = redact_value(dict(report.provenance))  # a model spec or URL may carry a password
     if report.substitutes:
@@ -121,21 +153,32 @@ def publish(report: Report, workspace: Workspace) -> Path:
             table.notes, report.substitutes if table.substitutes else "") if part)
         publish_table(table.key, table.frame, table.title,
                       staged if table.files else None,
-                      provenance={**prov, **table.provenance}, notes=notes)
-    for name, plot in report.figures.items():
-        plot(staged / name)
+                      provenance={**prov, **table.provenance}, notes=notes,
+                      artifact=table.artifact)
+    for name, figure in report.figures.items():
+        (staged / name).parent.mkdir(parents=True, exist_ok=True)
+        figure.plot(staged / name)
+        io.write_csv(staged / figure.data_file(name), figure.data)
     for name, frame in report.frames.items():
         io.write_csv(staged / name, frame)
     io.write_text(staged / "provenance.json",
                   json.dumps(prov, indent=2, sort_keys=True, default=str) + "\n")
-    target = metrics_path(workspace, report)
-    inside = target.resolve().is_relative_to(final.resolve())
-    if report.metrics is not None and inside:
-        io.write_json(staged / target.relative_to(final), _plain(report.metrics))
+    if metrics is not None:
+        io.write_json(staged / METRICS_FILE, metrics)
     io.replace_dir(staged, final)
-    if report.metrics is not None and not inside:
-        io.write_json(target, _plain(report.metrics))
     return final
+
+
+def _check_names(report: Report) -> None:
+    """No two parts of a report write the same file (a figure's data over a table, say)."""
+    names = [f"{t.key}{suffix}" for t in report.tables if t.files for suffix in (".md", ".csv")]
+    for name, figure in report.figures.items():
+        names += [name, figure.data_file(name)]
+    names += [*report.frames, "provenance.json"]
+    names += [METRICS_FILE] if report.metrics is not None else []
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise LingtestError(f"{report.stage}: report files written twice: {twice}")
 
 
 def _plain(obj: dict) -> dict:

@@ -112,7 +112,7 @@ class AlertRule(Section):
     passed in the previous run and fail now (``schema.compare_results``'s ``broken``)."""
 
     metric: str | None = Field(None, description="FILE:KEY, e.g. "
-                               "reports/contrastive-metrics.json:minilm.CR1.N_V")
+                               "reports/contrastive/metrics.json:minilm.CR1.N_V")
     cases: Literal["broken"] | None = None
     above: float | None = None
     below: float | None = None
@@ -121,7 +121,7 @@ class AlertRule(Section):
     def _one_measure_one_bound(self) -> "AlertRule":
         if (self.metric is None) == (self.cases is None):
             raise ValueError("give either metric: FILE:KEY or cases: broken, e.g. "
-                             "{metric: 'reports/contrastive-metrics.json:minilm.CR1.N_V', "
+                             "{metric: 'reports/contrastive/metrics.json:minilm.CR1.N_V', "
                              "above: 10} or {cases: broken, above: 0}")
         if (self.above is None) == (self.below is None):
             raise ValueError("give one bound, above: X or below: X")
@@ -131,7 +131,7 @@ class AlertRule(Section):
             path, _, key = self.metric.partition(":")
             if not key or not path.endswith((".json", ".yaml", ".yml")):
                 raise ValueError(f"metric {self.metric!r}: expected FILE:KEY with a .json or "
-                                 ".yaml file, e.g. reports/contrastive-metrics.json:minilm.CR1.N_V")
+                                 ".yaml file, e.g. reports/contrastive/metrics.json:minilm.CR1.N_V")
             if path.startswith("/") or ".." in path.split("/"):
                 raise ValueError(f"metric {self.metric!r}: give the file relative to the "
                                  "project root, inside it")

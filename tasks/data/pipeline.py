@@ -14,6 +14,7 @@ from prefect.logging import get_run_logger
 from tasks.core import assets, io
 from tasks.core.caching import task
 from tasks.core.config import DataParams, Params
+from tasks.core.metrics import stage_metrics
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance
 from tasks.data import TABLES
@@ -82,8 +83,8 @@ def buildable_tables(manifest: pd.DataFrame) -> list[str]:
 def data_report(params: Params, workspace: Workspace, manifest: pd.DataFrame,
                 summary: pd.DataFrame) -> Report:
     """The processed tables and the raw MANIFEST; the row counts are the DVC metrics."""
-    report = Report("data", metrics={"rows": dict(zip(summary["table"], summary["rows"]))},
-                    metrics_file="data/tables.json",
+    report = Report("data", metrics=stage_metrics("processed tables", {}, {
+                        "rows": dict(zip(summary["table"], summary["rows"]))}),
                     provenance=provenance(params, workspace, "data", **{
                         "raw files": len(manifest),
                         "raw MANIFEST sha256": io.sha256_text(manifest.to_csv(index=False))[:16]}))

@@ -13,6 +13,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from tasks.core import stats
+from tasks.core.metrics import stage_metrics
 
 # COSTELLO Table 3, average over its 10 repaired models (training triples, re-tested).
 PAPER_DECLINE = {"CR1": 53.28, "CR2": 35.39, "CR3": 57.63, "CR4": 41.76, "all": 50.48}
@@ -308,15 +309,14 @@ def metrics(facts: list[dict], fixes: pd.DataFrame, acc: pd.DataFrame) -> dict:
                                      for r in acc[acc["model"] == model].to_dict("records")}
         return out
 
-    out: dict = {"setting": facts[0]["setting"], "models": {
-        one["model_id"]: {"theta": one["theta"], "best_epoch": one["best_epoch"],
-                          **figures(one["model_id"]),
-                          "seconds": {"train": one.get("train_seconds"),
-                                      "retest": one.get("retest_seconds")}}
-        for one in facts}}
-    if len(facts) > 1:
-        out["mean"] = {"models": len(facts), **figures(mean_label(len(facts)))}
-    return out
+    models = {one["model_id"]: {"theta": one["theta"], "best_epoch": one["best_epoch"],
+                                **figures(one["model_id"]),
+                                "seconds": {"train": one.get("train_seconds"),
+                                            "retest": one.get("retest_seconds")}}
+              for one in facts}
+    stage_wide = ({"models": len(facts), "mean": figures(mean_label(len(facts)))}
+                  if len(facts) > 1 else None)
+    return stage_metrics(facts[0]["setting"], models, stage_wide)
 
 
 def make_report(params, workspace, facts: list[dict], both: pd.DataFrame, diff: pd.DataFrame,

@@ -23,6 +23,7 @@ import pandas as pd
 from tasks.core.caching import NO_CACHE, hash_path, model_id, task
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
+from tasks.core.metrics import stage_metrics
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance
 from tasks.data.sst import sst2_split
@@ -305,6 +306,15 @@ def training_note(metrics: dict) -> str:
             "part of the table: it changes from run to run).")
 
 
+def training_facts(metrics: dict) -> dict:
+    """What the metrics cannot hold (no numbers of a result): the base model and its
+    revision, the libraries, the loss of every epoch, the sequence cut."""
+    return {"base model": f"{metrics['base_model']} ({metrics['base_revision']})",
+            "torch / transformers": f"{metrics['torch']} / {metrics['transformers']}",
+            "train loss per epoch": ", ".join(f"{x:g}" for x in metrics["train_loss"]),
+            "max_length": metrics["max_length"]}
+
+
 def training_report(params: Params, workspace: Workspace, sst_path: Path,
                     metrics: dict) -> Report:
     """Test accuracy as the table and the DVC metrics; this process's seconds and threads go
@@ -312,10 +322,12 @@ def training_report(params: Params, workspace: Workspace, sst_path: Path,
     row = {k: metrics[k] for k in ("model_id", "accuracy", "test_size", "train_size", "epochs",
                                    "batch_size", "lr", "base_revision")}
     report = Report("train-sentiment", substitutes=SUBSTITUTE,
-                    metrics={k: v for k, v in metrics.items() if k not in PROCESS_FIGURES},
-                    metrics_file="train-sentiment/minilm-sst2-metrics.json",
+                    metrics=stage_metrics(f"SST-2 {metrics['test_split']} split", {
+                        metrics["model_id"]: {k: metrics[k] for k in (
+                            "accuracy", "test_size", "train_size")}
+                        | {"train_loss": metrics["train_loss"][-1]}}),
                     provenance=provenance(params, workspace, "capabilities.train_sentiment",
-                                          inputs=[sst_path]))
+                                          inputs=[sst_path], **training_facts(metrics)))
     report.add("s2lct-minilm-sst2", pd.DataFrame([row]),
                "MiniLM SST-2 classifier: test accuracy (SST-2 test split)",
                notes=training_note(metrics))
