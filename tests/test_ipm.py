@@ -125,7 +125,7 @@ def test_guide_ipm_equals_the_guides_published_synonyms(nlp, wn):
     """``build_guide_ipms`` rebuilds the guide's ``generate_synonyms``: for its sentence 1
     the synonym lists are its published ``synonyms-1.txt`` line for line (proper nouns and
     multi-word synonyms included, lower-cased, 3 values), and row 0 is its published first
-    prompt's question (all 27 published lists match; see the README's fidelity notes)."""
+    prompt's question (all 27 published lists match; docs/methods/consistency.md, Fidelity)."""
     import ast
 
     from test_kommkonllm_import import GUIDE_PROMPTS_1, SENTENCE_1, SYNONYMS_1

@@ -14,7 +14,7 @@ the pooler output for plain BERT-style hub models, as the paper). After every ep
 caller's ``count_violations`` scores the model in eval mode, and the epoch with the fewest
 violations is kept (the first such epoch on ties, as ``Fixing.py``).
 
-Differences from ``Fixing.py``, on purpose (the README's Fidelity notes list them):
+Differences from ``Fixing.py``, on purpose (Fidelity notes: docs/methods/contrastive.md):
 each pass of the cycled set is reshuffled (``itertools.cycle`` replays its first order);
 gradients left over at an epoch's end are applied, not carried into the next epoch;
 padding is per batch, not to 512 tokens (masked pooling gives the same vectors).
