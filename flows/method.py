@@ -8,9 +8,11 @@ from pathlib import Path
 import pandas as pd
 from prefect import Flow, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import TerminationSignal
 from prefect.futures import PrefectFuture
 
 from flows.stage import unit_resources
+from tasks.core import stopping
 from tasks.core.compare import publish_comparison
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
@@ -66,7 +68,12 @@ def method_flow(method_class: type[Method]) -> Flow:
 
     def run(params: Params, root: str, outputs: str | None = None) -> dict:
         workspace = Workspace(Path(root), Path(outputs) if outputs else None)
-        return compose(method_class(params, workspace))
+        try:
+            return compose(method_class(params, workspace))
+        except (TerminationSignal, KeyboardInterrupt) as signal:
+            # before Prefect's shutdown waits for the task threads: they send no more
+            stopping.request(type(signal).__name__)
+            raise
 
     run.__doc__ = method_class.__doc__
     run.__name__ = run.__qualname__ = f"{method_class.stage.replace('-', '_')}_flow"

@@ -107,6 +107,14 @@ def _stored(db: Path) -> dict[str, str]:
             " WHERE r.error IS NULL"))
 
 
+def _stored_so_far(db: Path) -> dict[str, str]:
+    """``_stored``, empty while the stage has not created the store's tables yet."""
+    try:
+        return _stored(db) if db.is_file() else {}
+    except sqlite3.OperationalError:  # no such table (yet)
+        return {}
+
+
 def _start(args: dict, env: dict, log: Path) -> subprocess.Popen:
     with log.open("w") as err:  # a file, not a pipe: a full pipe would stall the worker
         return subprocess.Popen([sys.executable, "-c", WORKER, json.dumps(args)], env=env,
@@ -241,3 +249,51 @@ def test_an_interrupted_http_call_sends_nothing_more_and_hands_over_what_is_in_f
         again = llm.answer(prompts[:4])  # the slots were released: a new call goes through
         assert [r.text for r in again] == [verdict(p) for p in prompts[:4]]
         llm.close()
+
+
+def test_sigterm_to_a_running_stage_sends_no_further_prompt_and_keeps_every_answer(tmp_path):
+    """`lingtest run consistency` (thread runner) stopped with SIGTERM, as a service manager
+    stops it: the answers that came back are stored, no prompt is sent after the signal but
+    the one in flight (concurrency 1), and the process exits soon after (Prefect's shutdown
+    would otherwise wait for the task thread to send every remaining prompt)."""
+    import shutil
+
+    from test_kommkonllm_import import CA_1, CA_2, RUNS, SYNONYMS_1, SYNONYMS_2
+
+    from tasks.core.paths import PACKAGE_ROOT
+
+    guide = tmp_path / "guide"
+    guide.mkdir()
+    for name, text in (("synonyms-1.txt", SYNONYMS_1), ("ca-1.csv", CA_1), ("test_runs.csv", RUNS),
+                       ("synonyms-2.txt", SYNONYMS_2), ("ca-2.csv", CA_2)):
+        (guide / name).write_text(text, encoding="utf-8")
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    db = root / "data" / "consistency" / "results.sqlite"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "OPENAI_"))}
+    env.update(PYTHONPATH=str(PACKAGE_ROOT), HF_HUB_OFFLINE="1")
+    with SlowServer("openai") as server:
+        args = [sys.executable, "-m", "tasks.core.cli", "run", "consistency",
+                "--set", f"consistency.llms=[openai:fake-model@{server.url}]",
+                "--set", f"consistency.import_dir={guide}", "--set", "consistency.bootstrap=0",
+                "--set", "consistency.concurrency=1", "--set", "consistency.retries=0",
+                "--set", "runtime.task_runner=threads"]
+        with (tmp_path / "run.log").open("w") as log:
+            proc = subprocess.Popen(args, cwd=root, env=env, stdout=log, stderr=log)
+        deadline = time.monotonic() + 240
+        while len(_stored_so_far(db)) < 2:
+            assert proc.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, (tmp_path / "run.log").read_text()[-3000:]
+            time.sleep(0.05)
+        with server._lock:
+            sent_at_signal = sum(server.requests_per_prompt().values())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) in (-signal.SIGTERM, 128 + signal.SIGTERM)
+        with server._lock:
+            replied = {p for _, p in server.replied}
+            sent = sum(server.requests_per_prompt().values())
+    log = (tmp_path / "run.log").read_text()
+    assert "no further prompts are sent" in log, log[-3000:]
+    assert sent <= sent_at_signal + 1 < 7, (sent_at_signal, sent)  # 7 prompts in all
+    assert replied <= set(_stored(db)), "an answer that came back was not stored"

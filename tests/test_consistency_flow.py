@@ -17,7 +17,7 @@ from tasks.consistency.method import ConsistencyMethod
 from tasks.consistency.store import open_store
 from tasks.consistency.store_schema import Response, Verdict
 from tasks.core.config import load_params
-from tasks.core.errors import FailedCalls
+from tasks.core.errors import FailedCalls, LingtestError
 from tasks.core.io import sha256_file
 from tasks.core.metrics import check_metrics_shape
 from tasks.core.method import retest
@@ -222,6 +222,19 @@ def test_retest_of_the_same_model_changes_nothing(consistency_run) -> None:
     counts = change_counts(compare_results(before, after))
     assert counts == {"fixed": 0, "broken": 0, "unchanged": len(suite), "added": 0,
                       "removed": 0}
+
+
+def test_a_covering_array_beyond_the_bound_is_refused_before_any_is_built(consistency_run):
+    """consistency.max_tuples: a question whose covering array has more t-tuples to cover is
+    one error naming the question, the count and both settings, before any array is built."""
+    workspace, params, *_ = consistency_run
+    bounded = params.model_copy(update={"consistency": params.consistency.model_copy(
+        update={"max_tuples": 3})})
+    with pytest.raises(LingtestError, match=r"question \S+'s covering array: \d+ parameters "
+                       r"at strength 2 have [\d,]+ 2-tuples to cover, above the bound of 3 .*"
+                       r"a lower consistency\.strength, or raise the bound with "
+                       r"consistency\.max_tuples N"):
+        ConsistencyMethod(bounded, workspace).build_suite()
 
 
 @pytest.mark.slow

@@ -248,3 +248,19 @@ def test_server_binaries_come_from_the_venv_wheel():
         assert bundled is not None, "pgserver is not installed: pip install -e '.[test]'"
     if bundled is not None:
         assert pg_server.find_bin_dir() == bundled
+
+
+def test_a_sqlite_url_in_the_home_folder_is_expanded(tmp_path: Path, monkeypatch):
+    """`sqlite:///~/answers.db` is the file in the home folder (SQLite alone would create a
+    folder named `~` in the working directory), like every path parameter's `~`."""
+    from tasks.consistency.pipeline import database_url
+    from tasks.core.config import Params
+    from tasks.core.paths import Workspace
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    params = Params.model_validate({"consistency": {"database_url": "sqlite:///~/answers.db"}})
+    url = database_url(params.consistency, Workspace(tmp_path / "project"))
+    assert url == f"sqlite:///{tmp_path}/answers.db"
+    with open_store(url) as store:
+        assert store is not None
+    assert (tmp_path / "answers.db").is_file()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from tasks.consistency.store import open_store
 from tasks.consistency.store_schema import Model
+from tasks.core import stopping
 from tasks.core.caching import task
 from tasks.core.secrets import redact_text
 from tasks.models.llm import HTTP_FORMS, LLMResponse, OnAnswer, answer_each
@@ -202,6 +203,7 @@ def answer_pending(url: str, ref: ModelRef, root: str, ident: str, settings: dic
             pending = part
         chunk = answer_chunk(settings, ref)
         for start in range(0, len(pending), chunk):
+            stopping.check(f"{name}'s next {chunk} prompts")  # a SIGTERM: send no more
             batch = pending.iloc[start:start + chunk]
             answers = answer_each(backend, batch["prompt"].tolist(),
                                   _saver(store, run_id, key, batch["query_id"].tolist()))

@@ -107,18 +107,19 @@ def tuple_count(levels: Sequence[int], strength: int) -> int:
     return sums[t]
 
 
-def check_size(levels: Sequence[int], strength: int, max_tuples: int, option: str) -> int:
+def check_size(levels: Sequence[int], strength: int, max_tuples: int, option: str,
+               strength_option: str = "--strength", what: str = "covering array") -> int:
     """The model's t-tuple count, or a LingtestError when it exceeds ``max_tuples`` (the
     built-in generator and ``check`` take about 30 µs per tuple, and hold every t-subset of
     columns in memory), naming the bound and ``option``, which raises it."""
     count = tuple_count(levels, strength)
     if count > max_tuples:
         t = min(int(strength), len(levels))
-        raise LingtestError(f"covering array: {len(levels)} parameters at strength {t} have "
+        raise LingtestError(f"{what}: {len(levels)} parameters at strength {t} have "
                             f"{count:,} {t}-tuples to cover, above the bound of {max_tuples:,} "
                             f"(about {max_tuples * 30e-6:.0f} s to generate); fix: fewer "
-                            f"parameters or values, a lower --strength, or raise the bound "
-                            f"with {option} N")
+                            f"parameters or values, a lower {strength_option}, or raise the "
+                            f"bound with {option} N")
     return count
 
 

@@ -18,7 +18,7 @@ from typing import Iterator
 
 import pandas as pd
 
-from tasks.consistency import answering, contract, guide_import, report
+from tasks.consistency import answering, contract, covering, guide_import, report
 from tasks.consistency import pipeline as cp
 from tasks.consistency.ipm import IPM
 from tasks.consistency.metrics import CONSISTENCY_DEFINITIONS, definitions
@@ -129,6 +129,10 @@ class ConsistencyMethod(Method):
         ipms = [IPM.from_json(obj) for obj in cp.ipms_task(
             list(zip(questions["question_id"], questions["question"])), c.max_values,
             params.models.spacy, params.models.offline, self.workspace.nltk_data, c.ipm)]
+        for ipm in ipms:  # before any is generated: one too large would run for hours
+            covering.check_size(ipm.levels(), c.strength, c.max_tuples,
+                                "consistency.max_tuples", "consistency.strength",
+                                f"question {ipm.question_id}'s covering array")
         futures = [cp.covering_task.submit(ipm.question_id, ipm.levels(), c.strength,
                                            params.seed, c.generator, c.generator_binary)
                    for ipm in ipms]

@@ -55,8 +55,20 @@ QUERY_COLUMNS = ["question_id", "store_id", "array_row", "row_values", "derived_
 def database_url(c: ConsistencyParams, workspace: Workspace) -> str:
     """``consistency.database_url``, else the SQLite file under ``data/consistency``."""
     if c.database_url:
-        return c.database_url
+        return _home_expanded(c.database_url)
     return f"sqlite:///{(workspace.root / DEFAULT_DATABASE).resolve()}"
+
+
+def _home_expanded(url: str) -> str:
+    """``sqlite:///~/answers.db``: the file in the home folder, as every path parameter's
+    ``~`` is (SQLite itself would make a folder named ``~``)."""
+    if not url.startswith("sqlite:///~"):
+        return url
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    return parsed.set(database=str(Path(parsed.database).expanduser())).render_as_string(
+        hide_password=False)
 
 
 def questions_input(c: ConsistencyParams, workspace: Workspace) -> str:

@@ -176,6 +176,24 @@ class RuntimeParams(Section):
         "{metric: FILE:KEY, above|below: X} on a metrics file, or {cases: broken, above: N} "
         "(more than N cases passed in the previous run and fail now)")
 
+    @field_validator("dask_address")
+    @classmethod
+    def _scheduler(cls, address: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if address is None:
+            return None
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if parts.scheme not in ("tcp", "tls", "ws", "wss", "ucx") or not parts.hostname \
+                or port is None or parts.path not in ("", "/"):
+            raise ValueError("expected a Dask scheduler address, e.g. tcp://10.0.0.5:8786 "
+                             "(what `dask scheduler` prints); null: a local cluster")
+        return address
+
     @field_validator("notify_url")
     @classmethod
     def _webhook(cls, url: str | None) -> str | None:
@@ -424,6 +442,9 @@ class ConsistencyParams(Section):
         "adjectives get WordNet synonyms (multi-word too); lingtest: inflected synonyms of "
         "common nouns, verbs, adjectives, adverbs in the token's casing")
     strength: int = Field(2, ge=1, description="t of the covering arrays")
+    max_tuples: int = Field(500_000, ge=1, description="refuse a question whose covering array "
+                            "has more t-tuples to cover (~30 µs each to generate) before any "
+                            "is built")
     generator: Literal[GENERATORS] = Field(  # type: ignore[valid-type]
         "builtin", description="covering-array generator: builtin | pict | acts | cagen "
                                "(external binaries)")

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import httpx
 
+from tasks.core import stopping
 from tasks.core.errors import LingtestError
 from tasks.models.llm import LLMResponse, LLMSettings, OnAnswer
 
@@ -287,7 +288,8 @@ class HTTPBackend:
         ``concurrency`` prompts are ever sent and not yet stored (what a kill can make a
         rerun send again). Interrupted (Ctrl-C, or ``on_answer`` raising), no further prompt
         is sent and the requests in flight are awaited and handed over before the
-        exception goes on (a second Ctrl-C stops the wait)."""
+        exception goes on (a second Ctrl-C stops the wait); so after a stop request
+        (``tasks.core.stopping``: SIGTERM)."""
         if not prompts:
             return []
         out: list[LLMResponse | None] = [None] * len(prompts)
@@ -313,6 +315,7 @@ class HTTPBackend:
         try:
             for future in as_completed(futures):
                 hand_over(future)
+                stopping.check("sending the remaining prompts")  # a SIGTERM: send no more
         except BaseException:
             for future in futures:
                 future.cancel()  # queued: never sent

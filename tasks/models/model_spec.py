@@ -178,7 +178,8 @@ def parse_model(spec: str, key: str = "model", names: dict[str, str] | None = No
     elif local.expanduser().is_dir():
         form, target = "folder", str(local.expanduser())
     elif head.startswith(("/", "./", "../", "~")) or head.count("/") > 1:
-        raise LingtestError(f"{key}: model folder `{head}` does not exist; fix: the path of a "
+        what = "is not a folder" if local.expanduser().exists() else "does not exist"
+        raise LingtestError(f"{key}: model folder `{head}` {what}; fix: the path of a "
                             f"saved model folder (relative paths start at the project root), "
                             f"or a hub id org/name")
     else:
