@@ -74,8 +74,10 @@ def dvc_project(tmp_path: Path) -> Path:
 def _spawn(root: Path, args: list[str], log: str, **env: str) -> subprocess.Popen:
     """A lingtest command in the background, its output in a file (a full pipe would block it)."""
     out = open(root.parent / log, "w")
-    return subprocess.Popen([*LINGTEST, *args], cwd=root, env=_env(**env), stdout=out,
-                            stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen([*LINGTEST, *args], cwd=root, env=_env(**env), stdout=out,
+                               stderr=subprocess.STDOUT, text=True)
+    process.log_path = root.parent / log  # what _stop shows when the process hangs
+    return process
 
 
 def _log(root: Path, log: str) -> str:
@@ -109,9 +111,14 @@ def _stop(process: subprocess.Popen, timeout: float = 180) -> int:
     try:
         return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)  # `lingtest serve` dumps its threads' stacks
+        time.sleep(3)
         process.kill()
         process.wait()
-        raise AssertionError(f"{process.args[3:]} did not stop within {timeout} s of SIGTERM")
+        log = getattr(process, "log_path", None)
+        tail = log.read_text()[-6000:] if log is not None and log.is_file() else ""
+        raise AssertionError(f"{process.args[3:]} did not stop within {timeout} s of SIGTERM; "
+                             f"its log ends:\n{tail}")
 
 
 def _port_free(port: int) -> bool:

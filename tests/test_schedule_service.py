@@ -91,8 +91,11 @@ def _service(root: Path, args: list[str], log: str, **extra: str) -> subprocess.
     env = {"HOME": os.environ.get("HOME", str(root.parent)), "PATH": "/usr/bin:/bin",
            "PYTHONPATH": str(PACKAGE_ROOT), "PREFECT_RUNNER_POLL_FREQUENCY": "1", **extra}
     out = open(root.parent / log, "w")
-    return subprocess.Popen([*command, "serve", "--project", str(root), *args], cwd=elsewhere,
-                            env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen([*command, "serve", "--project", str(root), *args],
+                               cwd=elsewhere, env=env, stdout=out, stderr=subprocess.STDOUT,
+                               text=True)
+    process.log_path = root.parent / log  # what _stop shows when the process hangs
+    return process
 
 
 def _runs(api_url: str, deployment: str) -> list:

@@ -663,8 +663,8 @@ def main() -> None:
     except typer.Abort:
         typer.echo("Aborted!", err=True)
         sys.exit(1)
-    if isinstance(code, int) and code:  # typer.Exit(code) of a command
-        sys.exit(code)
+    # typer.Exit(code) of a command; else 0, as click's standalone mode ends (SystemExit)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

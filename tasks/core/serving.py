@@ -142,6 +142,10 @@ def serve_schedule(workspace: Workspace, schedule: dict, stages: list[str], expe
     from tasks.core.flow_runs import mark_orphaned_runs_crashed
     from tasks.core.runtime import interpreter_first
 
+    import faulthandler
+
+    # `kill -USR1 <pid>`: every thread's stack to the service's log (a stop that hangs)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     since = dt.datetime.now(dt.timezone.utc)
     # inherited by the flow-run processes, DVC and the stage commands it starts
     os.environ["PATH"] = interpreter_first(os.environ.get("PATH", ""))

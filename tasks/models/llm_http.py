@@ -297,9 +297,11 @@ class HTTPBackend:
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-http")
         keep = on_answer is not None
 
-        def ask(prompt: str) -> tuple[LLMResponse, contextlib.ExitStack]:
+        halt = threading.Event()  # set when interrupted: a queued prompt is not sent
+
+        def ask(prompt: str) -> tuple[LLMResponse | None, contextlib.ExitStack]:
             held = contextlib.ExitStack()
-            return self._ask(prompt, held if keep else None), held
+            return self._ask(prompt, held if keep else None, halt), held
 
         futures = {pool.submit(ask, prompt): i for i, prompt in enumerate(prompts)}
         handed: set[Future] = set()
@@ -307,6 +309,8 @@ class HTTPBackend:
         def hand_over(future: Future) -> None:
             handed.add(future)
             response, held = future.result()
+            if response is None:  # never sent: the call was interrupted first
+                return
             with held:  # the slot, released once the answer is stored
                 out[futures[future]] = response
                 if on_answer is not None:
@@ -317,6 +321,7 @@ class HTTPBackend:
                 hand_over(future)
                 stopping.check("sending the remaining prompts")  # a SIGTERM: send no more
         except BaseException:
+            halt.set()  # a worker already waiting for a slot sends nothing either
             for future in futures:
                 future.cancel()  # queued: never sent
             with contextlib.suppress(BaseException):  # the sink failed, or a 2nd Ctrl-C
@@ -344,15 +349,19 @@ class HTTPBackend:
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
 
-    def _ask(self, prompt: str, keep: contextlib.ExitStack | None = None) -> LLMResponse:
+    def _ask(self, prompt: str, keep: contextlib.ExitStack | None = None,
+             halt: threading.Event | None = None) -> LLMResponse | None:
         """The prompt's answer after up to ``retries`` more attempts; ``keep``: takes over
-        the endpoint slot of the attempt that answered (the caller frees it)."""
+        the endpoint slot of the attempt that answered (the caller frees it). None: not
+        sent, because ``halt`` (the call interrupted) or a stop request came first."""
         began = time.perf_counter()
         attempts = 0
         while True:
             attempts += 1
             try:
-                text = self._attempt(prompt, keep)
+                text = self._attempt(prompt, keep, halt)
+                if text is None:
+                    return None
                 return LLMResponse(text, None, time.perf_counter() - began, attempts)
             except _Failure as failure:
                 message = self._scrub(str(failure))
@@ -367,11 +376,15 @@ class HTTPBackend:
                          attempts, message, delay)
                 self._sleep(delay)
 
-    def _attempt(self, prompt: str, keep: contextlib.ExitStack | None = None) -> str:
+    def _attempt(self, prompt: str, keep: contextlib.ExitStack | None = None,
+                 halt: threading.Event | None = None) -> str | None:
         """One request in an endpoint slot; the text (``keep`` takes the slot), or a
-        _Failure saying whether to retry (the slot freed)."""
+        _Failure saying whether to retry (the slot freed); None, unsent, when the call was
+        interrupted (or a stop requested) while this prompt waited for its slot."""
         with contextlib.ExitStack() as slot:
             slot.enter_context(self._limit.slot())
+            if (halt is not None and halt.is_set()) or stopping.requested():
+                return None
             text = self._request(prompt)
             if keep is not None:
                 keep.enter_context(slot.pop_all())
