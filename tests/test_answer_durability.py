@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -28,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 from llm_servers import FakeLLMServer, verdict
@@ -305,5 +307,9 @@ def test_sigterm_to_a_running_stage_sends_no_further_prompt_and_keeps_every_answ
             sent = sum(server.requests_per_prompt().values())
     log = (tmp_path / "run.log").read_text()
     assert "no further prompts are sent" in log, log[-3000:]
+    # the temporary Prefect server the run started is stopped, not left running
+    server_url = re.search(r"Starting temporary server on (http://\S+)", log).group(1)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{server_url}/api/health", timeout=2)
     assert sent <= sent_at_signal + 1 < 7, (sent_at_signal, sent)  # 7 prompts in all
     assert replied <= set(_stored(db)), "an answer that came back was not stored"

@@ -36,6 +36,19 @@ def _validate(stage: str, params, workspace: Workspace) -> None:
         typer.secho(f"lingtest: {notice}", fg="yellow", err=True)
 
 
+def _exit_cleanly_on_sigterm() -> None:
+    """SIGTERM ends the process through SystemExit (status 143), not the default abrupt end,
+    so exit handlers run: the temporary Prefect server a run started is stopped instead of
+    left running (measured: every SIGTERM'd run left one). During a flow Prefect handles the
+    signal first (the flow crashes, its task threads send no more) and then hands it here."""
+    import signal
+
+    def leave(signum: int, frame) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, leave)
+
+
 @app.command()
 def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stages`)."),
         set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
@@ -54,6 +67,7 @@ def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stage
     rerun = None if os.environ.get(INSIDE_REPRO) else holder(workspace, REPRO)
     if rerun is not None:
         raise StageBusy(REPRO, rerun)
+    _exit_cleanly_on_sigterm()
     with hold(workspace, stage):  # a second run of the stage: one line, at once
         _validate(stage, params, workspace)  # before Prefect starts or anything is written
         api = configure_environment(workspace)

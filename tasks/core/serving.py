@@ -169,9 +169,19 @@ def serve_schedule(workspace: Workspace, schedule: dict, stages: list[str], expe
     # flow run's submission crashed by it, and the service serving on); SIGTERM is made
     # Ctrl-C instead, which asyncio turns into a clean cancellation of the runner.
     runner.handle_sigterm = lambda *_: os.kill(os.getpid(), signal.SIGINT)
+
+    async def serve_until_signal() -> None:
+        # While Prefect runs a cancelled tick's hooks it swaps in its own SIGTERM handler,
+        # and a SIGTERM landing then was swallowed (the service served on: seen under load).
+        # asyncio reads every signal from its wakeup fd whichever Python handler is set, so
+        # this registration stops the service in any case.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM,
+                                                      asyncio.current_task().cancel)
+        await runner.start()
+
     try:
-        asyncio.run(runner.start())
-    except KeyboardInterrupt:
+        asyncio.run(serve_until_signal())
+    except (KeyboardInterrupt, asyncio.CancelledError):
         pass
     pause(name)
     clear_waiting_runs(name, "the service stopped before this tick")
