@@ -201,7 +201,15 @@ def test_subtopic_names_from_the_chosen_generator_each_created_in_one_call(
     session.choose(generator=SMOLLM2)
     names = session.suggest_topics("/Facilities")
     assert list(session._loaded) == [SMOLLM2]
-    assert 1 <= len(names) <= 10 and len({n.casefold() for n in names}) == len(names)
+    # the names of the session's first round: the seeded generator's, cleaned, at most 10
+    from tasks.adaptive.topic_suggestions import suggest_topic_names
+
+    again = suggest_topic_names(session.tree, "/Facilities", session.load_generator(SMOLLM2),
+                                session.settings.seed, ["Restaurant", "Pool"], 10,
+                                settings=session.settings.prompt_settings,
+                                embed=session.embed if session.settings.prompt_settings
+                                .prompt_diversity else None)
+    assert names == again and names and len({n.casefold() for n in names}) == len(names)
     assert not {"restaurant", "pool"} & {n.casefold() for n in names}  # existing subtopics
     assert all(n and "/" not in n and len(n) <= 40 for n in names)
     assert session.view("/Facilities")["topic_names"] == names

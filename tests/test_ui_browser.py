@@ -58,6 +58,8 @@ def _commit_project(root: Path, message: str) -> None:
     """The project as a DVC user keeps it: git (reports are git-tracked) and DVC."""
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
     if not (root / ".git").exists():
+        # the running server writes under .prefect/: `git add` would see files change
+        (root / ".gitignore").write_text(".prefect/\n")
         subprocess.run(["git", "init", "-q"], cwd=root, check=True)
         subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=root, check=True)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
