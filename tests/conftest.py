@@ -75,9 +75,9 @@ def data_project(tmp_path_factory, worker_id: str, mirror: Path, prefect_harness
     # threads: the tests' reference runner; the Dask tests name their runner themselves
     overrides = [f"data.mirror={mirror}", "data.online=false", "runtime.task_runner=threads"]
 
-    def build(root: Path) -> None:
+    def build(root: Path, *extra: str) -> None:
         shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
-        run_stage("data", load_params(root, overrides), Workspace(root))
+        run_stage("data", load_params(root, [*overrides, *extra]), Workspace(root))
 
     root = tmp_path_factory.mktemp("project")
     if worker_id == "master":  # no xdist: nobody to share with
@@ -88,11 +88,23 @@ def data_project(tmp_path_factory, worker_id: str, mirror: Path, prefect_harness
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (shared / "params.yaml").is_file():
             staging = Path(tempfile.mkdtemp(dir=shared.parent, prefix=".data-project-"))
-            build(staging)
+            # its task results beside it, so every worker's rerun of the stage hits the cache
+            build(staging, "runtime.result_storage=.results")
             staging.rename(shared)
-    # the project's files, not its run state (locks, Prefect records of the builder's run)
-    shutil.copytree(shared, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".prefect"))
+    # the project's files, not its run state (locks, Prefect records of the builder's run);
+    # the data stage's cached results go to this worker's own result storage
+    shutil.copytree(shared, root, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(".prefect", ".results"))
+    shutil.copytree(shared / ".results", local_result_storage(), dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("cache-locks"))
     return Workspace(root), overrides
+
+
+def local_result_storage() -> Path:
+    """Prefect's default result storage of this pytest process (under its PREFECT_HOME)."""
+    from prefect.settings import get_current_settings
+
+    return Path(get_current_settings().results.local_storage_path)
 
 
 @pytest.fixture(scope="session")
