@@ -41,7 +41,7 @@ import torch  # noqa: E402
 from tasks.capabilities.pipeline import run_suite  # noqa: E402
 from tasks.contrastive import pipeline as cp  # noqa: E402
 from tasks.contrastive import thresholds  # noqa: E402
-from tasks.core.config import load_params  # noqa: E402
+from flows.registry import load_params  # noqa: E402
 from tasks.models.encoders import load_encoder  # noqa: E402
 from tasks.models.sentiment import MINILM_SST2_ID, load_sentiment_model  # noqa: E402
 

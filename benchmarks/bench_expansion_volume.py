@@ -33,7 +33,7 @@ from tasks.capabilities import expansion, grammar, search  # noqa: E402
 from tasks.capabilities.fill import load_fill_model, tag_lexicon  # noqa: E402
 from tasks.capabilities.masks import reference_cfg  # noqa: E402
 from tasks.capabilities.specs import BUILTIN_SPECS, load_specs  # noqa: E402
-from tasks.core.config import load_params  # noqa: E402
+from flows.registry import load_params  # noqa: E402
 from tasks.core.paths import PACKAGE_ROOT  # noqa: E402
 from tasks.models.nlp import load_spacy  # noqa: E402
 

@@ -64,7 +64,7 @@ def prepared_data(stage: str, mirror: Path, work: Path) -> Path | None:
     if stage in ("data", "adaptive"):
         return None
     from flows.stage import run_stage
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.paths import PACKAGE_ROOT, Workspace
 
     root = work / "data-template"
@@ -80,7 +80,7 @@ def run_side(stage: str, overrides: list[str], work: Path,
              data: Path | None = None) -> tuple[float, dict[str, bytes]]:
     """Seconds of one cold run, and its output files (tables and report CSVs) by path."""
     from flows.stage import run_stage
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.paths import PACKAGE_ROOT, Workspace
 
     root = Path(tempfile.mkdtemp(prefix="project-", dir=work))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.core.config import load_params
+from flows.registry import load_params
 from tasks.core.paths import Workspace
 from tasks.repair import stage
 from tasks.repair import triples as tr

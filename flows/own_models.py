@@ -12,7 +12,6 @@ exit status for CI.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from dataclasses import dataclass
@@ -21,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow
 
-from tasks.core.config import Params, load_params
+from tasks.core.config import Params
+from flows.registry import load_params, stage_method
 from tasks.core.errors import LingtestError
 from tasks.core.metrics import stage_metrics
 from tasks.core.paths import Workspace
@@ -33,10 +33,6 @@ KIND_METHODS = {"classifier": ("capabilities", "adaptive"), "encoder": ("contras
                 "llm": ("consistency",)}
 METHOD_MODELS = {"capabilities": "capabilities.models", "adaptive": "adaptive.models",
                  "contrastive": "contrastive.encoders", "consistency": "consistency.llms"}
-METHOD_CLASSES = {"capabilities": "tasks.capabilities.method:CapabilitiesMethod",
-                  "adaptive": "tasks.adaptive.method:Adaptive",
-                  "contrastive": "tasks.contrastive.method:ContrastiveMethod",
-                  "consistency": "tasks.consistency.method:ConsistencyMethod"}
 RUNS = "runs"  # under the project root, git-ignored
 
 
@@ -125,8 +121,7 @@ def method_params(the_plan: Plan, method: str, overrides: list[str], profile: st
 
 
 def method_class(method: str):
-    module, name = METHOD_CLASSES[method].split(":")
-    return getattr(importlib.import_module(module), name)
+    return stage_method(method)
 
 
 def baseline_rows(path: Path, mine: list[str]) -> pd.DataFrame | None:
@@ -195,7 +190,7 @@ def run_own_models(the_plan: Plan, overrides: list[str], profile: str | None, ro
     """Every planned method on the user's models, then its comparison; returns the
     comparisons (``breaches`` non-empty: a gate failed)."""
     from flows.stage import run_stage
-    from tasks.core.validate import validate_inputs
+    from flows.validation import validate_inputs
 
     workspace = Workspace(root, the_plan.out)
     staged = [(m, method_params(the_plan, m, overrides, profile, root))

@@ -53,9 +53,9 @@ def _run(command: list[str], root: str, check: bool = False) -> subprocess.Compl
 def run_identity(root: str, stages: list[str] | None = None) -> dict[str, str]:
     """Parameter hash (of the parameters the reproduced stages read; all stages when none),
     commit, profile and seed of the checkout, as ``lingtest run`` tags them."""
-    from flows import STAGES
+    from flows.registry import STAGES
     from flows.stage import stage_params_hash
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.runtime import git_commit
 
     params = load_params(Path(root))
@@ -240,7 +240,7 @@ def dvc_metrics(root: str) -> pd.DataFrame:
 def _failure_alert(flow, flow_run, state) -> None:
     """on_failure / on_crashed: the webhook of the project's parameters (or ``--notify``)."""
     from tasks.core import alerts
-    from tasks.core.config import load_params
+    from flows.registry import load_params
 
     try:
         url = load_params(Path(flow_run.parameters["root"])).runtime.notify_url
@@ -263,7 +263,7 @@ def repro_flow(root: str, stages: list[str] | None = None, experiment: bool = Tr
     from prefect.runtime import flow_run
 
     from tasks.core import alerts
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.flow_runs import process_tag
     from tasks.core.paths import Workspace
     from tasks.core.run_lock import REPRO, StageBusy, busy, hold

@@ -1,7 +1,6 @@
 """Running one stage's flow: parameters, seed, task runner, run name and tags."""
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +9,7 @@ from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT, Workspace
 from tasks.core.runtime import api_for_workers, git_commit, seed_everything, set_threads
 
-from flows import PROCESS_STAGES, STAGES
+from flows.registry import PROCESS_STAGES, stage_flow
 
 
 def stage_params(stage: str) -> tuple[str, ...]:
@@ -29,10 +28,8 @@ def stage_params_hash(params: Params, *stages: str) -> str:
 
 
 def load_flow(stage: str):
-    if stage not in STAGES:
-        raise LingtestError(f"unknown stage `{stage}`; stages: {', '.join(STAGES)}")
-    module, name = STAGES[stage].split(":")
-    return getattr(importlib.import_module(module), name)
+    """The stage's flow (an unknown stage: one error listing the stages)."""
+    return stage_flow(stage)
 
 
 def resolved_runner(params: Params, stage: str) -> Params:

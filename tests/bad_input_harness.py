@@ -78,7 +78,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror: Path) -> Pa
 def lingtest(argv: list[str], monkeypatch, capsys) -> tuple[int, str, list[str]]:
     """Run the CLI's ``main`` in-process: (exit status, stdout+stderr, stages started)."""
     import flows.stage
-    from tasks.core import cli
+    from flows import cli
 
     started: list[str] = []
     monkeypatch.setattr(flows.stage, "run_stage", lambda stage, *a, **k: started.append(stage))

@@ -69,7 +69,7 @@ def data_project(tmp_path_factory, worker_id: str, mirror: Path, prefect_harness
     import fcntl
 
     from flows.stage import run_stage
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.paths import Workspace
 
     # threads: the tests' reference runner; the Dask tests name their runner themselves

@@ -186,9 +186,9 @@ def test_templates_expand_on_filing_and_preview_scores_the_worst(project):
 
 
 def test_checked_before_loading(project):
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.paths import Workspace
-    from tasks.core.validate import check_model
+    from flows.validation import check_model
 
     def check_tested_model(key, spec, params, workspace):
         check_model(key, spec, "tested model", params, workspace)

@@ -205,7 +205,7 @@ def small_debugging(base_classifier) -> list[str]:
 def debugging_run(data_project, base_classifier):
     """The stage on the tiny configuration, thread runner, in the session's project."""
     from flows.stage import run_stage
-    from tasks.core.config import load_params
+    from flows.registry import load_params
 
     workspace, overrides = data_project
     target = workspace.root / "inputs" / CORRECTIONS.name
@@ -284,7 +284,7 @@ def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
     result rows and training tests byte for byte."""
     pytest.importorskip("prefect_dask")
     from flows.stage import run_stage
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from projects import dask_overrides, sibling_project
 
     threads, overrides = data_project

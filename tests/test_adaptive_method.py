@@ -13,7 +13,7 @@ from flows.method import compose
 from tasks.adaptive.cases import CONTRACT
 from tasks.adaptive.method import Adaptive
 from tasks.adaptive.tree import read_tree
-from tasks.core.config import Params
+from flows.registry import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
 from tasks.core.schema import check_results

@@ -262,7 +262,7 @@ def test_a_second_round_for_the_same_topic_is_refused_while_one_runs(hotel_copy,
 
 def test_the_tree_is_found_from_the_current_folder_then_the_project_root(tmp_path,
                                                                         monkeypatch):
-    from tasks.core.cli import _review_tree
+    from tasks.adaptive.cli import _review_tree
     from tasks.core.paths import Workspace
 
     root, elsewhere = tmp_path / "project", tmp_path / "elsewhere"

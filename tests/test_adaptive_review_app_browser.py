@@ -223,7 +223,7 @@ def test_review_in_the_browser(mirror: Path, tmp_path: Path, minilm_root: Path, 
     try:
         with CompletionsServer(script=room_script) as completions:
             review = subprocess.Popen(
-                [sys.executable, "-m", "tasks.core.cli", "review", "hotel.csv", "--port",
+                [sys.executable, "-m", "flows.cli", "review", "hotel.csv", "--port",
                  str(port), "--model", "vader", "--model", MINILM,
                  "--generator", "openai:gpt-test", "--generator", SMOLLM2,
                  "--base-url", completions.url, "--prompts", "2", "--completions", "4",

@@ -99,7 +99,7 @@ def lingtest_ui(tmp_path_factory):
     port = free_port()
     assert port != 4200
     log = root / "ui.log"
-    process = subprocess.Popen([sys.executable, "-m", "tasks.core.cli", "ui", "--port",
+    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "ui", "--port",
                                 str(port)], cwd=root, env=_env(), stdout=log.open("w"),
                                stderr=subprocess.STDOUT, start_new_session=True)
     state = ui_state_file(Workspace(root))
@@ -201,7 +201,7 @@ def test_review_a_round_in_the_v2_ui(lingtest_ui, tmp_path: Path, mirror: Path) 
     try:
         with CompletionsServer(script=round_script) as completions:
             adapt = subprocess.Popen(
-                [sys.executable, "-m", "tasks.core.cli", "adapt", "--topic", "/Rooms",
+                [sys.executable, "-m", "flows.cli", "adapt", "--topic", "/Rooms",
                  "--tree", "inputs/adaptive/hotel.csv", "--start-from", str(source),
                  "--generator", "openai:gpt-test", "--base-url", completions.url,
                  "--model", "vader", "--reviewer", "ada", "--seed", "7"],

@@ -122,7 +122,7 @@ def test_adapt_without_a_ui_server_or_oracle_says_how_to_review(tmp_path):
     env.pop("PREFECT_API_URL", None)
     (tmp_path / "t.csv").write_text(",topic,input,output,label,labeler,description\n"
                                     "m1,/Rooms,,,topic_marker,a,\n")  # checked first
-    done = subprocess.run([sys.executable, "-m", "tasks.core.cli", "adapt", "--topic", "/Rooms",
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "adapt", "--topic", "/Rooms",
                            "--tree", str(tmp_path / "t.csv")], cwd=PACKAGE_ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
@@ -152,7 +152,7 @@ def test_adapt_needs_a_tree_or_a_tree_to_start_from(tmp_path):
 
     env = dict(os.environ, PREFECT_HOME=str(tmp_path / "home"))
     env.pop("PREFECT_API_URL", None)
-    args = [sys.executable, "-m", "tasks.core.cli", "adapt", "--topic", "/Rooms",
+    args = [sys.executable, "-m", "flows.cli", "adapt", "--topic", "/Rooms",
             "--oracle", "vader", "--tree", str(tmp_path / "inputs" / "adaptive" / "t.csv")]
     done = subprocess.run(args, cwd=PACKAGE_ROOT, env=env, capture_output=True, text=True,
                           timeout=120)
@@ -245,7 +245,7 @@ def test_lingtest_adapt_passes_its_options_to_the_flow(tmp_path, monkeypatch, mi
     from typer.testing import CliRunner
 
     import flows.adapt
-    from tasks.core.cli import app
+    from flows.cli import app
     from tasks.core.secrets import MaskedURL
 
     calls = []

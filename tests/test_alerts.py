@@ -78,7 +78,7 @@ def test_send_posts_slack_json_and_masks_the_url_when_the_hook_fails(receiver, c
 
 
 def test_the_webhook_url_is_masked_in_every_dump_and_error(tmp_path):
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.errors import LingtestError
 
     (tmp_path / "params.yaml").write_text((PACKAGE_ROOT / "params.yaml").read_text())
@@ -160,7 +160,7 @@ def test_a_second_run_of_a_stage_refuses_at_once_and_a_dead_holder_does_not_bloc
     try:
         started = time.monotonic()
         second = subprocess.run(
-            [sys.executable, "-m", "tasks.core.cli", "run", "data"], cwd=tmp_path,
+            [sys.executable, "-m", "flows.cli", "run", "data"], cwd=tmp_path,
             capture_output=True, text=True, timeout=60,
             env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT), "LINGTEST_ROOT": str(tmp_path)})
         took = time.monotonic() - started
@@ -190,7 +190,7 @@ def test_a_manual_run_refuses_while_a_scheduled_rerun_holds_the_project(tmp_path
     rerun = _hold_in_subprocess(tmp_path, REPRO)
     try:
         env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT), "LINGTEST_ROOT": str(tmp_path)}
-        second = subprocess.run([sys.executable, "-m", "tasks.core.cli", "run", "data"],
+        second = subprocess.run([sys.executable, "-m", "flows.cli", "run", "data"],
                                 cwd=tmp_path, capture_output=True, text=True, timeout=60,
                                 env=env)
         assert second.returncode == 2

@@ -286,7 +286,7 @@ def test_sigterm_to_a_running_stage_sends_no_further_prompt_and_keeps_every_answ
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "OPENAI_"))}
     env.update(PYTHONPATH=str(PACKAGE_ROOT), HF_HUB_OFFLINE="1")
     with SlowServer("openai") as server:
-        args = [sys.executable, "-m", "tasks.core.cli", "run", "consistency",
+        args = [sys.executable, "-m", "flows.cli", "run", "consistency",
                 "--set", f"consistency.llms=[openai:fake-model@{server.url}]",
                 "--set", f"consistency.import_dir={guide}", "--set", "consistency.bootstrap=0",
                 "--set", "consistency.concurrency=1", "--set", "consistency.retries=0",

@@ -126,7 +126,7 @@ def test_failed_report_writing_keeps_the_previous_reports(data_project, monkeypa
     swaps in a whole new folder and removes the dead run's staging folder."""
     import tasks.core.publish
     from flows.stage import run_stage
-    from tasks.core.config import load_params
+    from flows.registry import load_params
 
     workspace, overrides = data_project
     reports = workspace.reports / "data"

@@ -10,7 +10,7 @@ import pytest
 from flows.stage import run_stage
 from tasks.capabilities.coverage_report import FIGURE4_LINES
 from tasks.capabilities.method import CapabilitiesMethod
-from tasks.core.config import load_params
+from flows.registry import load_params
 from tasks.core.metrics import check_metrics_shape
 from tasks.core.method import retest
 from tasks.core.publish import slug

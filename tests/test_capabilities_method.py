@@ -10,7 +10,7 @@ import pytest
 from tasks.capabilities.method import CapabilitiesMethod
 from tasks.capabilities.pipeline import RESULT_COLUMNS
 from tasks.core.cases import case_id, provenance_json
-from tasks.core.config import load_params
+from flows.registry import load_params
 from tasks.core.method import Unit, retest
 from tasks.core.paths import Workspace
 from tasks.core.schema import change_counts, check_cases, check_results, compare_results

@@ -10,7 +10,7 @@ import pytest
 
 from tasks.consistency import contract
 from tasks.consistency.method import ConsistencyMethod
-from tasks.core.config import load_params
+from flows.registry import load_params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT, Workspace
 from tasks.core.schema import check_cases, check_results

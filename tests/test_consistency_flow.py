@@ -16,7 +16,7 @@ from tasks.consistency.covering import read_ca_csv
 from tasks.consistency.method import ConsistencyMethod
 from tasks.consistency.store import open_store
 from tasks.consistency.store_schema import Response, Verdict
-from tasks.core.config import load_params
+from flows.registry import load_params
 from tasks.core.errors import FailedCalls, LingtestError
 from tasks.core.io import sha256_file
 from tasks.core.metrics import check_metrics_shape

@@ -14,7 +14,7 @@ from llm_servers import FakeLLMServer
 
 from flows.stage import run_stage
 from tasks.consistency.store import open_store
-from tasks.core.config import load_params
+from flows.registry import load_params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT, Workspace
 from tasks.models.llm import LLMSettings, UserLLM, check_llm, load_llm, parse_llm

@@ -288,7 +288,7 @@ class Polarity(Method):
 
 @pytest.fixture()
 def polarity_project(tmp_path: Path, monkeypatch, mirror: Path):
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.paths import PACKAGE_ROOT, Workspace
 
     monkeypatch.setenv("NLTK_DATA", str(mirror / "nltk_data"))

@@ -9,7 +9,7 @@ import pytest
 from flows.stage import run_stage
 from tasks.contrastive.costello_json import read_costello_suite
 from tasks.contrastive.method import ContrastiveMethod
-from tasks.core.config import load_params
+from flows.registry import load_params
 from tasks.core.method import retest
 from tasks.core.schema import check_cases, check_results, compare_results
 

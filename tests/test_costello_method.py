@@ -13,7 +13,8 @@ from tasks.contrastive.method import (EXACT_LENGTH_KEY, MINILM, OVERLAP_KEY, SUB
                                       ContrastiveMethod, contract_rows, substitutes)
 from tasks.contrastive.report import FIGURE6_LINES
 from tasks.contrastive.suite import _row
-from tasks.core.config import ContrastiveParams, load_params
+from tasks.core.config import ContrastiveParams
+from flows.registry import load_params
 from tasks.core.errors import LingtestError
 from tasks.core.method import Unit, UnitResult
 from tasks.core.paths import PACKAGE_ROOT, Workspace

@@ -139,7 +139,7 @@ def test_zero_threshold_alone_embeds_and_searches_no_dictionary(tmp_path, monkey
     """θ = 0 needs no nearest neighbours: with ``thresholds: [zero]`` only the triples (and
     classifier data) are embedded, into a fresh store, and θ is 0 per distance."""
     from tasks.contrastive.method import ContrastiveMethod
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.paths import PACKAGE_ROOT, Workspace
     from tasks.models.model_spec import parse_model
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy.stats import wilcoxon
 
-from tasks.core.config import load_params
+from flows.registry import load_params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.sections import smallest_signed_rank_n
-from tasks.core.validate import hub_notice, validate_inputs
+from tasks.contrastive.params import smallest_signed_rank_n
+from flows.validation import hub_notice, validate_inputs
 
 
 @pytest.mark.parametrize("alpha, expected", [(0.05, 5), (0.01, 7), (0.1, 4), (0.001, 10)])
@@ -52,7 +52,7 @@ def test_paper_profile_offline_says_which_models_need_the_hub(monkeypatch):
 
 
 def test_lingtest_validate_prints_the_one_line_and_runs_nothing(monkeypatch, capsys):
-    from tasks.core import cli
+    from flows import cli
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(PACKAGE_ROOT)

@@ -20,7 +20,7 @@ from tasks.consistency.covering import (
     tuple_count,
     write_ca_csv,
 )
-from tasks.core.cli import app
+from flows.cli import app
 from tasks.core.errors import InputFormatError, LingtestError
 
 # OA(9; 2, 4, 3): rows (a, b, a+b, a+2b) mod 3

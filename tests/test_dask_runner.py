@@ -17,7 +17,7 @@ HOTEL = "imdb_hotel_conversion.csv"
 
 
 def _project(root: Path, mirror: Path, *overrides: str):
-    from tasks.core.config import load_params
+    from flows.registry import load_params
 
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
@@ -131,7 +131,7 @@ def test_fan_out_spreads_calls_over_dask_processes_and_runs_them_in_turn_on_thre
 
 
 def test_auto_runs_the_process_stages_on_dask_and_the_rest_on_threads(tmp_path, mirror):
-    from flows import PROCESS_STAGES
+    from flows.registry import PROCESS_STAGES
     from flows.stage import resolved_runner
 
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=auto")

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from flows.stage import run_stage
-from tasks.core.config import load_params
+from flows.registry import load_params
 from tasks.core.io import sha256_file
 from tasks.core.paths import Workspace
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 from pydantic import BaseModel
 
-from tasks.core.config import Params
+from flows.registry import Params
 from tasks.core.paths import PACKAGE_ROOT
 
 

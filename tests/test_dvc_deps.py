@@ -9,13 +9,14 @@ import os
 import pytest
 import yaml
 
-from flows import STAGES
+from flows.registry import STAGES, stage_modules as stage_roots
 from tasks.core.imports import imported_closure, module_file as _module_file
 from tasks.core.paths import PACKAGE_ROOT
 
 # What the stage's command (`lingtest run <stage>`: cli.run) runs besides the flow itself; the
 # CLI's other commands' lazy imports are not part of a stage.
-COMMAND_MODULES = ("tasks.core.cli", "tasks.core.config", "tasks.core.runtime", "flows.stage")
+COMMAND_MODULES = ("flows.cli", "flows.registry", "tasks.core.config", "tasks.core.runtime",
+                   "flows.stage")
 WORDNET = "data/raw/nltk_data/corpora/wordnet.zip"
 USER_INPUTS = "inputs"  # user files (dictionary, questions, specs, trees, models) live here
 READS_USER_FILES = {"contrastive", "capabilities", "consistency", "adaptive", "adaptive-debug",
@@ -37,7 +38,7 @@ def _covered(path: str, deps: list[str]) -> bool:
 
 
 def stage_modules(stage: str) -> set[str]:
-    return imported_closure([STAGES[stage].split(":")[0], *COMMAND_MODULES])
+    return imported_closure([*stage_roots(stage), *COMMAND_MODULES])
 
 
 def test_every_flow_is_a_stage():
@@ -135,3 +136,37 @@ def test_byte_code_caches_are_no_dependency() -> None:
         done = subprocess.run([sys.executable, "-m", "dvc", "check-ignore", path],
                               cwd=PACKAGE_ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, f"{path} is not ignored by .dvcignore"
+
+
+def test_core_imports_nothing_above_it() -> None:
+    """tasks/core knows no method, no model library and no flow: every project module it
+    imports, at the top or inside a function, is in tasks/core (the plug-ins and the
+    registry build on it, never the other way)."""
+    import ast
+
+    above = []
+    for path in sorted((PACKAGE_ROOT / "tasks" / "core").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            above += [f"{path.name}:{node.lineno} {name}" for name in names
+                      if name.split(".")[0] in ("tasks", "flows")
+                      and not name.startswith("tasks.core")]
+    assert not above, f"tasks/core imports above itself: {above}"
+
+
+def test_every_stage_comes_from_a_plugin_with_its_own_section() -> None:
+    """The registry's stages are dvc.yaml's; each plug-in's section is a top-level
+    parameter and its stages' sections reach a parameter section."""
+    from flows.registry import PLUGINS, Params, load_params, plugin_of, stage_spec
+
+    assert list(_deps()) == list(STAGES)
+    assert {p.name for p in PLUGINS} == {"data", "contrastive", "capabilities", "consistency",
+                                         "adaptive", "repair"}
+    params = load_params(PACKAGE_ROOT)
+    for plugin in PLUGINS:
+        if plugin.section:
+            assert plugin.section in Params.model_fields, plugin.name
+    for stage in STAGES:
+        assert plugin_of(stage).name in {p.name for p in PLUGINS}
+        assert params.section(stage_spec(stage).section) is not None, stage

@@ -17,7 +17,7 @@ from tasks.capabilities import pipeline as capabilities
 from tasks.contrastive import pipeline as contrastive
 from tasks.contrastive.embedding import EmbeddingStore, embed_texts
 from tasks.core.caching import ContentInputs
-from tasks.core.config import load_params
+from flows.registry import load_params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT
 from tasks.models import encoder_paths as paths
@@ -129,7 +129,7 @@ def test_a_damaged_onnx_file_is_exported_again(tmp_path, monkeypatch, sentences,
 
 
 def test_missing_onnxruntime_is_one_clear_error(monkeypatch, tmp_path):
-    from tasks.core.validate import _check_encoder_path
+    from flows.validation import check_encoder_path as _check_encoder_path
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime → ImportError
     with pytest.raises(LingtestError, match=r"pip install 'lingtest\[onnx\]'"):

@@ -35,7 +35,7 @@ def _closed_port() -> int:
 def test_every_call_refused_fails_the_stage(guide_folder, tmp_path, monkeypatch,  # noqa: F811
                                             prefect_harness):
     from flows.stage import run_stage
-    from tasks.core.config import load_params
+    from flows.registry import load_params
 
     workspace, overrides = _project(tmp_path, guide_folder)
     monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{_closed_port()}")
@@ -50,7 +50,7 @@ def test_every_call_refused_fails_the_stage(guide_folder, tmp_path, monkeypatch,
 def test_some_calls_failed_fails_the_stage_and_rerun_resends_them(
         guide_folder, tmp_path, monkeypatch, prefect_harness):  # noqa: F811
     from flows.stage import run_stage
-    from tasks.core.config import load_params
+    from flows.registry import load_params
 
     workspace, overrides = _project(tmp_path, guide_folder)
     params = load_params(workspace.root, overrides)

@@ -136,7 +136,7 @@ def test_stage_runs_the_imported_questions(guide_folder, tmp_path, monkeypatch,
     the report, the endpoint in the provenance; the same model on another host is asked
     again (its answers are not reused)."""
     from flows.stage import run_stage
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.paths import Workspace
 
     root = tmp_path / "project"

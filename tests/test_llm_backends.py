@@ -334,7 +334,7 @@ def test_default_cap_leaves_a_long_json_answer_whole(monkeypatch, protocol):
     16-token cap cut it into unreadable JSON, the stage's default cap does not, and a cut
     is counted (the server said finish reason "length")."""
     from tasks.consistency.oracle import read_answer
-    from tasks.core.sections import ConsistencyParams
+    from tasks.consistency.params import ConsistencyParams
 
     default = ConsistencyParams().max_new_tokens
     with FakeLLMServer(protocol, long_answer=60) as server:
@@ -391,7 +391,7 @@ def test_local_model_stops_at_the_json_answers_closing_brace(tiny_causal_lm, cap
     """Under the stage's default cap the local backend's answers are the whole JSON object
     and nothing after it; a 6-token cap (the old default was 16 for SmolLM2) cuts it."""
     from tasks.consistency.oracle import read_answer
-    from tasks.core.sections import ConsistencyParams
+    from tasks.consistency.params import ConsistencyParams
 
     prompts = ["Is the sky green?", "is water dry? Return a JSON boolean.", "hello"]
     llm = load_llm(str(tiny_causal_lm), LLMSettings(

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tasks.consistency.oracle import classify_csv, guide_answer, parse_answer, read_answer
-from tasks.core import cli
+from flows import cli
 from tasks.core.errors import InputFormatError, LingtestError
 
 CASES = [

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from flows.stage import run_stage
-from tasks.core.config import load_params
+from flows.registry import load_params
 from tasks.core.errors import LingtestError
 from tasks.models.sentiment import LABELS2, LABELS3, load_sentiment_model
 
@@ -291,7 +291,7 @@ def test_lingtest_test_puts_a_new_model_beside_the_stored_baseline(own_runs, mon
     without being rerun, per-case changes, and a gate's exit status."""
     import sys
 
-    from tasks.core import cli
+    from flows import cli
 
     workspace = own_runs[0]
     module = workspace.root / "inputs" / "models" / "shouty.py"
@@ -360,7 +360,7 @@ def test_predictions_file_round_trip(own_runs, monkeypatch, capsys, tmp_path) ->
     import subprocess
     import sys
 
-    from tasks.core import cli
+    from flows import cli
 
     workspace, _, overrides = own_runs
     monkeypatch.setenv("LINGTEST_ROOT", str(workspace.root))
@@ -440,7 +440,7 @@ def test_kinds_are_told_from_the_protocol_or_the_function_name(tmp_path) -> None
 
 def test_label_map_keys_may_be_numbers() -> None:
     """scikit-learn's classes_ are often 0/1: YAML reads {0: neg} with number keys."""
-    from tasks.core.config import Params
+    from flows.registry import Params
 
     params = Params(models={"label_map": {"m": {0: "neg", 1: "pos"}}})
     assert params.models.label_map == {"m": {"0": "neg", "1": "pos"}}

@@ -248,7 +248,7 @@ def own_run(data_project, tmp_path_factory):
     from flows.stage import run_stage
     from projects import sibling_project
 
-    from tasks.core.config import load_params
+    from flows.registry import load_params
 
     workspace, overrides = data_project
     project = sibling_project(workspace, tmp_path_factory.mktemp("own") / "project")

@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.core.config import Params, RepairParams, load_params
+from flows.registry import Params
+from tasks.repair.params import RepairParams
+from flows.registry import load_params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT, Workspace
 from tasks.repair import report, stage

@@ -17,7 +17,7 @@ def test_description_keeps_a_given_commit():
 
 
 def test_stage_params_are_dvc_yamls():
-    from flows import STAGES
+    from flows.registry import STAGES
     from flows.stage import stage_params
 
     assert stage_params("consistency") == ("seed", "profile", "models.offline", "models.names",
@@ -29,7 +29,7 @@ def test_params_tag_ignores_sections_the_stage_does_not_read():
     from pathlib import Path
 
     from flows.stage import stage_params_hash
-    from tasks.core.config import load_params
+    from flows.registry import load_params
 
     params = load_params(Path(__file__).resolve().parents[1])
     other = params.model_copy(update={"consistency": params.consistency.model_copy(

@@ -23,7 +23,7 @@ from tasks.core.runtime import ui_state_file
 
 from test_ui_server import free_port
 
-LINGTEST = [sys.executable, "-m", "tasks.core.cli"]
+LINGTEST = [sys.executable, "-m", "flows.cli"]
 
 DVC_YAML = """stages:
   count:

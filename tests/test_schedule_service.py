@@ -87,7 +87,7 @@ def _service(root: Path, args: list[str], log: str, **extra: str) -> subprocess.
     elsewhere = root.parent / "elsewhere"
     elsewhere.mkdir(exist_ok=True)
     command = [str(LINGTEST_BIN)] if LINGTEST_BIN.is_file() else [
-        sys.executable, "-m", "tasks.core.cli"]
+        sys.executable, "-m", "flows.cli"]
     env = {"HOME": os.environ.get("HOME", str(root.parent)), "PATH": "/usr/bin:/bin",
            "PYTHONPATH": str(PACKAGE_ROOT), "PREFECT_RUNNER_POLL_FREQUENCY": "1", **extra}
     out = open(root.parent / log, "w")

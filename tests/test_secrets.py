@@ -17,8 +17,9 @@ import yaml
 from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
-from tasks.core.cli import app
-from tasks.core.config import Params, load_params
+from flows.cli import app
+from flows.registry import Params
+from flows.registry import load_params
 from tasks.core.secrets import redact_text, redact_url, redact_value
 
 PASSWORD = "hunter2-Zq9"

@@ -214,7 +214,7 @@ def test_a_rerun_reuses_the_trained_folder_and_any_change_trains_again(sst, tmp_
     import shutil
 
     from tasks.core import caching
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.paths import PACKAGE_ROOT
     from tasks.training import sentiment as training
 

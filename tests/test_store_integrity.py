@@ -58,7 +58,7 @@ def test_the_consistency_flow_checks_the_database_before_rewriting_its_suite(tmp
     import shutil
 
     from tasks.consistency.method import ConsistencyMethod
-    from tasks.core.config import load_params
+    from flows.registry import load_params
     from tasks.core.paths import PACKAGE_ROOT, Workspace
 
     shutil.copy(PACKAGE_ROOT / "params.yaml", tmp_path / "params.yaml")

@@ -46,7 +46,7 @@ import numpy as np
 
 from tasks.capabilities.grammar import as_node, is_preterminal
 from tasks.core.errors import LingtestError
-from tasks.core.sections import INSERTABLE_TAGS
+from tasks.capabilities.params import INSERTABLE_TAGS
 from tasks.data.treebank import Node, leaves
 
 MASK = "{MASK}"

@@ -40,7 +40,8 @@ from tasks.consistency.store import open_store, redact
 from tasks.consistency.store_schema import Model
 from tasks.core import io
 from tasks.core.caching import model_id, task
-from tasks.core.config import ConsistencyParams, Params
+from tasks.consistency.params import ConsistencyParams
+from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
 from tasks.models.registry import resolve

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.contrastive.suite import METHOD, _frame, _row
-from tasks.core.sections import RELATIONS
+from tasks.contrastive.params import RELATIONS
 from tasks.core.cases import case_id, provenance_json
 from tasks.core.errors import InputFormatError, LingtestError, read_utf8
 from tasks.core.io import parse_json

@@ -54,7 +54,8 @@ from prefect.logging import get_run_logger
 from tasks.contrastive import (classifiers, costello_json, distances, embedding, ground_truth,
                                 suite, thresholds)
 from tasks.core.caching import model_id, task
-from tasks.core.config import ContrastiveParams, Params
+from tasks.contrastive.params import ContrastiveParams
+from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
 from tasks.models.model_spec import ModelRef

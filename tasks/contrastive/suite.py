@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.core.cases import case_id, provenance_json
-from tasks.core.sections import RELATIONS, ContrastiveParams
+from tasks.contrastive.params import RELATIONS, ContrastiveParams
 from tasks.core.errors import LingtestError
 from tasks.models.nlp import NO_PARSE
 from tasks.models.nlp import pipe as nlp_pipe

@@ -3,7 +3,9 @@
 Precedence, lowest first: ``params.yaml``; ``params/<profile>.yaml`` when ``profile`` is not
 ``default`` (so ``dvc exp run -S profile=paper`` switches profile); ``--set key=value``.
 Unknown keys and bad values fail with one message naming the dotted key and what is allowed.
-The sections themselves, one per concern and stage, are in ``tasks.core.sections``.
+``Params`` here holds the sections every stage shares (``tasks.core.sections``); the plug-in
+registry (``flows.registry``) derives the full class with each method's section and reads
+parameters into it (``flows.registry.load_params``).
 """
 from __future__ import annotations
 
@@ -18,23 +20,25 @@ from pydantic import BaseModel, Field, ValidationError
 
 from tasks.core.errors import LingtestError
 from tasks.core.secrets import redact_override, redact_value
-from tasks.core.sections import (AdaptiveParams, CapabilitiesParams, ConsistencyParams,
-                                 ContrastiveParams, DataParams, ModelsParams, RepairParams,
-                                 RuntimeParams, Section)
+from tasks.core.sections import DataParams, ModelsParams, RuntimeParams, Section
 
 
 class Params(Section):
+    """The shared sections; ``flows.registry.Params`` adds each plug-in's."""
+
     seed: int = Field(42, ge=0, description="drives Python, NumPy and torch")
     profile: str = Field("default", pattern=r"^[A-Za-z0-9_-]+$",
                          description="params/<profile>.yaml merged over params.yaml")
     data: DataParams = Field(default_factory=DataParams)
     models: ModelsParams = Field(default_factory=ModelsParams)
     runtime: RuntimeParams = Field(default_factory=RuntimeParams)
-    contrastive: ContrastiveParams = Field(default_factory=ContrastiveParams)
-    capabilities: CapabilitiesParams = Field(default_factory=CapabilitiesParams)
-    consistency: ConsistencyParams = Field(default_factory=ConsistencyParams)
-    adaptive: AdaptiveParams = Field(default_factory=AdaptiveParams)
-    repair: RepairParams = Field(default_factory=RepairParams)
+
+    def section(self, dotted: str) -> Section:
+        """The section a dotted name reaches (``adaptive.debug``)."""
+        value = self
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        return value
 
     def section_hash(self, *keys: str) -> str:
         """Short hash of the named sections or dotted keys (``models.offline``; all sections
@@ -101,8 +105,8 @@ def _apply_override(tree: dict[str, Any], parts: list[str], value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
-    model: type[BaseModel] = Params
+def _allowed_keys(schema: type[Params], loc: tuple[Any, ...]) -> list[str]:
+    model: type[BaseModel] = schema
     for part in loc[:-1]:
         field = model.model_fields.get(str(part))
         annotation = getattr(field, "annotation", None)
@@ -117,13 +121,13 @@ def _short(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-def explain(error: ValidationError, origin: str) -> LingtestError:
+def explain(error: ValidationError, origin: str, schema: type[Params]) -> LingtestError:
     """One message naming each bad key and what it accepts."""
     lines = []
     for item in error.errors():
         key = ".".join(str(p) for p in item["loc"]) or "(top level)"
         if item["type"] == "extra_forbidden":
-            allowed = ", ".join(_allowed_keys(item["loc"]))
+            allowed = ", ".join(_allowed_keys(schema, item["loc"]))
             lines.append(f"unknown key `{key}`; allowed keys here: {allowed}")
         elif isinstance(item.get("input"), dict):  # a section's own check: its message says it
             lines.append(f"bad value in `{key}`: {item['msg'].removeprefix('Value error, ')}")
@@ -135,12 +139,14 @@ def explain(error: ValidationError, origin: str) -> LingtestError:
     return LingtestError(f"{origin}: " + "; ".join(lines))
 
 
-def load_params(
+def read_params(
+    schema: type[Params],
     root: Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
     profile: str | None = None,
 ) -> Params:
-    """The effective parameters for a project root (cwd's project when None)."""
+    """The effective parameters for a project root (cwd's project when None), validated
+    against ``schema`` (``flows.registry.Params``)."""
     from tasks.core.paths import find_project_root
 
     root = root or find_project_root()
@@ -168,6 +174,6 @@ def load_params(
             item.split("=", 1)[0] + "=***" if item.split("=", 1)[0].endswith("notify_url")
             else _short(redact_override(item)) for item in overrides)
     try:
-        return Params.model_validate(tree)
+        return schema.model_validate(tree)
     except ValidationError as exc:
-        raise explain(exc, origin) from None
+        raise explain(exc, origin, schema) from None

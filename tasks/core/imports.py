@@ -15,7 +15,7 @@ from pathlib import Path
 from tasks.core.paths import PACKAGE_ROOT
 
 PROJECT_PACKAGES = ("tasks", "flows")
-TOP_LEVEL_ONLY = ("tasks.core.cli",)  # modules whose lazy imports are not followed
+TOP_LEVEL_ONLY = ("flows.cli",)  # modules whose lazy imports are not followed
 
 
 _AST_LOCK = threading.Lock()

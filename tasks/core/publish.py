@@ -99,9 +99,7 @@ def provenance(params: Params, workspace: Workspace, section: str,
     """What every report states: seed, profile, the stage's parameters, input hashes, model
     revisions, the code's commit and whether the packages match ``requirements.lock``;
     ``extra`` adds method-specific lines."""
-    value = params
-    for part in section.split("."):
-        value = getattr(value, part)
+    value = params.section(section)
     out: dict = {"seed": params.seed, "profile": params.profile,
                  f"parameters ({section.split('.')[-1]})": value.model_dump_json()}
     inputs = list(inputs)
@@ -110,16 +108,12 @@ def provenance(params: Params, workspace: Workspace, section: str,
     models = list(models)
     if models:
         out["models"] = "; ".join(models)
-    if section in ENCODER_SECTIONS:
+    if type(value).uses_encoders:
         out.update(encoder_path_note(params))
     out.update(extra)
     out["code"] = git_commit(workspace.root)
     out.update(environment_note(workspace.root))
     return out
-
-
-# Stages whose models run on runtime.encoder_precision / encoder_backend.
-ENCODER_SECTIONS = ("contrastive", "capabilities", "adaptive", "adaptive.debug", "repair")
 
 
 def encoder_path_note(params: Params) -> dict:

@@ -146,3 +146,38 @@ def check_scorer(spec: str, key: str, names: dict[str, str] | None, root: Path,
         load_user_object(ref, root, instantiate=False)
     else:
         check_classifier(ref, offline, root)
+
+
+GENERIC_KINDS = ("llm", "tested model", "classifier", "trainable classifier",
+                 "any classifier")
+
+
+def check_configured(key: str, model_id: str, kind: str, models, root: Path) -> dict:
+    """The ``lingtest models`` row of a configured model of a kind every plug-in may use
+    (an LLM, a classifier, AdaTest's any tested model) or one the model registry resolves
+    (``causal_lm``, ``spacy``, ...). ``models``: the ``models`` parameter section. Loads no
+    weights; a ``python:`` model's module is imported."""
+    from tasks.models.model_spec import parse_model
+    from tasks.models.registry import resolve
+
+    offline, names = models.offline, models.names
+    row = {"key": key, "id": model_id, "name": model_id, "kind": kind, "source": "",
+           "revision": None, "pooling": None, "path": None, "reason": ""}
+    if kind == "llm":  # an LLM under test, or a suggestion generator
+        from tasks.models.llm import check_llm, parse_llm
+        ref = parse_llm(model_id, key, names, root)
+        return {**row, **check_llm(ref, offline, root, key=key)}
+    if kind == "tested model":  # AdaTest's: any classifier, a raw-score or scored model
+        ref = parse_model(model_id, key, names, root)
+        scorer = ref.options.get("scorer")
+        if scorer:
+            check_scorer(scorer, f"{key} scorer", names, root, offline)
+            return check_configured(key, ref.bare, "llm", models, root)
+        kind = "any classifier"
+    if kind in ("classifier", "trainable classifier", "any classifier"):
+        ref = parse_model(model_id, key, names, root)
+        return {**row, **check_classifier(ref, offline, root, models.label_map,
+                                          trainable=kind == "trainable classifier",
+                                          own_labels=kind == "any classifier")}
+    found = resolve(model_id, kind, offline=offline).require()
+    return {**row, **found.as_row(), "name": model_id, "kind": kind}

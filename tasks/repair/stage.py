@@ -28,7 +28,7 @@ from tasks.core.method import Unit
 from tasks.core.paths import Workspace
 from tasks.core.publish import slug
 from tasks.core.schema import compare_results
-from tasks.core.sections import REPAIR_ALL
+from tasks.repair.params import REPAIR_ALL
 from tasks.models.any_encoder import as_ref
 from tasks.models.model_spec import ModelRef, parse_model, parse_models
 from tasks.repair import triples as tr

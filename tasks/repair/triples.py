@@ -13,7 +13,7 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from tasks.core.config import RepairParams
+from tasks.repair.params import RepairParams
 from tasks.core.errors import LingtestError
 
 SPLITS = ("train", "validation", "heldout")

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.core.config import RepairParams
+from tasks.repair.params import RepairParams
 from tasks.core.errors import LingtestError
 from tasks.training.common import torch_threads, write_model_dir
 

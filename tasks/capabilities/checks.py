@@ -1,0 +1,38 @@
+"""S²LCT's checks before a run: the specification files parse, the data stage's tables it
+reads exist, and its models resolve (without loading weights)."""
+from __future__ import annotations
+
+from tasks.core.config import Params
+from tasks.core.errors import LingtestError
+from tasks.core.paths import Workspace
+from tasks.core.plugin_spec import ModelEntry
+
+
+def configured_models(params: Params) -> list[ModelEntry]:
+    """The classifiers under test, the fill model that proposes words, and spaCy."""
+    c = params.capabilities
+    return [*(ModelEntry("capabilities.models", m, "classifier") for m in c.models),
+            ModelEntry("capabilities.fill_model", c.fill_model, "fill"),
+            ModelEntry("models.spacy", params.models.spacy, "spacy")]
+
+
+def check_inputs(params: Params, workspace: Workspace) -> None:
+    from tasks.capabilities.method import TABLES
+    from tasks.capabilities.specs import BUILTIN_SPECS, load_specs
+
+    c = params.capabilities
+    load_specs(workspace.root / c.specs_dir if c.specs_dir else BUILTIN_SPECS, c.capabilities)
+    absent = [name for name in TABLES if not
+              (workspace.processed / f"{name}.parquet").is_file()]
+    if absent:
+        raise LingtestError(f"capabilities: missing processed tables {', '.join(absent)} under "
+                            f"{workspace.processed}; fix: lingtest run data (or make run)")
+
+
+def check_fill_model(key: str, model_id: str, params: Params, workspace: Workspace,
+                     row: dict) -> dict:
+    """A masked LM (BERT, the paper's) or a causal LM (the offline substitute)."""
+    from tasks.capabilities.fill import fill_kind
+    from tasks.models.checks import check_configured
+
+    return check_configured(key, model_id, fill_kind(model_id), params.models, workspace.root)

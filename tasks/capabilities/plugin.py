@@ -1,0 +1,18 @@
+"""S²LCT (specification- and syntax-based capability testing of sentiment classifiers) as a
+lingtest plug-in, with the stage that fine-tunes the classifier it tests by default."""
+from tasks.core.plugin_spec import Plugin, StageSpec
+
+PLUGIN = Plugin(
+    name="capabilities", title="Capability testing of sentiment classifiers (S²LCT)",
+    paper="S²LCT", citation="public code: ALiCT", code="jasonlee27/alict", report_prefix="s2lct-",
+    section="capabilities", params="tasks.capabilities.params:CapabilitiesParams",
+    stages=(
+        StageSpec("train-sentiment", section="capabilities.train_sentiment",
+                  flow="flows.train_sentiment:train_sentiment_flow"),
+        StageSpec("capabilities", section="capabilities",
+                  method="tasks.capabilities.method:CapabilitiesMethod",
+                  models="tasks.capabilities.checks:configured_models",
+                  check="tasks.capabilities.checks:check_inputs", processes=True),
+    ),
+    model_checks={"fill": "tasks.capabilities.checks:check_fill_model"},
+)

@@ -1,0 +1,36 @@
+"""KomMKonLLM's checks before a run: the answer store opens, the external covering-array
+generator is installed when chosen, and the question or guide files parse."""
+from __future__ import annotations
+
+from tasks.core.config import Params
+from tasks.core.errors import LingtestError
+from tasks.core.paths import Workspace
+from tasks.core.plugin_spec import ModelEntry
+from tasks.core.validate import keyed, param_path, read_param_file
+
+
+def configured_models(params: Params) -> list[ModelEntry]:
+    """The LLMs under test."""
+    return [ModelEntry("consistency.llms", spec, "llm") for spec in params.consistency.llms]
+
+
+def check_inputs(params: Params, workspace: Workspace) -> None:
+    from tasks.consistency.pipeline import database_url
+    from tasks.consistency.store import check_sqlite
+
+    c = params.consistency
+    check_sqlite(database_url(c, workspace))  # a bad URL, or a damaged SQLite file
+    if c.generator != "builtin" and not c.import_dir:  # the external generator runs
+        from tasks.consistency.external import PARAM, find_binary
+        try:
+            find_binary(c.generator, c.generator_binary)
+        except LingtestError as error:
+            raise keyed(PARAM, error) from None
+    if c.questions:
+        from tasks.data.questions import read_questions_jsonl
+        read_param_file("consistency.questions", read_questions_jsonl,
+                        param_path(c.questions, workspace.root))
+    if c.import_dir:
+        from tasks.consistency.guide_import import read_guide_folder
+        read_param_file("consistency.import_dir", read_guide_folder,
+                        param_path(c.import_dir, workspace.root))
