@@ -1,10 +1,12 @@
 """The documentation site builds strictly (a broken link or anchor fails), its parameters page
-lists every setting, and the README stays a short entry point."""
+lists every setting, the README stays a short entry point, and no page points at code that is
+not there or at a file outside the repository."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -52,3 +54,61 @@ def test_the_readme_is_a_short_entry_point_whose_links_resolve():
     assert len(readme.splitlines()) <= 160
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme):
         assert (PACKAGE_ROOT / target).exists(), target
+
+
+DOC_FILES = ("README.md", "benchmarks/README.md", "docs/**/*.md", "params.yaml", "params/*.yaml")
+
+
+def _doc_texts() -> dict[str, str]:
+    return {str(path.relative_to(PACKAGE_ROOT)): path.read_text(encoding="utf-8")
+            for pattern in DOC_FILES for path in sorted(PACKAGE_ROOT.glob(pattern))}
+
+
+def _defined(module: Path) -> set[str]:
+    """Top-level names a module defines or imports (what `file.py::name` may point at)."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.parse(module.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def test_the_docs_point_only_at_code_that_exists():
+    """Every `tasks/…py`, `flows/…py::name`, `tasks.x.y` a page names is there (modules move:
+    a stale pointer fails here, not in a reader's search)."""
+    import re
+
+    wrong = []
+    for doc, text in _doc_texts().items():
+        for path, name in re.findall(
+                r"`((?:tasks|flows|tests|benchmarks)/[\w/.-]+\.py)(?:::(\w+))?`", text):
+            target = PACKAGE_ROOT / path
+            if not target.is_file() or (name and name not in _defined(target)):
+                wrong.append(f"{doc}: {path}{'::' + name if name else ''}")
+        for dotted in re.findall(r"`((?:tasks|flows)(?:\.\w+)+)`", text):
+            parts = dotted.split(".")
+            for cut in range(len(parts), 0, -1):
+                base = PACKAGE_ROOT.joinpath(*parts[:cut])
+                module = base.with_suffix(".py") if base.with_suffix(".py").is_file() \
+                    else base / "__init__.py"
+                if module.is_file():
+                    if parts[cut:] and parts[cut] not in _defined(module):
+                        wrong.append(f"{doc}: {dotted}")
+                    break
+            else:
+                wrong.append(f"{doc}: {dotted}")
+    assert not wrong, f"docs name code that does not exist: {wrong}"
+
+
+def test_the_docs_name_no_file_outside_the_repository():
+    outside = [f"{doc}: {hit}" for doc, text in _doc_texts().items()
+               for hit in ("../shared", "DESIGN.md", "helper-notes") if hit in text]
+    assert not outside, outside
