@@ -37,6 +37,9 @@ def _discover() -> tuple[Plugin, ...]:
         if plugin.name != info.name:
             raise LingtestError(f"tasks/{info.name}/plugin.py: PLUGIN.name is {plugin.name!r}; "
                                 f"fix: name it after its package, {info.name!r}")
+        if plugin.section not in (None, plugin.name):
+            raise LingtestError(f"tasks/{info.name}/plugin.py: section {plugin.section!r}; fix: "
+                                f"name the parameter section after the plug-in, {info.name!r}")
         found.append(plugin)
     return tuple(found)
 

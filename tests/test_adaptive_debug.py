@@ -223,9 +223,9 @@ def test_debugging_stage_runs_the_protocol_end_to_end(data_project, debugging_ru
     out, reports = workspace.interim / "adaptive-debug", workspace.reports / "adaptive-debug"
     suite = pd.read_parquet(out / "suite.parquet")
     results = pd.read_parquet(out / "results.parquet")
-    tests = pd.read_csv(reports / "adatest-debug-training-tests.csv")
-    rounds = pd.read_csv(reports / "adatest-debug-rounds.csv")
-    t1 = pd.read_csv(reports / "adatest-debug-table1.csv")
+    tests = pd.read_csv(reports / "adaptive-debug-training-tests.csv")
+    rounds = pd.read_csv(reports / "adaptive-debug-rounds.csv")
+    t1 = pd.read_csv(reports / "adaptive-debug-table1.csv")
     # the base model + one model per condition (one topic, one seed): each on every case
     assert summary["models"] == 4 and len(results) == 4 * len(suite)
     assert results.groupby("model_id")["revision"].first().nunique() == 4
@@ -240,7 +240,7 @@ def test_debugging_stage_runs_the_protocol_end_to_end(data_project, debugging_ru
     # the hotel tree's /Price tests with the curated correction applied
     tree = tests[tests["condition"] == "adatest-tree"]
     assert tree.set_index("text").loc["Expensive for what you get", "label"] == "neg"
-    assert "adatest-debug-corrections" in {p.stem for p in reports.glob("*.csv")}
+    assert "adaptive-debug-corrections" in {p.stem for p in reports.glob("*.csv")}
     # held-out tests are never trained on: no evaluated text is in any training set
     evaluated = {t for texts in suite.loc[suite["set"] == "checklist", "texts"]
                  for t in json.loads(texts)}
@@ -255,11 +255,11 @@ def test_debugging_stage_runs_the_protocol_end_to_end(data_project, debugging_ru
     base_error = 100 * before["verdict"].eq("fail").sum() / before["verdict"].isin(
         ["pass", "fail"]).sum()
     assert t1["base_error"].iloc[0] == pytest.approx(base_error, abs=0.01)
-    fig7 = pd.read_csv(reports / "adatest-debug-figure7.csv")
+    fig7 = pd.read_csv(reports / "adaptive-debug-figure7.csv")
     assert {"condition", "k", "trained_error", "others_error"} <= set(fig7.columns)
     assert set(fig7["k"]) == {0, 1}
-    assert (reports / "adatest-debug-figure7.png").stat().st_size > 10_000
-    lines = pd.read_csv(reports / "adatest-debug-figure7-lines.csv")  # what `dvc plots` draws
+    assert (reports / "adaptive-debug-figure7.png").stat().st_size > 10_000
+    lines = pd.read_csv(reports / "adaptive-debug-figure7-lines.csv")  # what `dvc plots` draws
     assert list(lines.columns) == ["k", *FIGURE7_LINES] and lines["k"].tolist() == [1]
     adatest = fig7[fig7["condition"] == "adatest"].iloc[0]
     assert lines.loc[0, "adatest trained_error"] == adatest["trained_error"]
@@ -299,6 +299,6 @@ def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
     assert found["revision"].nunique() == 4
     pd.testing.assert_frame_equal(expected.reset_index(drop=True),
                                   found.reset_index(drop=True), check_exact=True)
-    name = "adatest-debug-training-tests.csv"
+    name = "adaptive-debug-training-tests.csv"
     assert ((dask.reports / "adaptive-debug" / name).read_bytes()
             == (threads.reports / "adaptive-debug" / name).read_bytes()), name

@@ -11,7 +11,7 @@ import pytest
 
 from flows.method import compose
 from tasks.adaptive.cases import CONTRACT
-from tasks.adaptive.method import Adaptive
+from tasks.adaptive.method import AdaptiveMethod
 from tasks.adaptive.tree import read_tree
 from flows.registry import Params
 from tasks.core.errors import LingtestError
@@ -23,10 +23,10 @@ HOTEL = "imdb_hotel_conversion.csv"
 
 
 def run(params: Params, workspace: Workspace) -> dict:
-    """``compose(Adaptive(...))`` inside a flow run (the stage flow ``method_flow`` makes)."""
+    """``compose(AdaptiveMethod(...))`` inside a flow run (the stage flow ``method_flow`` makes)."""
     from prefect import flow
 
-    return flow(name="adaptive-test")(lambda: compose(Adaptive(params, workspace)))()
+    return flow(name="adaptive-test")(lambda: compose(AdaptiveMethod(params, workspace)))()
 
 
 def _params(mirror, models, **extra) -> Params:
@@ -70,13 +70,13 @@ def test_one_model_report_by_hand(mirror, tmp_path, prefect_harness):
     answers = VaderModel().predict(list(price["input"]))
     fails = sum(a != e for a, e in zip(answers, expected))
     assert (len(price), fails) == (35, 24)  # VADER misses 24 of the 35 price tests
-    rates = pd.read_csv(tmp_path / "reports/adaptive/adatest-topics.csv")
+    rates = pd.read_csv(tmp_path / "reports/adaptive/adaptive-topics.csv")
     row = rates[(rates["topic"] == "/Price") & (rates["model_id"] == "vader")].iloc[0]
     assert (row["n"], row["fail"]) == (len(price), fails)
     assert row["fail %"] == pytest.approx(100 * fails / len(price))
     assert row["low %"] <= row["fail %"] <= row["high %"]
 
-    diff = pd.read_csv(tmp_path / "reports/adaptive/adatest-diff.csv")
+    diff = pd.read_csv(tmp_path / "reports/adaptive/adaptive-diff.csv")
     assert diff.iloc[0][["added", "unchanged"]].tolist() == [190, 0]  # first run
     scored = read_tree(tmp_path / "data/interim/adaptive/trees" / HOTEL)
     assert "vader score" in scored.frame.columns
@@ -95,17 +95,17 @@ def test_two_models_cross_table_and_diff_with_the_previous_run(mirror, tmp_path,
     params.runtime.shards = 2
     summary = run(params, workspace)
     assert summary["results"] == 380
-    cross = pd.read_csv(tmp_path / "reports/adaptive/adatest-models.csv")
+    cross = pd.read_csv(tmp_path / "reports/adaptive/adaptive-models.csv")
     # a folder is named by its folder's name, never its path (``models.names`` can rename it)
     assert list(cross.columns) == ["tree", "topic", "vader", Path(tiny_classifier).name]
     assert len(cross) == 7 and set(cross["topic"]) == {"/", "/Rooms", "/Price", "/Location",
                                                        "/Service", "/Facilities/Restaurant",
                                                        "/Facilities/Pool"}  # "/": one root test
-    rates = pd.read_csv(tmp_path / "reports/adaptive/adatest-topics.csv")
+    rates = pd.read_csv(tmp_path / "reports/adaptive/adaptive-topics.csv")
     by_topic = rates.set_index(["topic", "model_id"])["fail %"]
     assert np.allclose(cross.set_index("topic")["vader"],
                        by_topic.xs("vader", level="model_id").loc[cross["topic"]])
-    diff = pd.read_csv(tmp_path / "reports/adaptive/adatest-diff.csv").set_index("model_id")
+    diff = pd.read_csv(tmp_path / "reports/adaptive/adaptive-diff.csv").set_index("model_id")
     assert diff.loc["vader", "unchanged"] == 190 and diff.loc["vader", "added"] == 0
     assert diff.loc[Path(tiny_classifier).name, "added"] == 190  # new model: all cases new
 
@@ -118,7 +118,7 @@ def test_bad_band_names_the_key():
 def test_missing_tree_names_the_key(tmp_path):
     params = Params(adaptive={"trees": ["data/raw/adatest/none.csv"], "models": ["vader"]})
     with pytest.raises(LingtestError, match="adaptive.trees: no test tree at .*none.csv"):
-        Adaptive(params, Workspace(tmp_path)).check_inputs()
+        AdaptiveMethod(params, Workspace(tmp_path)).check_inputs()
 
 
 def test_trees_grown_under_inputs_adaptive_are_rescored(mirror, tmp_path):
@@ -130,8 +130,8 @@ def test_trees_grown_under_inputs_adaptive_are_rescored(mirror, tmp_path):
     shutil.copy(mirror / "adatest" / HOTEL, grown / "hotel.csv")
     listed = str(grown / "hotel.csv")
     params = Params(adaptive={"trees": [str(mirror / "adatest" / HOTEL), listed]})
-    paths = Adaptive(params, Workspace(tmp_path)).tree_paths()
+    paths = AdaptiveMethod(params, Workspace(tmp_path)).tree_paths()
     assert [p.name for p in paths] == [HOTEL, "hotel.csv"]
     params = Params(adaptive={"trees": [str(mirror / "adatest" / HOTEL)]})
-    assert [p.name for p in Adaptive(params, Workspace(tmp_path)).tree_paths()] == [
+    assert [p.name for p in AdaptiveMethod(params, Workspace(tmp_path)).tree_paths()] == [
         HOTEL, "hotel.csv"]

@@ -270,7 +270,7 @@ def test_sigterm_to_a_running_stage_sends_no_further_prompt_and_keeps_every_answ
     would otherwise wait for the task thread to send every remaining prompt)."""
     import shutil
 
-    from test_kommkonllm_import import CA_1, CA_2, RUNS, SYNONYMS_1, SYNONYMS_2
+    from test_consistency_import import CA_1, CA_2, RUNS, SYNONYMS_1, SYNONYMS_2
 
     from tasks.core.paths import PACKAGE_ROOT
 

@@ -118,10 +118,10 @@ def test_suite_results_and_table3(capabilities_run) -> None:
     check_cases(suite, contract)
     check_results(results, contract)
     assert results["case_id"].tolist() == 2 * suite["case_id"].tolist()
-    examples = pd.read_csv(reports / "s2lct-examples.csv")  # published headers unchanged
+    examples = pd.read_csv(reports / "capabilities-examples.csv")  # published headers unchanged
     assert {"expected", "prediction vader", "verdict vader"} <= set(examples.columns)
     for model in ("lingtest-minilm-sst2", "vader"):  # the files stay one per model
-        table = pd.read_csv(reports / f"s2lct-table3-{model}.csv")
+        table = pd.read_csv(reports / f"capabilities-table3-{model}.csv")
         assert table["capability"].tolist() == ["LC2", "LC9"]
         assert table["seeds"].tolist() == [2, 2]
         rows = results[results["model_id"].str.replace("/", "-") == model]
@@ -130,13 +130,13 @@ def test_suite_results_and_table3(capabilities_run) -> None:
             100 * (lc2["verdict"] == "fail").mean())
         assert table.loc[0, "paper_seed_fail_% BERT"] == 4.0
         # the ASE'22 layout, one trial: one failure rate over the seeds and expansions
-        ase22 = pd.read_csv(reports / f"s2lct-ase22-{model}.csv").set_index("capability")
+        ase22 = pd.read_csv(reports / f"capabilities-ase22-{model}.csv").set_index("capability")
         lc2_all = rows[rows["capability"] == "LC2"]
         assert ase22.loc["LC2", "test_cases (median)"] == len(lc2_all)
         assert ase22.loc["LC2", "fail_% (median)"] == pytest.approx(
             100 * (lc2_all["verdict"] == "fail").mean(), abs=0.01)
         assert ase22.loc["LC2", "trials"] == 1
-    text = (reports / "s2lct-table3-vader.md").read_text()
+    text = (reports / "capabilities-table3-vader.md").read_text()
     assert "Substitutes:" in text and "## Provenance" in text
 
 
@@ -144,15 +144,15 @@ def test_suite_results_and_table3(capabilities_run) -> None:
 def test_checklist_coverage_and_metrics(capabilities_run) -> None:
     workspace, _, _, _ = capabilities_run
     reports = workspace.reports / "capabilities"
-    checklist = pd.read_csv(reports / "s2lct-checklist.csv")
+    checklist = pd.read_csv(reports / "capabilities-checklist.csv")
     assert len(checklist) == 38  # every released test, 3 examples each
     assert {"fail % lingtest/minilm-sst2", "fail % vader"} <= set(checklist.columns)
-    curve = pd.read_csv(reports / "s2lct-coverage.csv")
+    curve = pd.read_csv(reports / "capabilities-coverage.csv")
     assert set(curve["suite"]) == {"S²LCT", "CheckList"}
     assert set(curve["model_id"]) == {"lingtest/minilm-sst2"}  # VADER has no hidden states
     assert sorted(curve["size"].unique())[0] == 4  # sizes above the smaller suite are dropped
     assert curve["boundcov"].between(0, 1).all() and curve["sactcov"].between(0, 1).all()
-    figure4 = reports / "s2lct-figure4-coverage"
+    figure4 = reports / "capabilities-figure4-coverage"
     assert (figure4 / "lingtest-minilm-sst2.png").stat().st_size > 5000
     plotted = pd.read_csv(figure4 / "lingtest-minilm-sst2.csv")  # what `dvc plots` draws
     assert list(plotted.columns) == ["size", *FIGURE4_LINES]
@@ -160,11 +160,11 @@ def test_checklist_coverage_and_metrics(capabilities_run) -> None:
     largest = curve[(curve["size"] == curve["size"].max()) & (curve["suite"] == "CheckList")]
     assert plotted["CheckList boundcov"].iloc[-1] == pytest.approx(
         100 * largest["boundcov"].iloc[0], abs=1e-4)
-    by_lc = pd.read_csv(reports / "s2lct-coverage-by-lc.csv")
+    by_lc = pd.read_csv(reports / "capabilities-coverage-by-lc.csv")
     assert by_lc["capability"].tolist() == ["LC2", "LC9"]
     assert by_lc["checklist_test"].tolist() == ["Sentiment-laden words in context", "Q & A: yes"]
     assert (by_lc["size"] == by_lc[["s2lct_texts", "checklist_texts"]].min(axis=1)).all()
-    lengths = pd.read_csv(reports / "s2lct-lengths.csv")
+    lengths = pd.read_csv(reports / "capabilities-lengths.csv")
     assert {"S²LCT", "CheckList", "LC2 (S²LCT)"} <= set(lengths["suite"])
     metrics = check_metrics_shape(json.loads((reports / "metrics.json").read_text()), "test")
     assert set(metrics) == {"setting", "all", "lingtest/minilm-sst2", "vader"}
@@ -182,10 +182,10 @@ def test_one_run_publishes_a_handful_of_artifact_keys(capabilities_run) -> None:
     artifacts = {a.key: a for a in flow_run_artifacts(first["flow_run_id"])}
     # (the comparison with the last recorded run: only where git has one)
     assert set(artifacts) - {"capabilities-comparison"} == {
-        "s2lct-suite", "s2lct-table3", "s2lct-ase22", "s2lct-neutral-share",
-        "s2lct-checklist", "s2lct-examples", "s2lct-pcfg", "s2lct-lengths", "s2lct-coverage",
-        "s2lct-coverage-by-lc"}
-    for key in ("s2lct-table3", "s2lct-ase22"):
+        "capabilities-suite", "capabilities-table3", "capabilities-ase22", "capabilities-neutral-share",
+        "capabilities-checklist", "capabilities-examples", "capabilities-pcfg", "capabilities-lengths", "capabilities-coverage",
+        "capabilities-coverage-by-lc"}
+    for key in ("capabilities-table3", "capabilities-ase22"):
         rows = pd.DataFrame(artifacts[key].data)
         assert rows.columns[0] == "model_id"
         for model in ("lingtest/minilm-sst2", "vader"):  # every model's rows, as its file
@@ -245,7 +245,7 @@ def test_on_two_dask_workers_the_expansion_is_spread_and_the_suite_is_the_same(
     assert set(pd.read_parquet(dask_out / "results.parquet")["model_id"]) == {
         "lingtest/minilm-sst2", "vader"}
     tables = sorted(p.name for p in (workspace.reports / "capabilities").glob("*.csv"))
-    assert "s2lct-coverage.csv" in tables and "s2lct-checklist.csv" in tables
+    assert "capabilities-coverage.csv" in tables and "capabilities-checklist.csv" in tables
     for name in tables:
         assert ((dask.reports / "capabilities" / name).read_bytes()
                 == (workspace.reports / "capabilities" / name).read_bytes()), name

@@ -25,7 +25,7 @@ TEXTS = [("LC2", "The acting in this long film is good.", "pos"),
 
 
 def suite() -> pd.DataFrame:
-    rows = [{"case_id": case_id("capability", [text], expectation), "method": "capability",
+    rows = [{"case_id": case_id("capabilities", [text], expectation), "method": "capabilities",
              "capability": lc, "seed_id": f"test-{i:05d}", "text": text,
              "expectation": expectation, "label_source": "sst",
              "provenance": provenance_json(generator="test"), "kind": "seed",

@@ -51,7 +51,7 @@ def test_binary_model_is_neutral_inside_the_band() -> None:
     assert out.loc[0, ["p_neg", "p_neutral", "p_pos"]].tolist() == [0.5, 0.0, 0.5]
     # score: P(the expected label(s)); a binary model's padded P(neutral) is 0
     assert out["score"].tolist() == [0.0, 0.0, 0.0, 0.0, 0.2, 0.7]
-    assert (out["method"] == "capability").all()
+    assert (out["method"] == "capabilities").all()
 
 
 def test_three_way_model_takes_the_argmax() -> None:

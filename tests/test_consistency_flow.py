@@ -78,15 +78,15 @@ def test_queries_responses_verdicts_and_reports(consistency_run) -> None:
     assert first["array_rows"] == rows and first["errors"] == 0
 
     reports = workspace.reports / "consistency"
-    summary = pd.read_csv(reports / "kommkonllm-summary.csv")
+    summary = pd.read_csv(reports / "consistency-summary.csv")
     assert summary["model_id"].tolist() == [MODEL]
     assert summary.loc[0, "n_asked"] == summary.loc[0, "n_responded"] == rows
     assert summary.loc[0, "n_answered"] + summary.loc[0, "n_undefined"] == rows
     assert 0 <= summary.loc[0, "undefined_rate"] <= 1
-    side = pd.read_csv(reports / "kommkonllm-definitions.csv")
+    side = pd.read_csv(reports / "consistency-definitions.csv")
     assert side.loc[0, "answered / asked"] == f"{summary.loc[0, 'n_answered']} / {rows}"
     assert "recall (lingtest: all_true)" in side.columns
-    assert "LOW ANSWERED SHARE" in (reports / "kommkonllm-definitions.md").read_text() \
+    assert "LOW ANSWERED SHARE" in (reports / "consistency-definitions.md").read_text() \
         or summary.loc[0, "n_answered"] >= rows / 2
     guide_queries = pd.read_csv(reports / "queries.csv")
     assert list(guide_queries.columns) == report.GUIDE_QUERIES and len(guide_queries) == rows
@@ -95,17 +95,17 @@ def test_queries_responses_verdicts_and_reports(consistency_run) -> None:
     assert len(results) == rows
     assert set(results["parsed"]) <= {"true", "false", "undefined"}
     assert results["raw_text"].notna().all()
-    table4 = pd.read_csv(reports / "kommkonllm-table4.csv")
+    table4 = pd.read_csv(reports / "consistency-table4.csv")
     assert len(table4) == rows and MODEL in table4.columns
     assert table4.loc[table4["row"] == 0, "derived question"].tolist() == [
         "can you ski in winter in styria ?", "is the old car red ?"]  # the guide's row 0
-    questions = pd.read_csv(reports / "kommkonllm-questions.csv")
+    questions = pd.read_csv(reports / "consistency-questions.csv")
     assert sorted(questions["question_id"]) == ["user-00", "user-01"]
-    md = (reports / "kommkonllm-summary.md").read_text()
+    md = (reports / "consistency-summary.md").read_text()
     assert "## Provenance" in md and "SmolLM2-135M-Instruct (Q4_1 GGUF" in md
     assert sha256_file(path)[:16] in md and "seed" in md
-    assert (reports / "kommkonllm-figure.png").stat().st_size > 5000
-    plotted = pd.read_csv(reports / "kommkonllm-figure.csv")  # what `dvc plots` draws
+    assert (reports / "consistency-figure.png").stat().st_size > 5000
+    plotted = pd.read_csv(reports / "consistency-figure.csv")  # what `dvc plots` draws
     assert plotted["model_id"].tolist() == [MODEL]
     assert plotted.loc[0, "undefined_rate"] == pytest.approx(summary.loc[0, "undefined_rate"])
     metrics = check_metrics_shape(json.loads((reports / "metrics.json").read_text()), "test")
@@ -140,12 +140,12 @@ def test_one_run_publishes_a_handful_of_artifact_keys(consistency_run) -> None:
     artifacts = {a.key: a for a in found}
     # (the comparison with the last recorded run: only where git has one)
     assert set(artifacts) - {"consistency-comparison"} == {
-        "kommkonllm-definitions", "kommkonllm-summary", "kommkonllm-questions",
-        "kommkonllm-table4"}
-    table4 = pd.DataFrame(json.loads(artifacts["kommkonllm-table4"].data))
+        "consistency-definitions", "consistency-summary", "consistency-questions",
+        "consistency-table4"}
+    table4 = pd.DataFrame(json.loads(artifacts["consistency-table4"].data))
     assert sorted(table4["question_id"].unique()) == ["user-00", "user-01"]
     assert len(table4) == len(pd.read_csv(workspace.reports / "consistency" /
-                                          "kommkonllm-table4.csv"))
+                                          "consistency-table4.csv"))
 
 
 @pytest.mark.slow
@@ -304,7 +304,7 @@ def test_resume_sends_only_lost_and_failed_prompts(consistency_run, monkeypatch)
     third = failed.value.summary
     assert sorted(Recorder.sent) == sorted(pending["prompt"])  # only the lost ones
     assert third["sent"] == 3 and third["errors"] == 1
-    summary = pd.read_csv(workspace.reports / "consistency" / "kommkonllm-summary.csv")
+    summary = pd.read_csv(workspace.reports / "consistency" / "consistency-summary.csv")
     assert summary.loc[0, "n_errors"] == 1 and summary.loc[0, "n_responded"] == len(results) - 1
 
     Recorder.sent = []

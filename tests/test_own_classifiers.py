@@ -85,7 +85,7 @@ def test_capabilities_names_the_lexicon_model_everywhere(own_runs) -> None:
     assert mine["p_pos"].tolist() == pytest.approx(expected, abs=1e-6)
     reports = workspace.reports / "capabilities"
     names = sorted(p.name for p in reports.iterdir())
-    assert "s2lct-table3-lexicon.md" in names and "s2lct-table3-vader.md" in names
+    assert "capabilities-table3-lexicon.md" in names and "capabilities-table3-vader.md" in names
     root = str(workspace.root)
     assert not [n for n in names if root.strip("/").replace("/", "-") in n or "python" in n]
     metrics = json.loads((reports / "metrics.json").read_text())
@@ -96,7 +96,7 @@ def test_capabilities_names_the_lexicon_model_everywhere(own_runs) -> None:
     # VADER stands in for the paper's models; the user's model is no substitute
     assert "vader (the VADER lexicon and rules)" in provenance["substitutes"]
     assert "minilm" not in provenance["substitutes"].lower()
-    checklist = pd.read_csv(reports / "s2lct-checklist.csv")
+    checklist = pd.read_csv(reports / "capabilities-checklist.csv")
     assert any("lexicon" in c for c in checklist.columns)
 
 
@@ -104,7 +104,7 @@ def test_capabilities_names_the_lexicon_model_everywhere(own_runs) -> None:
 def test_adaptive_scores_the_tree_with_the_lexicon_model(own_runs) -> None:
     workspace = own_runs[0]
     reports = workspace.reports / "adaptive"
-    table = pd.read_csv(reports / "adatest-models.csv")
+    table = pd.read_csv(reports / "adaptive-models.csv")
     assert {"lexicon", "vader"} <= set(table.columns)
     metrics = json.loads((reports / "metrics.json").read_text())
     assert 0 <= metrics["lexicon"]["fail_%"] <= 100
@@ -311,7 +311,7 @@ def test_lingtest_test_puts_a_new_model_beside_the_stored_baseline(own_runs, mon
     assert {top: _tree_state(workspace.root / top)
             for top in ("reports", "data/interim")} == pipeline  # the pipeline's untouched
     run = workspace.root / "runs" / "shouty"
-    assert (run / "reports" / "capabilities" / "s2lct-table3-shouty.md").is_file()
+    assert (run / "reports" / "capabilities" / "capabilities-table3-shouty.md").is_file()
     side = pd.read_csv(run / "reports" / "capabilities-vs-baseline" /
                        "shouty-capabilities-side-by-side.csv")
     # the stored models of the pipeline's run are the baseline: read, not rerun

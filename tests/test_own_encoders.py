@@ -275,22 +275,22 @@ def test_own_models_run_under_their_display_names(own_run):
     assert summary["embedded_now"]["HashingEncoder"] > 0
     reports = project.reports / "contrastive"
     for name in ("hashingencoder", "minilm-dense"):  # the display names, as slugs
-        table2 = (reports / f"costello-table2-{name}.md").read_text()
+        table2 = (reports / f"contrastive-table2-{name}.md").read_text()
         assert "| l2 " in table2 and "## Provenance" in table2
     files = [p.relative_to(reports).as_posix() for p in reports.rglob("*")]
-    assert "costello-figure6/hashingencoder.png" in files
+    assert "contrastive-figure6/hashingencoder.png" in files
     assert not any(str(project.root) in f or str(dense) in f for f in files)
     metrics = json.loads((reports / "metrics.json").read_text())
     assert sorted(metrics) == [*names, "setting"]  # no "/" nor a path in a metric key
     assert metrics["HashingEncoder"]["CR1.N_V"] >= 0
-    accuracy = pd.read_csv(reports / "costello-classifiers.csv")
+    accuracy = pd.read_csv(reports / "contrastive-classifiers.csv")
     assert set(accuracy["model_id"]) == set(names) and (accuracy["count"] == 6).all()
     assert accuracy.loc[accuracy["task"] == "sentiment", "mean"].min() > 0.5
 
 
 def test_the_report_says_what_ran(own_run):
     project, _, _, dense, _ = own_run
-    table2 = (project.reports / "contrastive" / "costello-table2-minilm-dense.md").read_text()
+    table2 = (project.reports / "contrastive" / "contrastive-table2-minilm-dense.md").read_text()
     assert "exact-length passes do not apply" in table2
     assert "minilm-dense: not applied (own encode" in table2
     assert "sentence-transformers modules Transformer, Pooling, Dense through its own encode" \
@@ -358,7 +358,7 @@ def test_lingtest_test_puts_a_new_encoder_beside_the_stored_ones(own_run):
     assert comparison["baseline"] == ["HashingEncoder", "minilm-dense"]
     assert comparison["breaches"] == [] and comparison["shared"] > 0
     run = project.root / "runs" / "hash128" / "reports"
-    assert (run / "contrastive" / "costello-table2-hash128.md").is_file()
+    assert (run / "contrastive" / "contrastive-table2-hash128.md").is_file()
     side = pd.read_csv(run / "contrastive-vs-baseline" / "hash128-contrastive-side-by-side.csv")
     assert {"hash128 fail %", "HashingEncoder fail %", "minilm-dense fail %"} <= set(side.columns)
     assert {"relation", "distance", "threshold_kind"} <= set(side.columns)

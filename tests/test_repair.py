@@ -256,7 +256,7 @@ def test_repair_flow_repairs_two_models_and_averages_them(data_project, tmp_path
     triples = pd.read_parquet(workspace.interim / "repair" / "triples.parquet")
     assert triples.groupby("model").size().to_dict() == {m: len(suite) for m in models}
     reports = workspace.reports / "repair"
-    t3 = pd.read_csv(reports / "costello-table3.csv").set_index(["model", "triples"])
+    t3 = pd.read_csv(reports / "repair-table3.csv").set_index(["model", "triples"])
     per_model = t3.loc[[(m, "training") for m in models], "all N_V decline %"].dropna()
     mean = t3.loc[("mean over 2 models", "training"), "all N_V decline %"]
     assert mean == pytest.approx(per_model.mean(), abs=0.01)

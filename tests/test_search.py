@@ -236,8 +236,8 @@ def test_untransformed_seed_case_follows_the_contract(tag, polarity) -> None:
     cases = _cases("LC2", tag(("pos", "The good car .")), polarity)
     assert list(cases.columns) == S.CASE_COLUMNS and len(cases) == 1
     case = cases.iloc[0]
-    assert case["case_id"] == case_id("capability", ["The good car."], "pos")
-    assert (case["method"], case["capability"], case["kind"]) == ("capability", "LC2", "seed")
+    assert case["case_id"] == case_id("capabilities", ["The good car."], "pos")
+    assert (case["method"], case["capability"], case["kind"]) == ("capabilities", "LC2", "seed")
     assert (case["expectation"], case["label_source"], case["seed_id"]) == ("pos", "sst",
                                                                          "test-00000")
     provenance = json.loads(case["provenance"])

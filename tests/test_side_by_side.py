@@ -8,7 +8,7 @@ import pytest
 from tasks.core.schema import Contract
 from tasks.core.side_by_side import case_changes, changed_cases, side_by_side
 
-CONTRACT = Contract(method="capability", group="capability", texts=("text",))
+CONTRACT = Contract(method="capabilities", group="capability", texts=("text",))
 SUITE = pd.DataFrame({"case_id": list("abcde"), "capability": ["LC10", "LC2", "LC2", "LC1",
                                                                "LC1"],
                       "text": ["t-a", "t-b", "t-c", "t-d", "t-e"]})

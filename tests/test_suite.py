@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from tasks.core.config import ContrastiveParams
+from tasks.contrastive.params import ContrastiveParams
 from tasks.core.errors import InputFormatError, LingtestError
 from tasks.contrastive.costello_json import read_costello_suite, write_costello_suite
 from tasks.contrastive.suite import COLUMNS, generate_suite, table1
@@ -157,7 +157,7 @@ def test_table1(suite):
 
 # --------------------------------------------------------------------------- COSTELLO JSON
 
-def test_costello_round_trip(suite, tmp_path):
+def test_contrastive_round_trip(suite, tmp_path):
     path = write_costello_suite(suite, tmp_path / "suite.json")
     data = json.loads(path.read_text())
     assert set(data) == {"CR1", "CR2", "CR3", "CR4"}
@@ -170,7 +170,7 @@ def test_costello_round_trip(suite, tmp_path):
     assert json.loads(back["provenance"][0])["imported_from"] == str(path)
 
 
-def test_costello_import_of_paper_format(tmp_path):
+def test_contrastive_import_of_paper_format(tmp_path):
     path = tmp_path / "mrpc_ct.json"
     path.write_text(json.dumps({"mrpc_fuzz": [["a [SEP] b", "c [SEP] b", "d [SEP] b", 1],
                                               ["x", "y", "z"], ["x", "y", "z"]],
@@ -190,7 +190,7 @@ def test_costello_import_of_paper_format(tmp_path):
 
 @pytest.mark.parametrize("name,relation", [("SenWordFuzz", "CR1"), ("synon_contr", "CR3"),
                                            ("swapGender_sentiSynonymSubstitution", "CR2")])
-def test_costello_relation_names_map_to_the_papers(tmp_path, name, relation):
+def test_contrastive_relation_names_map_to_the_papers(tmp_path, name, relation):
     path = tmp_path / "ctset1.json"
     path.write_text(json.dumps({name: [["a b", "a c", "a d"]]}))
     assert read_costello_suite(path)["relation"].tolist() == [relation]
@@ -207,7 +207,7 @@ def test_costello_relation_names_map_to_the_papers(tmp_path, name, relation):
     ('{}', r"no triples"),
     ('{"CR1": []}', r"no triples"),
 ])
-def test_costello_import_errors(tmp_path, content, message):
+def test_contrastive_import_errors(tmp_path, content, message):
     path = tmp_path / "suite.json"
     path.write_text(content)
     with pytest.raises(InputFormatError, match=message) as info:

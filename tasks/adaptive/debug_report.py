@@ -34,7 +34,7 @@ SUBSTITUTES = ("Substitutes: the paper's fine-tuned RoBERTa-large SST-2 model �
                "suggestions at most the threshold, or the round limit; the paper's DynaSent "
                "(out of domain) → the IMDb contrast sets (Gardner et al. 2020).")
 MIN_EXAMPLES = 5
-FIGURE7_DATA = "adatest-debug-figure7-lines.csv"  # Figure 7's data, wide (the table is long)
+FIGURE7_DATA = "adaptive-debug-figure7-lines.csv"  # Figure 7's data, wide (the table is long)
 CONDITION_NAMES = {"before": "base model", "adatest": "AdaTest (5 seeds + fix rounds)",
                    "checklist-data": "CheckList data ({n} per topic)",
                    "adatest-tree": "hotel tree tests (not the paper's protocol)"}
@@ -337,7 +337,7 @@ def debugging_report(loop, suite: pd.DataFrame, results: pd.DataFrame, runs) -> 
               f"test ({d.checklist_examples} per test; the topic's own included; never "
               f"trained on: {loop.dropped_held_out} sampled examples whose text a condition "
               "trained on were dropped), SST-2 validation and the IMDb contrast sets.")
-    report.add("adatest-debug-table1", table,
+    report.add("adaptive-debug-table1", table,
                "AdaTest debugging: per fixed topic, held-out error of the base model and each "
                "condition (the paper's Table 1)",
                notes=f"{design} Errors in %, mean over {d.seeds} training seed(s); `*`: "
@@ -346,36 +346,36 @@ def debugging_report(loop, suite: pd.DataFrame, results: pd.DataFrame, runs) -> 
                      f"CheckList topics). A topic fails at ≥ {100 * d.threshold:g}% error; "
                      "others_*: the other CheckList topics that model fixed / broke / worsened "
                      "(worsened: failing before, significantly worse, still failing).")
-    report.add("adatest-debug-summary", summary,
+    report.add("adaptive-debug-summary", summary,
                "AdaTest debugging: per condition over the fixed topics",
                notes="Sums / means of Table 1's rows per condition.")
-    report.add("adatest-debug-figure7", fig7,
+    report.add("adaptive-debug-figure7", fig7,
                "AdaTest debugging: held-out error by the number of topics trained on "
                "(the paper's Figure 7)",
                notes="k topics = the first k of adaptive.debug.topics trained on together "
                      "(k = 0: the base model); mean topic error over the trained topics and "
                      "over the other CheckList topics.")
-    report.add("adatest-debug-topics", changes,
+    report.add("adaptive-debug-topics", changes,
                "AdaTest debugging: every CheckList topic's held-out error per model group",
                notes="variant t<i>: topic i alone, k<k>: the first k topics; change_pp = after "
                      "− base in percentage points (95 % paired bootstrap interval); q = BH "
                      "within the group.")
     if len(rounds):
-        report.add("adatest-debug-rounds", rounds,
+        report.add("adaptive-debug-rounds", rounds,
                    "AdaTest debugging: the test–fix–retest rounds per topic and seed",
                    notes="failing_share: failing among the oracle-labelled suggestions; the "
                          "loop stops when it is at most the threshold (after a fix) or after "
                          "the round limit; fixes: fine-tunings so far.")
     if len(splits):
-        report.add("adatest-debug-splits", splits,
+        report.add("adaptive-debug-splits", splits,
                    "AdaTest debugging: each fixed topic's seed / pool / held-out examples")
     if len(loop.corrections):
-        report.add("adatest-debug-corrections", loop.corrections,
+        report.add("adaptive-debug-corrections", loop.corrections,
                    "Label corrections applied to the hotel tree (adatest-tree)")
     if len(tests):
-        report.frames["adatest-debug-training-tests.csv"] = tests
+        report.frames["adaptive-debug-training-tests.csv"] = tests
     if len(fig7):
-        report.figures["adatest-debug-figure7.png"] = Figure(
+        report.figures["adaptive-debug-figure7.png"] = Figure(
             lambda path: figure7(fig7, path, d.checklist_n), figure7_data(fig7),
             data_name=FIGURE7_DATA)
     base = loop.model_ref.name

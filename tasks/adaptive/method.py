@@ -87,7 +87,7 @@ def run_diff(previous: pd.DataFrame | None, results: pd.DataFrame) -> pd.DataFra
                                        "removed"])
 
 
-class Adaptive(Method):
+class AdaptiveMethod(Method):
     """The ``adaptive`` stage (AdaTest): the tracked trees re-scored on every model."""
 
     stage = "adaptive"
@@ -174,12 +174,12 @@ class Adaptive(Method):
             models=[f"{name} ({revisions.get(name)})" + (f" ({ref.bare})" if ref.bare != name
                                                            else "")
                     for name, ref in self.model_refs().items()]))
-        out.add("adatest-topics", rates,
+        out.add("adaptive-topics", rates,
                 "AdaTest: failure rate per tree, topic and model (95% bootstrap CI)",
                 notes="Rates over pass/fail verdicts; undefined verdicts counted apart.")
-        out.add("adatest-models", cross_model(rates, models),
+        out.add("adaptive-models", cross_model(rates, models),
                 "AdaTest: failure rate (%) per topic × model (paper §2.3)")
-        out.add("adatest-diff", diff,
+        out.add("adaptive-diff", diff,
                 "AdaTest: verdict changes against the previous run, per model",
                 notes="First run: every case is added." if self.previous is None else "")
         decided = results[results["verdict"].isin(["pass", "fail"])]

@@ -5,9 +5,9 @@ from tasks.core.plugin_spec import Plugin, StageSpec
 PLUGIN = Plugin(
     name="adaptive", title="Adaptive testing with a language model (AdaTest)",
     paper="AdaTest", citation="Ribeiro & Lundberg, ACL 2022", code="microsoft/adaptive-testing",
-    report_prefix="adatest-", section="adaptive", params="tasks.adaptive.params:AdaptiveParams",
+    section="adaptive", params="tasks.adaptive.params:AdaptiveParams",
     stages=(
-        StageSpec("adaptive", section="adaptive", method="tasks.adaptive.method:Adaptive",
+        StageSpec("adaptive", section="adaptive", method="tasks.adaptive.method:AdaptiveMethod",
                   models="tasks.adaptive.checks:tested_models",
                   check="tasks.adaptive.checks:check_trees"),
         StageSpec("adaptive-debug", section="adaptive.debug",

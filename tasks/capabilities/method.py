@@ -33,7 +33,7 @@ from tasks.models.model_spec import ModelRef, model_line, refs_by_name
 from tasks.models.sentiment import SentimentModel, builtin_substitutes, load_configured
 
 TABLES = ("sst", "word_polarity", "ptb_trees", "checklist_suite")
-FIGURE4 = "s2lct-figure4-coverage"  # the folder of Figure 4: <model>.png and its data
+FIGURE4 = "capabilities-figure4-coverage"  # the folder of Figure 4: <model>.png and its data
 RULES_BEYOND_PAPER = (
     "Validation rules beyond the paper (which checks the fill's POS and its neutrality only): "
     "LC1/LC2 expansions must still meet the capability's search rule (rejected_rule); no "
@@ -55,7 +55,7 @@ COVERAGE_NOTES = (
     "SST-2 training sentences. CheckList's templates are also varied on purpose (names, "
     "places, numbers, many templates per test), while S²LCT's texts are SST movie-review "
     "sentences like the training set, whose activations stay inside the training bounds "
-    "more often; see s2lct-lengths for the texts' lengths, which move coverage too.")
+    "more often; see capabilities-lengths for the texts' lengths, which move coverage too.")
 ASE22_NOTES = (
     "The layout of S²LCT's ASE'22 paper: each trial samples the seeds anew (trial t with run "
     "seed + t; capabilities.trials, the paper's 3) and expands them; test_cases counts seeds "
@@ -94,7 +94,7 @@ def table3_notes(funnel: pd.DataFrame, count: str, trials: int = 1) -> str:
              "expansion."]
     if trials > 1:
         notes.append(f"One run as ALiCT's Table 3: trial 0's seeds (of {trials}) and their "
-                     "expansions; the s2lct-ase22 tables take the median over all trials.")
+                     "expansions; the capabilities-ase22 tables take the median over all trials.")
     cases = int(funnel["cases"].sum())
     per_seed = funnel["kept"].sum() / cases if cases else 0.0
     if per_seed < report.PAPER_EXPANSIONS_PER_SEED / 2:
@@ -135,7 +135,7 @@ class CapabilitiesMethod(Method):
     Table 3 per model, the CheckList comparison and the coverage curve (Figure 4)."""
 
     stage = "capabilities"
-    contract = Contract(method="capability", group="capability", texts=("text",))
+    contract = Contract(method="capabilities", group="capability", texts=("text",))
 
     def __init__(self, params, workspace):
         super().__init__(params, workspace)
@@ -341,51 +341,51 @@ class CapabilitiesMethod(Method):
                          models=models, **{"fill model": c.fill_model,
                                            "parser": parser_note(c.parser, pcfg)}))
         titles = pd.DataFrame({"capability": lcs, "title": [s.capability for s in specs]})
-        out.add("s2lct-suite", titles.merge(built["seed_counts"], on="capability").merge(
+        out.add("capabilities-suite", titles.merge(built["seed_counts"], on="capability").merge(
             funnel.drop(columns="cases"), on="capability"),  # cases = seed_counts' cases
             "S²LCT suite: SST matches, seeds and the expansion funnel per capability "
             "(proposals → rejections per validation rule → kept, expansions per seed)",
             notes=suite_notes(funnel, c))
         if "alict" in c.table_layouts:
-            out.add_per_model("s2lct-table3", tables,
+            out.add_per_model("capabilities-table3", tables,
                               "S²LCT Table 3 for {model}: failures per capability (95% "
                               "bootstrap intervals; the paper's seed fail % for its models "
                               "beside)", notes=table3_notes(funnel, c.pass_to_fail_count,
                                                             c.trials))
         if "ase22" in c.table_layouts:
-            out.add_per_model("s2lct-ase22", {
+            out.add_per_model("capabilities-ase22", {
                 model_id: report.ase22_table(results[results["model_id"] == model_id], lcs,
                                              membership, c.trials) for model_id in tables},
                 f"S²LCT's ASE'22 layout for {{model}}: median over {c.trials} seed "
                 "sampling(s) of the test cases, one failure rate over seeds and "
                 "expansions, and #pass_to_fail", notes=ASE22_NOTES)
-        out.add("s2lct-neutral-share", report.neutral_share(results, lcs),
+        out.add("capabilities-neutral-share", report.neutral_share(results, lcs),
                 "Seeds predicted neutral per model and capability, and the share of the "
                 "failing seeds that were", notes=NEUTRAL_NOTES)
-        out.add("s2lct-checklist", report.checklist_table(verdicts),
+        out.add("capabilities-checklist", report.checklist_table(verdicts),
                 "CheckList sentiment suite (released tests, seeded sample per test): "
                 "failure rate % per test and model")
-        out.add("s2lct-examples", report.examples(suite, results, params.seed),
+        out.add("capabilities-examples", report.examples(suite, results, params.seed),
                 f"{report.EXAMPLES} expansions drawn at random (seeded) from the whole suite, "
                 "one per distinct text, each beside its seed, with each model's prediction")
-        out.add("s2lct-pcfg", pd.DataFrame([{**pcfg["grammar"], **{
+        out.add("capabilities-pcfg", pd.DataFrame([{**pcfg["grammar"], **{
             f"bracket_{k}": round(v, 4) if isinstance(v, float) else v
             for k, v in pcfg["bracket"].items()}}]),
             "Induced PCFG: size and labelled-bracket scores on held-out treebank trees",
             substitutes=False)
         checklist = pd.read_parquet(self.files["checklist_suite"])
-        out.add("s2lct-lengths", coverage_lengths(*self.coverage_texts(suite, checklist)),
+        out.add("capabilities-lengths", coverage_lengths(*self.coverage_texts(suite, checklist)),
                 "Text length (whitespace tokens) of both suites, and of each capability and "
                 "its CheckList test (ALiCT's map) as compared for coverage")
         if not coverage:
             return out
         info = {f"coverage {x['curve']['model_id'].iloc[0]} {k}": v
                 for x in coverage for k, v in x["info"].items()}
-        out.add("s2lct-coverage", curve.round(6),
+        out.add("capabilities-coverage", curve.round(6),
                 "BoundCov / SActCov of every model with hidden states on equal-size random "
                 "samples of both suites (the paper's Figure 4)", provenance=info,
                 notes=COVERAGE_NOTES)
-        out.add("s2lct-coverage-by-lc",
+        out.add("capabilities-coverage-by-lc",
                 pd.concat([x["by_lc"] for x in coverage], ignore_index=True).round(6),
                 "BoundCov / SActCov of each capability against its CheckList MFT test "
                 "(ALiCT's LC→test map), both sampled to the same size", provenance=info)

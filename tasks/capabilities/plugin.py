@@ -4,7 +4,7 @@ from tasks.core.plugin_spec import Plugin, StageSpec
 
 PLUGIN = Plugin(
     name="capabilities", title="Capability testing of sentiment classifiers (S²LCT)",
-    paper="S²LCT", citation="public code: ALiCT", code="jasonlee27/alict", report_prefix="s2lct-",
+    paper="S²LCT", citation="public code: ALiCT", code="jasonlee27/alict",
     section="capabilities", params="tasks.capabilities.params:CapabilitiesParams",
     stages=(
         StageSpec("train-sentiment", section="capabilities.train_sentiment",

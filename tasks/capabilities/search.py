@@ -19,7 +19,7 @@ lowercased unless the token is a proper noun (spaCy PROPN), "I" or an all-caps w
 Seed cases (one row per test case; the case contract, tasks/core/schema.py):
 
 =============  =====  =======================================================================
-case_id        str    ``case_id("capability", [text], expectation)``
+case_id        str    ``case_id("capabilities", [text], expectation)``
 method         str    ``capability``
 capability     str    the spec id (``LC1`` …)
 seed_id        str    SST sentence ids, the seed first then the fillers, joined with ``+``
@@ -50,7 +50,7 @@ from tasks.core.errors import LingtestError
 from tasks.data.sst import detokenize
 from tasks.models.nlp import pipe as nlp_pipe
 
-METHOD = "capability"
+METHOD = "capabilities"  # the contract's method: the stage's name
 GENERATOR = "lingtest.capabilities.search"
 CASE_COLUMNS = ["case_id", "method", "capability", "seed_id", "text", "expectation",
                 "label_source", "provenance", "kind"]

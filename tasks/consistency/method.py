@@ -305,12 +305,12 @@ class ConsistencyMethod(Method):
                    "metric definitions": metric_definitions,
                    "database": redact(url).replace(str(self.workspace.root.resolve()),
                                                    "<root>")}))
-        out.add("kommkonllm-definitions",
+        out.add("consistency-definitions",
                 report.side_by_side(table, c.recall_definition, c.consistency_definition),
                 "KomMKonLLM: per model, the guide's metric definitions beside lingtest's "
                 "stricter ones, with the rows answered true/false of those asked",
                 notes=report.flag_note(table, c.min_answered_share))
-        out.add("kommkonllm-summary", table,
+        out.add("consistency-summary", table,
                 "KomMKonLLM: per model accuracy, precision/recall/F1 (class true), "
                 "consistency, undefined rate and consistent non-answering, with 95% "
                 "bootstrap CIs over questions; the other definitions' recall, F1 and "
@@ -320,17 +320,17 @@ class ConsistencyMethod(Method):
         questions = pd.read_parquet(self.questions_path)
         out.frames["queries.csv"], out.frames["test_runs.csv"] = report.guide_export(
             results, questions, c.strength)
-        out.add("kommkonllm-questions",
+        out.add("consistency-questions",
                 report.question_table(results, questions, c.consistency_definition),
                 "KomMKonLLM: per model and question (original = answer to row 0)",
                 notes=f"Definitions: {CONSISTENCY_DEFINITIONS[c.consistency_definition]}.")
-        out.add("kommkonllm-table4", report.table4(results),
+        out.add("consistency-table4", report.table4(results),
                 "KomMKonLLM Table 4: derived questions × models (parsed answers; row 0 is "
                 "the original question; one artifact for every question: filter by "
                 "question_id)")
         out.frames["results.csv"] = report.export(results)
         if "f1" in table:
-            out.figures["kommkonllm-figure.png"] = Figure(
+            out.figures["consistency-figure.png"] = Figure(
                 lambda path: report.chart(table, path, "KomMKonLLM: per model, 95% bootstrap "
                                                        "CIs"), report.chart_data(table))
         return out

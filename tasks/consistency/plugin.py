@@ -4,7 +4,7 @@ from tasks.core.plugin_spec import Plugin, StageSpec
 PLUGIN = Plugin(
     name="consistency", title="Combinatorial consistency testing of LLMs (KomMKonLLM)",
     paper="KomMKonLLM", citation="KomMKonLLM user guide (SBA Research 2025)",
-    code="KomMKonLLM/KomMKonLLM", report_prefix="kommkonllm-",
+    code="KomMKonLLM/KomMKonLLM",
     section="consistency", params="tasks.consistency.params:ConsistencyParams",
     stages=(StageSpec("consistency", section="consistency",
                       method="tasks.consistency.method:ConsistencyMethod",

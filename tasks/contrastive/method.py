@@ -31,7 +31,7 @@ SUBSTITUTES = ("Substitutes: the paper's 42 hub encoders → the packaged all-Mi
                "(default profile); the paper's SST/MRPC downstream classifiers → 14 MLPs "
                "trained here on the tested model's embeddings.")
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
-FIGURE6 = "costello-figure6"  # the folder of Figure 6: <model>.png and the data it plots
+FIGURE6 = "contrastive-figure6"  # the folder of Figure 6: <model>.png and the data it plots
 EXACT_LENGTH_KEY = "exact-length passes"
 
 
@@ -312,19 +312,19 @@ class ContrastiveMethod(Method):
                          **{OVERLAP_KEY: "; ".join(f"{i['model_id']}: "
                                                    f"{i['training_overlap'] or 'none'}"
                                                    for i in infos)}))
-        out.add("costello-table1", table1(suite),
+        out.add("contrastive-table1", table1(suite),
                 "COSTELLO Table 1: triples per contrastive relation")
         accuracy = pd.concat([run.extra["accuracy"] for run in models], ignore_index=True)
-        out.add("costello-classifiers", report.classifier_summary(accuracy),
+        out.add("contrastive-classifiers", report.classifier_summary(accuracy),
                 "Downstream classifiers: test accuracy (SST-2 sentiment, MRPC paraphrase)")
         searched = pd.concat([run.extra["thresholds"] for run in models])
         if searched.empty:
             searched = pd.DataFrame({"note": ["only θ = 0 asked for (contrastive.thresholds): "
                                               "no dictionary embedded or searched"]})
-        out.add("costello-thresholds", searched,
+        out.add("contrastive-thresholds", searched,
                 "Adaptive thresholds: nearest-neighbour distances of dictionary words")
         tables = {info["model_id"]: report.table2(results, info["model_id"]) for info in infos}
-        out.add_per_model("costello-table2", tables,
+        out.add_per_model("contrastive-table2", tables,
                           "COSTELLO Table 2 for {model}: violations (N_V) and precision "
                           "(P_A, P_B, %) per distance and threshold")
         for model_id, table in tables.items():
@@ -333,11 +333,11 @@ class ContrastiveMethod(Method):
                     table, path, f"{model_id}: precision against threshold"),
                 report.precision_data(table))
         if results["model_id"].nunique() > 1:
-            out.add("costello-table2-mean", report.table2(results),
+            out.add("contrastive-table2-mean", report.table2(results),
                     "COSTELLO Table 2, all models: each N_V, P_A and P_B is the mean over "
                     "models of the per-model figure (as the paper); N_M: models with at "
                     "least one violation of that relation")
-        out.add("costello-violations", report.headline_violations(violations),
+        out.add("contrastive-violations", report.headline_violations(violations),
                 "Violations at L2, θ = μ−σ (vocabulary dictionary), largest margin first; "
                 "every setting's list: data/interim/contrastive/violations.parquet")
         return out

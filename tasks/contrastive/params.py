@@ -17,7 +17,7 @@ RELATIONS = ("CR1", "CR2", "CR3", "CR4")
 def smallest_signed_rank_n(alpha: float) -> int:
     """Fewest classifiers at which COSTELLO's one-sided Wilcoxon signed-rank test can give
     p < ``alpha``: its smallest exact p-value, all n differences of one sign, is 0.5**n
-    (5 for α = 0.05; scipy's ``wilcoxon`` agrees, tests/test_costello_options.py)."""
+    (5 for α = 0.05; scipy's ``wilcoxon`` agrees, tests/test_contrastive_options.py)."""
     n = 1
     while 0.5 ** n >= alpha:
         n += 1

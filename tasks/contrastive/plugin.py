@@ -4,7 +4,7 @@ from tasks.core.plugin_spec import Plugin, StageSpec
 PLUGIN = Plugin(
     name="contrastive", title="Contrastive testing of sentence embeddings (COSTELLO)",
     paper="COSTELLO",
-    citation="Jiang et al., FSE 2024", code="lenijwp/COSTELLO", report_prefix="costello-",
+    citation="Jiang et al., FSE 2024", code="lenijwp/COSTELLO",
     section="contrastive", params="tasks.contrastive.params:ContrastiveParams",
     stages=(StageSpec("contrastive", section="contrastive",
                       method="tasks.contrastive.method:ContrastiveMethod",

@@ -1,6 +1,6 @@
 """Publishing results: keyed Prefect table artifacts plus Markdown/CSV report files.
 
-Keys are stable across runs (``costello-table2``, ``data-tables``…) so the Prefect UI
+Keys are stable across runs (``contrastive-table2``, ``data-tables``…) so the Prefect UI
 shows each table's history side by side.
 """
 from __future__ import annotations

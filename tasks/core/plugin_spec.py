@@ -57,10 +57,11 @@ class StageSpec:
 class Plugin:
     """A testing method (or the data room) as lingtest loads it.
 
-    ``section`` and ``params``: the top-level ``params.yaml`` key and its ``Section`` class
-    (None for a plug-in that reads only the shared sections). ``report_prefix``: what its
-    report files' names start with. ``cli``: a ``typer.Typer`` whose commands join
-    ``lingtest``'s. ``model_checks``: kind → ``(key, spec, params, workspace, row) -> row``
+    ``name``: its package under ``tasks/``, which is also its parameter section, its main
+    stage, its contract's ``method`` and its report files' prefix (one name per method; the
+    paper's is ``paper``). ``section`` and ``params``: that top-level ``params.yaml`` key and
+    its ``Section`` class (None for a plug-in that reads only the shared sections). ``cli``:
+    a ``typer.Typer`` whose commands join ``lingtest``'s. ``model_checks``: kind → ``(key, spec, params, workspace, row) -> row``
     for the model kinds only this plug-in knows."""
 
     name: str
@@ -69,7 +70,6 @@ class Plugin:
     paper: str = ""
     citation: str = ""
     code: str = ""
-    report_prefix: str = ""
     section: str | None = None
     params: str | None = None
     cli: str | None = None

@@ -5,7 +5,7 @@ from tasks.core.plugin_spec import Plugin, StageSpec
 PLUGIN = Plugin(
     name="repair", title="Repairing embedding models (COSTELLO §5.4)",
     paper="COSTELLO", citation="Jiang et al., FSE 2024", code="lenijwp/COSTELLO",
-    report_prefix="costello-", section="repair", params="tasks.repair.params:RepairParams",
+    section="repair", params="tasks.repair.params:RepairParams",
     stages=(StageSpec("repair", section="repair", flow="flows.repair:repair_flow",
                       models="tasks.repair.checks:configured_models"),),
     model_checks={"repair": "tasks.repair.checks:check_repair_model"},

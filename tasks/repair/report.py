@@ -353,7 +353,7 @@ def make_report(params, workspace, facts: list[dict], both: pd.DataFrame, diff: 
                 "decline on its own triples; a model without a violated triple in a cell is "
                 "left out of that cell's mean), with a bootstrap that resamples triples within "
                 "each model" if len(facts) > 1 else "")
-    out.add("costello-table3", t3,
+    out.add("repair-table3", t3,
             "COSTELLO Table 3: N_V decline per relation after repair (%), the paper's average "
             "over 10 models beside lingtest's on training and held-out triples",
             notes="N_V decline = (N_V before − N_V after) / N_V before, after re-testing "

@@ -328,7 +328,7 @@ def training_report(params: Params, workspace: Workspace, sst_path: Path,
                         | {"train_loss": metrics["train_loss"][-1]}}),
                     provenance=provenance(params, workspace, "capabilities.train_sentiment",
                                           inputs=[sst_path], **training_facts(metrics)))
-    report.add("s2lct-minilm-sst2", pd.DataFrame([row]),
+    report.add("train-sentiment-minilm-sst2", pd.DataFrame([row]),
                "MiniLM SST-2 classifier: test accuracy (SST-2 test split)",
                notes=training_note(metrics))
     return report

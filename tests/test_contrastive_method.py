@@ -13,7 +13,7 @@ from tasks.contrastive.method import (EXACT_LENGTH_KEY, MINILM, OVERLAP_KEY, SUB
                                       ContrastiveMethod, contract_rows, substitutes)
 from tasks.contrastive.report import FIGURE6_LINES
 from tasks.contrastive.suite import _row
-from tasks.core.config import ContrastiveParams
+from tasks.contrastive.params import ContrastiveParams
 from flows.registry import load_params
 from tasks.core.errors import LingtestError
 from tasks.core.method import Unit, UnitResult
@@ -96,22 +96,22 @@ def test_report_tables_figures_metrics_and_interim_files(tmp_path):
     results = method.collect(suite, runs)
     report = method.report(suite, results, runs)
     keys = [table.key for table in report.tables]
-    assert keys == ["costello-table1", "costello-classifiers", "costello-thresholds",
-                    "costello-table2-org-model-a", "costello-table2-org-model-b",
-                    "costello-table2", "costello-table2-mean", "costello-violations"]
+    assert keys == ["contrastive-table1", "contrastive-classifiers", "contrastive-thresholds",
+                    "contrastive-table2-org-model-a", "contrastive-table2-org-model-b",
+                    "contrastive-table2", "contrastive-table2-mean", "contrastive-violations"]
     # one artifact per table family (the per-model files stay): the models' rows in one
     artifacts = [t.key for t in report.tables if t.artifact]
-    assert artifacts == ["costello-table1", "costello-classifiers", "costello-thresholds",
-                         "costello-table2", "costello-table2-mean", "costello-violations"]
+    assert artifacts == ["contrastive-table1", "contrastive-classifiers", "contrastive-thresholds",
+                         "contrastive-table2", "contrastive-table2-mean", "contrastive-violations"]
     family = report.tables[5].frame
     assert family.columns[0] == "model_id"
     for model_id, member in (("org/model_a", 3), ("org/model-b", 4)):
         rows = family[family["model_id"] == model_id].drop(columns="model_id")
         pd.testing.assert_frame_equal(rows.reset_index(drop=True),
                                       report.tables[member].frame.reset_index(drop=True))
-    assert sorted(report.figures) == ["costello-figure6/org-model-a.png",
-                                      "costello-figure6/org-model-b.png"]
-    plotted = report.figures["costello-figure6/org-model-a.png"].data
+    assert sorted(report.figures) == ["contrastive-figure6/org-model-a.png",
+                                      "contrastive-figure6/org-model-b.png"]
+    plotted = report.figures["contrastive-figure6/org-model-a.png"].data
     assert list(plotted.columns) == ["threshold", *FIGURE6_LINES]
     assert plotted["threshold"].tolist() == ["0", "μ−σ"]  # the thresholds run, in order
     classifiers = report.tables[1].frame

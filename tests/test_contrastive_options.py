@@ -13,7 +13,7 @@ from tasks.contrastive import pipeline as cp
 from tasks.contrastive.report import table2
 from tasks.contrastive.thresholds import (distinct_forms, read_dictionary, rule_distances,
                                           threshold)
-from tasks.core.config import ContrastiveParams
+from tasks.contrastive.params import ContrastiveParams
 from tasks.core.errors import InputFormatError, LingtestError
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"

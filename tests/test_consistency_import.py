@@ -160,7 +160,7 @@ def test_stage_runs_the_imported_questions(guide_folder, tmp_path, monkeypatch,
     queries = pd.read_csv(reports / "queries.csv", dtype=str)  # the guide's own layout
     assert set(GUIDE_PROMPTS_1) <= set(queries["modified_question"])
     assert set(queries["result"]) == {"undefined"}
-    summary = (reports / "kommkonllm-summary.md").read_text()
+    summary = (reports / "consistency-summary.md").read_text()
     assert "(the guide's)" in summary and f"endpoint {server.url}" in summary
     assert f"digest {DIGEST}" in summary
     assert (root / "data" / "interim" / "consistency" / "ca" / "ca-guide-02.csv").read_text() == CA_2
