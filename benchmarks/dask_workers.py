@@ -7,7 +7,7 @@ and the table gives each side's best round. The default stage is ``data`` (a cac
 task per table, ~25 s); ``--stage adaptive`` re-scores the hotel tree (VADER, 2 shards);
 ``--stage contrastive`` runs COSTELLO on MiniLM (30 seeds per relation, 5,000 vocabulary
 words; on Dask the embedding, searches and banks spread before the unit); ``--stage capabilities`` builds and runs an S²LCT suite of 10 seeds per capability on VADER
-(expansion is one task per capability: ``tasks.core.method.fan_out``); ``--stage consistency``
+(expansion is one task per capability: ``Method.fan_out``); ``--stage consistency``
 answers the default 30 questions' prompts with SmolLM2 (on Dask: runs of whole batches, one
 task each; response ids, which follow the order the workers save in, are left out of the
 comparison), in projects whose ``data/`` comes from one untimed data-stage run.

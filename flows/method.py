@@ -4,6 +4,7 @@ computes."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 from prefect import Flow, flow, get_run_logger, task
@@ -11,12 +12,12 @@ from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import TerminationSignal
 from prefect.futures import PrefectFuture
 
-from flows.stage import unit_resources
+from flows.stage import runner_uses_processes, unit_resources
 from tasks.core import stopping
 from tasks.core.compare import publish_comparison
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
-from tasks.core.method import Method, Unit, UnitResult, runner_uses_processes
+from tasks.core.method import Call, Method, Preparation, Unit, UnitResult, run_in_turn
 from tasks.core.paths import Workspace
 from tasks.core.publish import publish
 from tasks.core.schema import write_cases, write_results
@@ -28,11 +29,35 @@ def run_unit(method: Method, suite: pd.DataFrame, unit: Unit) -> UnitResult:
     return method.run_unit(suite, unit)
 
 
+def submit_all(calls: list[Call]) -> list:
+    """Every call submitted at once, so the calls spread over the runner's worker processes;
+    results in call order."""
+    futures = [task.submit(*args) for task, args in calls]
+    return [future.result() for future in futures]
+
+
+def call_runner() -> Callable[[list[Call]], list]:
+    """How a method's independent calls run under the running flow's task runner: submitted
+    to worker processes, or in turn in the flow's thread (the libraries they share within a
+    process are not thread-safe, so threads would only queue)."""
+    return submit_all if runner_uses_processes() else run_in_turn
+
+
+def run_phases(preparation: Preparation, run_calls: Callable[[list[Call]], list]) -> None:
+    """Run a method's declared preparation: each phase's calls through ``run_calls``, their
+    results sent back into the generator for the next phase."""
+    results = None
+    while True:
+        try:
+            calls = preparation.send(results)
+        except StopIteration:
+            return
+        results = run_calls(calls)
+
+
 def submit_early(method: Method) -> dict[Unit, PrefectFuture]:
-    """On a process runner, the units that read no case, submitted before the suite exists
-    (they fill the workers while the flow tags, parses and expands); otherwise none."""
-    if not runner_uses_processes():
-        return {}
+    """The units that read no case, submitted before the suite exists (on a process runner
+    they fill the workers while the flow tags, parses and expands)."""
     with unit_resources(method.params):
         return {unit: run_unit.submit(method, pd.DataFrame(), unit)
                 for unit in method.early_units()}
@@ -41,7 +66,9 @@ def submit_early(method: Method) -> dict[Unit, PrefectFuture]:
 def compose(method: Method) -> dict:
     method.check_inputs()
     resources = unit_resources(method.params)  # refused before the suite when unmet
-    early = submit_early(method)
+    processes = runner_uses_processes()
+    method.run_calls = call_runner()
+    early = submit_early(method) if processes else {}  # under threads: with the rest
     suite = method.build_suite()
     write_cases(method.suite_path, suite, method.contract)
     with method.running(suite):
@@ -51,7 +78,8 @@ def compose(method: Method) -> dict:
             if stray:
                 raise LingtestError(f"{method.stage}: early units {stray} are not among the "
                                     "stage's units")
-            method.prepare(suite)
+            if processes:  # under threads each unit does its share itself
+                run_phases(method.preparation(suite), submit_all)
             futures = [early[unit] if unit in early else run_unit.submit(method, suite, unit)
                        for unit in units]
         runs = [future.result() for future in futures]

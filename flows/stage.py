@@ -127,19 +127,27 @@ def result_storage(params: Params, workspace: Workspace):
     return block
 
 
+def _running_task_runner():
+    from prefect.context import FlowRunContext
+
+    return getattr(FlowRunContext.get(), "task_runner", None)
+
+
+def runner_uses_processes() -> bool:
+    """Whether the running flow's task runner runs tasks in worker processes (the Dask runner
+    ``task_runner`` builds): the one place that asks. Methods never do; the flow decides
+    from it how their calls and preparation run (``flows.method``)."""
+    return type(_running_task_runner()).__name__ == "DaskTaskRunner"
+
+
 def unit_resources(params: Params):
     """What each unit's task asks the Dask scheduler for: a GPU when ``runtime.device`` is
     cuda. A request no worker declares would wait forever, so it is refused here."""
     import contextlib
 
-    if params.runtime.device != "cuda":
+    if params.runtime.device != "cuda" or not runner_uses_processes():
         return contextlib.nullcontext()
-    from prefect.context import FlowRunContext
-
-    context = FlowRunContext.get()
-    runner = getattr(context, "task_runner", None)
-    if type(runner).__name__ != "DaskTaskRunner":
-        return contextlib.nullcontext()
+    runner = _running_task_runner()
     workers = runner.client.scheduler_info(n_workers=-1)["workers"].values()
     if not any(worker.get("resources", {}).get("GPU", 0) >= 1 for worker in workers):
         declared = sorted({f"{k}={v}" for w in workers for k, v in w.get("resources", {}).items()})

@@ -101,9 +101,9 @@ def _pid_of_call(index: int, delay: float) -> tuple[int, int]:
 
 def test_fan_out_spreads_calls_over_dask_processes_and_runs_them_in_turn_on_threads(
         prefect_harness):
-    """Capability expansion's fan-out: on Dask each call is a task in a worker process (two
-    processes seen, results in call order though later calls finish first); under threads the
-    calls run one after another in the flow's own process."""
+    """Capability expansion's fan-out, as the flow hands it to a method: on Dask each call is
+    a task in a worker process (two processes seen, results in call order though later calls
+    finish first); under threads the calls run one after another in the flow's own process."""
     import os
 
     from prefect import flow, task
@@ -111,13 +111,14 @@ def test_fan_out_spreads_calls_over_dask_processes_and_runs_them_in_turn_on_thre
     from prefect.task_runners import ThreadPoolTaskRunner
     from prefect_dask import DaskTaskRunner
 
-    from tasks.core.method import fan_out, runner_uses_processes
+    from flows.method import call_runner
+    from flows.stage import runner_uses_processes
 
     call = task(_pid_of_call, cache_policy=NO_CACHE)
     calls = [(index, 0.8 - 0.2 * index) for index in range(4)]
 
     def spread() -> tuple[bool, list]:
-        return runner_uses_processes(), fan_out(call, calls)
+        return runner_uses_processes(), call_runner()([(call, args) for args in calls])
 
     cluster = {"n_workers": 2, "threads_per_worker": 1}
     on_dask = flow(spread, task_runner=DaskTaskRunner(cluster_kwargs=cluster))()

@@ -26,7 +26,7 @@ from tasks.capabilities.specs import BUILTIN_SPECS, CapabilitySpec, load_specs
 from tasks.data.sst import sst2_split
 from tasks.core import io
 from tasks.core.errors import LingtestError
-from tasks.core.method import Method, Unit, UnitResult, by_model, fan_out
+from tasks.core.method import Method, Unit, UnitResult, by_model
 from tasks.core.publish import Figure, Report, provenance, slug
 from tasks.core.schema import Contract
 from tasks.models.model_spec import ModelRef, model_line, refs_by_name
@@ -209,8 +209,8 @@ class CapabilitiesMethod(Method):
                     "min_right_context_logprob": c.min_right_context_logprob,
                     "max_inserted_words": c.max_inserted_words, "pos_check": c.pos_check,
                     "insert_tags": c.insert_tags}
-        # one task per capability: on Dask the capabilities spread over the worker processes
-        expansions = fan_out(cp.expand_capability, [
+        # one call per capability: the flow spreads them over its worker processes, if any
+        expansions = self.fan_out(cp.expand_capability, [
             (spec, seeds[seeds["capability"] == spec.id].reset_index(drop=True), grammar_path,
              polarity_path, polarity, files["ptb_trees"], tagged, settings, params.seed,
              c.fill_model, c.parser, params.models.spacy, params.models.offline)

@@ -27,8 +27,7 @@ from tasks.consistency.store import redact
 from tasks.core import io
 from tasks.core.config import Params
 from tasks.core.errors import check_calls
-from tasks.core.method import (Method, Unit, UnitResult, by_model, fan_out,
-                               runner_uses_processes)
+from tasks.core.method import Method, Preparation, Unit, UnitResult, by_model
 from tasks.core.paths import Workspace
 from tasks.core.publish import Figure, Report, provenance
 from tasks.core.runtime import git_commit
@@ -53,15 +52,15 @@ class ConsistencyMethod(Method):
     nothing, and the provenance names spec, endpoint, key variable and revision.
 
     One unit per LLM, whatever ``runtime.shards`` says (``units``). Under a process runner
-    (Dask) ``prepare`` spreads each model's pending prompts first: one ``register-model``
-    task records the model (so no two tasks race on the store's model table), then one
-    ``answer-pending`` task per run of whole batches (``answering.batch_runs``: each
-    prompt shares the batch one pass would give it — padding in a batch changes a local
-    model's float32 logits, hence its greedy answers — so the answers stay identical), and
-    the unit finds nothing pending. Under threads the unit answers in one pass: the workers
-    would only queue behind the model's lock. ``run_unit`` answers every pending prompt of
-    its model, so under ``retest`` a later shard finds nothing pending and ``collect`` reads
-    each model once.
+    (Dask) the flow first spreads the calls ``preparation`` declares for each model's
+    pending prompts: one ``register-model`` task records the model (so no two tasks race on
+    the store's model table), then one ``answer-pending`` task per run of whole batches
+    (``answering.batch_runs``: each prompt shares the batch one pass would give it —
+    padding in a batch changes a local model's float32 logits, hence its greedy answers —
+    so the answers stay identical), and the unit finds nothing pending. Under threads the
+    unit answers in one pass: the workers would only queue behind the model's lock.
+    ``run_unit`` answers every pending prompt of its model, so under ``retest`` a later
+    shard finds nothing pending and ``collect`` reads each model once.
     """
 
     stage = "consistency"
@@ -71,7 +70,7 @@ class ConsistencyMethod(Method):
         super().__init__(params, workspace)
         self.run_id: int | None = None  # the store's open run record, while ``running``
         self.last_run_id: int | None = None  # the latest one (the summary names it)
-        self.answered: dict[str, dict] = {}  # per model, what ``prepare``'s tasks sent
+        self.answered: dict[str, dict] = {}  # per model, what ``preparation``'s calls sent
         self._refs: list[ModelRef] | None = None
 
     @property
@@ -200,11 +199,11 @@ class ConsistencyMethod(Method):
         return {"spec": answering.store_key(ref), "name": ref.name, "key_env": ref.key_env,
                 **done}
 
-    def prepare(self, suite: pd.DataFrame) -> None:
-        """Under a process runner: every model's pending prompts, in runs of whole batches
-        spread over the workers (the class docstring says why only there)."""
-        if not runner_uses_processes():
-            return
+    def preparation(self, suite: pd.DataFrame) -> Preparation:
+        """Every model's pending prompts, in runs of whole batches, one call each (after a
+        one-call phase registering a model the store does not know); what they sent is kept
+        in ``answered`` for the units (the class docstring says why only under a process
+        runner)."""
         queries, calls, root = str(self.suite_path), [], str(self.workspace.root)
         self.answered = {}
         for ref in self.refs():
@@ -214,14 +213,14 @@ class ConsistencyMethod(Method):
                 continue
             key, ids = state["model_key"], state["pending_ids"]
             if key is None:
-                (key,) = fan_out(answering.register_model,
-                                 [(url, ref, root, ident, settings, prompts)])
+                (key,) = yield [(answering.register_model,
+                                 (url, ref, root, ident, settings, prompts))]
                 ids = answering.pending_ids(url, key, queries)
             parts = answering.batch_runs(ids, answering.answer_chunk(settings, ref),
                                          2 * self.params.runtime.max_workers)
             calls += [(ref, (url, ref, root, ident, settings, prompts, queries, self.run_id,
                              part)) for part in parts]
-        done = fan_out(answering.answer_pending, [args for _, args in calls])
+        done = yield [(answering.answer_pending, args) for _, args in calls]
         for (ref, _), part in zip(calls, done):
             into = self.answered.setdefault(ref.name, {**part, "sent": 0, "errors": 0,
                                                        "system_fingerprints": []})
@@ -231,14 +230,14 @@ class ConsistencyMethod(Method):
                                                   *part["system_fingerprints"]})
 
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
-        """Send one LLM the run's prompts it has not answered yet (``prepare``'s tasks sent
-        them under a process runner). The model is not loaded when the database already
+        """Send one LLM the run's prompts it has not answered yet (``preparation``'s calls
+        sent them under a process runner). The model is not loaded when the database already
         answers every prompt; outside ``running`` (``retest``) a run record is opened for
         the prompts that are sent. Extras: ``spec``, ``model_key``, ``sent``, ``errors``,
         ``total``, ``system_fingerprints``."""
         logger = answering.run_logger()  # outside a flow (retest): a plain one
         ref, queries = self.ref(unit.model_id), str(self.suite_path)
-        if ref.name in self.answered:  # prepare's tasks sent them (failed ones: a rerun)
+        if ref.name in self.answered:  # preparation's calls sent them (failed ones: a rerun)
             return UnitResult(unit, None, self._extras(ref, self.answered[ref.name]))
         url, settings, prompts, ident = self._answering(ref)
         state = answering.check_model(url, ref, ident, queries)

@@ -21,8 +21,7 @@ from tasks.contrastive import pipeline as cp
 from tasks.contrastive.classifiers import spec_table
 from tasks.contrastive.suite import table1
 from tasks.core import io
-from tasks.core.method import (Method, Unit, UnitResult, by_model, fan_out, fan_out_calls,
-                               runner_uses_processes)
+from tasks.core.method import Method, Preparation, Unit, UnitResult, by_model
 from tasks.core.publish import Figure, Report, provenance, slug
 from tasks.core.schema import Contract
 from tasks.models.model_spec import ModelRef, parse_model, parse_models
@@ -190,23 +189,19 @@ class ContrastiveMethod(Method):
                 extra["user"] = user
         return data, cp.needed_texts(suite, data, [], c.paraphrase_features), extra
 
-    def prepare(self, suite: pd.DataFrame) -> None:
-        """On Dask, the units' costly steps spread over the worker processes first: every
-        model's missing embeddings, one task per worker (some store shards each); then its
-        nearest-neighbour searches and classifier banks side by side (cached tasks: the units
-        find their results cached and the embeddings stored). Under threads each unit does
-        it all."""
-        if not runner_uses_processes():
-            return
+    def preparation(self, suite: pd.DataFrame) -> Preparation:
+        """The units' costly steps in two phases: every model's missing embeddings, one call
+        per worker (some store shards each); then its nearest-neighbour searches and
+        classifier banks side by side (cached tasks: the units find their results cached and
+        the embeddings stored)."""
         params, (data, texts, extra) = self.params, self._embedding_inputs(suite)
         run = (params.models.offline, params.runtime.device, params.contrastive, params.seed,
                extra, params.runtime.pass_tokens, params.runtime.encoder_precision,
                params.runtime.encoder_backend)
         root = str(self.workspace.root)
-        fan_out(cp.embed_store_shards, [
-            call for ref in self.refs()
-            for call in cp.shard_calls(ref, texts, self.store_root, *run,
-                                       groups=params.runtime.max_workers, root=root)])
+        yield [(cp.embed_store_shards, call) for ref in self.refs()
+               for call in cp.shard_calls(ref, texts, self.store_root, *run,
+                                          groups=params.runtime.max_workers, root=root)]
         steps = []
         for ref in self.refs():
             info, embedded = cp.embed(ref, texts, self.store_root, *run, root=root)
@@ -214,7 +209,7 @@ class ContrastiveMethod(Method):
                       for args in self._nearest_neighbour_calls(info, embedded)]
             steps += [(cp.train_classifiers, args)
                       for args in self._classifier_calls(data, embedded)]
-        fan_out_calls(steps)
+        yield steps
 
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
         """Prepare ``unit.model_id`` on the whole suite (embeddings, θ, classifier banks),

@@ -13,7 +13,7 @@ import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, ContextManager
+from typing import Any, Callable, ClassVar, ContextManager, Generator
 
 import pandas as pd
 
@@ -43,6 +43,17 @@ class Unit:
         return frame.iloc[self.shard::self.shards] if self.shards > 1 else frame
 
 
+Call = tuple[Any, tuple]  # a task (or plain function) and its positional arguments
+# Phases of calls, each phase's results (in call order) sent back into the generator.
+Preparation = Generator[list[Call], list, None]
+
+
+def run_in_turn(calls: list[Call]) -> list:
+    """Each ``task(*args)`` in this thread, one after another, results in call order: how a
+    method's calls run unless its flow hands it another way (``Method.run_calls``)."""
+    return [task(*args) for task, args in calls]
+
+
 @dataclass
 class UnitResult:
     unit: Unit
@@ -56,6 +67,11 @@ class Method(ABC):
 
     stage: ClassVar[str]
     contract: ClassVar[Contract]
+    # How ``fan_out``'s calls run: the stage's flow sets its runner's way (submitted to the
+    # worker processes under Dask); elsewhere (``retest``, a suite export) in turn. Never
+    # over threads: the libraries such tasks share within a process are not thread-safe
+    # (spaCy's pipelines, a language model behind its lock).
+    run_calls: Callable[[list[Call]], list] = staticmethod(run_in_turn)
 
     def __init__(self, params: Params, workspace: Workspace):
         self.params = params
@@ -101,9 +117,19 @@ class Method(ABC):
         rest. They get an empty suite and run outside ``running``."""
         return []
 
-    def prepare(self, suite: pd.DataFrame) -> None:
-        """Work every unit needs, spread over the task runner before the units (a method
-        whose units share a costly step submits it here, e.g. through ``fan_out``)."""
+    def preparation(self, suite: pd.DataFrame) -> Preparation:
+        """Work the units would each do themselves, declared so that a runner with worker
+        processes can spread it before them: a generator of phases, each a list of
+        ``(task, args)`` calls, that receives each phase's results (in call order) back from
+        its ``yield``, so a later phase can depend on an earlier one. The flow submits the
+        phases under a process runner and skips them under threads (there the units share
+        one process, and would only queue behind its libraries' locks). None by default."""
+        yield from ()
+
+    def fan_out(self, task, calls: list[tuple]) -> list:
+        """``task(*args)`` for each argument tuple, results in call order, run the way the
+        flow chose (``run_calls``): independent calls a method needs the results of now."""
+        return self.run_calls([(task, args) for args in calls])
 
     def running(self, suite: pd.DataFrame) -> ContextManager:
         """Brackets the units (a method that records runs marks failures here)."""
@@ -139,30 +165,6 @@ def by_model(runs: list[UnitResult]) -> dict[str, list[UnitResult]]:
     for run in runs:
         out.setdefault(run.unit.model_id, []).append(run)
     return out
-
-
-def runner_uses_processes() -> bool:
-    """Whether the running flow's task runner runs tasks in worker processes (Dask)."""
-    from prefect.context import FlowRunContext
-
-    runner = getattr(FlowRunContext.get(), "task_runner", None)
-    return type(runner).__name__ == "DaskTaskRunner"
-
-
-def fan_out_calls(calls: list[tuple]) -> list:
-    """``task(*args)`` for each ``(task, args)``, results in call order. Under a Dask runner
-    every call is submitted, so the calls spread over the worker processes; under threads
-    they run one after another in this thread, because the libraries such tasks share within
-    a process (spaCy's pipelines, a language model behind its lock) are not thread-safe."""
-    if runner_uses_processes():
-        futures = [task.submit(*args) for task, args in calls]
-        return [future.result() for future in futures]
-    return [task(*args) for task, args in calls]
-
-
-def fan_out(task, calls: list[tuple]) -> list:
-    """``fan_out_calls`` of one task: ``task(*args)`` for each argument tuple."""
-    return fan_out_calls([(task, args) for args in calls])
 
 
 def retest(method: Method, suite: pd.DataFrame, model_id: str) -> pd.DataFrame:
