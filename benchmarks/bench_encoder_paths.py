@@ -38,8 +38,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from tasks.capabilities.pipeline import run_suite  # noqa: E402
-from tasks.contrastive import pipeline as cp  # noqa: E402
+from tasks.capabilities.model_tasks import run_suite  # noqa: E402
+from tasks.contrastive import embedding_tasks, validation  # noqa: E402
 from tasks.contrastive import thresholds  # noqa: E402
 from flows.registry import load_params  # noqa: E402
 from tasks.models.encoders import load_encoder  # noqa: E402
@@ -78,7 +78,7 @@ def two_threads_same(path: tuple[str, str], texts: list[str], one: np.ndarray) -
         torch.set_num_threads(1)
 
 
-def embed_all(enc, suite: pd.DataFrame, params) -> tuple[dict, cp.Embedded]:
+def embed_all(enc, suite: pd.DataFrame, params) -> tuple[dict, embedding_tasks.Embedded]:
     """What the stage's ``embed`` task embeds (triples, vocabulary and dataset dictionaries,
     each deduplicated by normal form), without the store."""
     c = params.contrastive
@@ -87,14 +87,15 @@ def embed_all(enc, suite: pd.DataFrame, params) -> tuple[dict, cp.Embedded]:
                                                        params.seed), **extra}
     words = {name: thresholds.distinct_forms(ws, enc.normal_forms(ws))
              for name, ws in words.items()}
-    texts = cp.needed_texts(suite, {}, [], c.paraphrase_features)
+    texts = validation.needed_texts(suite, {}, [], c.paraphrase_features)
     everything = list(dict.fromkeys([*texts, *(w for ws in words.values() for w in ws)]))
     info = {"model_id": enc.model_id, "revision": enc.revision, "pooling": enc.pooling,
             "dictionaries": words}
-    return info, cp.Embedded(everything, enc.encode(everything))
+    return info, embedding_tasks.Embedded(everything, enc.encode(everything))
 
 
-def verdicts(suite: pd.DataFrame, info: dict, embedded: cp.Embedded, params) -> pd.DataFrame:
+def verdicts(suite: pd.DataFrame, info: dict, embedded: embedding_tasks.Embedded,
+             params) -> pd.DataFrame:
     """``pipeline.validate``'s rows (θ as ``ContrastiveMethod._thresholds`` derives it); the
     ground-truth columns are left empty."""
     c = params.contrastive
@@ -109,7 +110,7 @@ def verdicts(suite: pd.DataFrame, info: dict, embedded: cp.Embedded, params) -> 
             thetas[(metric, name)] = thresholds.thresholds(nn, kinds, c.threshold_rule)
     truth = pd.DataFrame({"p_greater": np.nan, "p_less": np.nan, "gt_a": False, "gt_b": False},
                          index=suite.index)
-    return cp.validate(suite, embedded, info, c, thetas, truth)
+    return validation.validate(suite, embedded, info, c, thetas, truth)
 
 
 def n_v(rows: pd.DataFrame) -> pd.Series:
@@ -138,7 +139,7 @@ def main() -> None:
     # ------------------------------------------------------------------ encoder
     encs = {name: load_encoder(MINILM, offline=True, device="cpu", precision=p, backend=b)
             for name, (p, b) in PATHS.items()}
-    distinct = list(dict.fromkeys(cp.needed_texts(suite, {}, [], "joint")))
+    distinct = list(dict.fromkeys(validation.needed_texts(suite, {}, [], "joint")))
     sample = [distinct[i] for i in np.sort(np.random.default_rng(0).choice(
         len(distinct), min(args.speed_texts, len(distinct)), replace=False))]
     for enc in encs.values():

@@ -9,8 +9,7 @@ from tasks.core.compare import publish_comparison
 from tasks.core.config import Params
 from tasks.core.paths import Workspace
 from tasks.core.publish import publish
-from tasks.data.pipeline import (build_table, buildable_tables, data_report, import_raw_assets,
-                                 write_tables)
+from tasks.data.build_tasks import build_table, buildable_tables, data_report, import_raw_assets, write_tables
 
 
 @flow(name="data", log_prints=True)

@@ -51,7 +51,7 @@ CHILD = textwrap.dedent("""
         import_raw_assets(DataParams(mirror=mirror, online=False, assets=["boolq"]),
                           Workspace(Path(root)))
     else:
-        from tasks.data.pipeline import write_tables
+        from tasks.data.build_tasks import write_tables
         tables = {"t": pd.DataFrame({"x": [1, 2, 3]})}
         write_tables.fn(tables, root)
     """)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from tasks.capabilities.method import CapabilitiesMethod
-from tasks.capabilities.pipeline import RESULT_COLUMNS
+from tasks.capabilities.model_tasks import RESULT_COLUMNS
 from tasks.core.cases import case_id, provenance_json
 from flows.registry import load_params
 from tasks.core.method import Unit, retest

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tasks.capabilities import report
-from tasks.capabilities.pipeline import RESULT_COLUMNS, run_suite
+from tasks.capabilities.model_tasks import RESULT_COLUMNS, run_suite
 from tasks.models.sentiment import LABELS2, LABELS3, SentimentModel
 
 

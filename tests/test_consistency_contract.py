@@ -54,7 +54,7 @@ def test_suite_of_unknown_questions_is_refused() -> None:
 
 
 def _stored(parsed: list[str | None]) -> pd.DataFrame:
-    """Rows as ``pipeline.collect_results`` gives them (one model, key 3)."""
+    """Rows as ``store_tasks.collect_results`` gives them (one model, key 3)."""
     queries = _queries()
     return pd.DataFrame({
         "model_id": "m", "model_key": 3, "question_id": queries["question_id"],

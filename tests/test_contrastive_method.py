@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.contrastive import pipeline as cp
+from tasks.contrastive import validation
 from tasks.contrastive.method import (EXACT_LENGTH_KEY, MINILM, OVERLAP_KEY, SUBSTITUTES,
                                       ContrastiveMethod, contract_rows, substitutes)
 from tasks.contrastive.report import FIGURE6_LINES
@@ -42,7 +42,7 @@ def _results(suite: pd.DataFrame, model_id: str = "m") -> pd.DataFrame:
     thetas = {("l2", "vocab"): {"zero": 0.0, "mu-sigma": 1.5}, ("l2", "dataset"): {"min": 0.2},
               ("cos", "vocab"): {"zero": 0.0}}
     model = {"model_id": model_id, "revision": "r1", "pooling": "mean"}
-    rows = cp.validate(suite, _lookup, model, ContrastiveParams(distances=["l2", "cos"]),
+    rows = validation.validate(suite, _lookup, model, ContrastiveParams(distances=["l2", "cos"]),
                        thetas, truth)
     return contract_rows(rows)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.contrastive import pipeline as cp
+from tasks.contrastive import classifier_tasks, embedding_tasks, validation
 from tasks.contrastive.report import table2
 from tasks.contrastive.thresholds import (distinct_forms, read_dictionary, rule_distances,
                                           threshold)
@@ -98,14 +98,15 @@ def _lookup(texts):
 
 
 def test_cr4_vectors_are_the_joint_text_for_distance_and_truth():
-    joint = cp.features("paraphrase", SUITE["seed"][1:], _lookup, "joint")
+    joint = classifier_tasks.features("paraphrase", SUITE["seed"][1:], _lookup, "joint")
     assert np.array_equal(joint, _lookup(["x one [SEP] y one"]))
-    pair = cp.features("paraphrase", SUITE["seed"][1:], _lookup, "pair")
+    pair = classifier_tasks.features("paraphrase", SUITE["seed"][1:], _lookup, "pair")
     assert pair.shape == (1, 16)
     data = {"paraphrase": {"train": (["p"], ["q"]), "test": (["r"], ["s"])}}
-    texts = cp.needed_texts(SUITE[1:], data, [], "joint")
+    texts = validation.needed_texts(SUITE[1:], data, [], "joint")
     assert "p [SEP] q" in texts and "p" not in texts and "x one" not in texts
-    assert {"p", "q", "x one", "y one"} <= set(cp.needed_texts(SUITE[1:], data, [], "pair"))
+    needed = validation.needed_texts(SUITE[1:], data, [], "pair")
+    assert {"p", "q", "x one", "y one"} <= set(needed)
 
 
 def test_cosine_similarity_option_and_rule_column():
@@ -114,8 +115,8 @@ def test_cosine_similarity_option_and_rule_column():
     model = {"model_id": "m", "revision": "r", "pooling": "cls"}
     thetas = {("cos", "vocab"): {"zero": 0.0}, ("l2", "vocab"): {"zero": 0.0}}
     base = ContrastiveParams(distances=["cos", "l2"])
-    corrected = cp.validate(SUITE, _lookup, model, base, thetas, truth)
-    paper = cp.validate(SUITE, _lookup, model, base.model_copy(
+    corrected = validation.validate(SUITE, _lookup, model, base, thetas, truth)
+    paper = validation.validate(SUITE, _lookup, model, base.model_copy(
         update={"cosine": "similarity", "threshold_rule": "paper"}), thetas, truth)
     cos_c, cos_p = (f[f["distance"] == "cos"] for f in (corrected, paper))
     assert np.allclose(cos_p["d_pos"].to_numpy(), 1 - cos_c["d_pos"].to_numpy())
@@ -127,12 +128,12 @@ def test_cosine_similarity_option_and_rule_column():
 
 
 def test_only_the_needed_classifier_banks_and_training_overlap():
-    assert cp.needed_kinds(SUITE) == ["sentiment", "paraphrase"]
-    assert cp.needed_kinds(SUITE[:1]) == ["sentiment"]
+    assert classifier_tasks.needed_kinds(SUITE) == ["sentiment", "paraphrase"]
+    assert classifier_tasks.needed_kinds(SUITE[:1]) == ["sentiment"]
     data = {"sentiment": {"train": ["good film", "other"]},
             "paraphrase": {"train": (["x one"], ["z"])}}
-    assert cp.training_overlap(SUITE, data) == {"CR1": 1, "CR4": 1}
-    assert cp.training_overlap(SUITE, {"sentiment": {"train": ["nothing"]}}) == {}
+    assert validation.training_overlap(SUITE, data) == {"CR1": 1, "CR4": 1}
+    assert validation.training_overlap(SUITE, {"sentiment": {"train": ["nothing"]}}) == {}
 
 
 def test_zero_threshold_alone_embeds_and_searches_no_dictionary(tmp_path, monkeypatch):
@@ -145,15 +146,17 @@ def test_zero_threshold_alone_embeds_and_searches_no_dictionary(tmp_path, monkey
 
     import logging
 
-    monkeypatch.setattr(cp, "get_run_logger", lambda: logging.getLogger("test"))  # no flow
+    # no flow: a plain logger
+    monkeypatch.setattr(embedding_tasks, "get_run_logger", lambda: logging.getLogger("test"))
     ref = parse_model(MINILM)
     texts = ["a good film .", "a fine film .", "a bad film ."]
     dataset = {"dataset": ["good", "fine", "bad", "film"]}
     embedded_now = {}
     for kinds in (["zero"], ["zero", "min"]):
         params = ContrastiveParams(thresholds=kinds, dictionary_max_words=40)
-        info, embedded = cp.embed.fn(ref, texts, str(tmp_path / "-".join(kinds)), True, "cpu",
-                                     params, 0, dataset if "min" in kinds else {})
+        info, embedded = embedding_tasks.embed.fn(ref, texts, str(tmp_path / "-".join(kinds)),
+                                                  True, "cpu", params, 0,
+                                                  dataset if "min" in kinds else {})
         embedded_now[kinds[-1]] = info["embedded_now"]
     assert embedded_now == {"zero": 3, "min": 3 + 40 + 4}  # + the vocabulary sample, dataset
     method = ContrastiveMethod(load_params(PACKAGE_ROOT, ["contrastive.thresholds=[zero]",

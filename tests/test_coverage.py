@@ -200,7 +200,7 @@ def test_length_summary_quartiles():
 
 def test_coverage_pairs_sample_the_test_to_the_capability_size():
     from tasks.capabilities.coverage import LC_TO_CHECKLIST
-    from tasks.capabilities.pipeline import coverage_pairs
+    from tasks.capabilities.model_tasks import coverage_pairs
 
     suite = pd.DataFrame({"capability": ["LC1"] * 3 + ["LC99"],
                           "text": ["a b", "a b", "c d", "x"]})
@@ -220,8 +220,8 @@ def test_coverage_task_measures_a_hub_checkpoint(tmp_path):
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
     from tasks.capabilities import coverage
-    from tasks.capabilities.pipeline import coverage_curve as coverage_task
-    from tasks.capabilities.pipeline import has_hidden_states, neuron_bounds
+    from tasks.capabilities.model_tasks import coverage_curve as coverage_task
+    from tasks.capabilities.model_tasks import has_hidden_states, neuron_bounds
     from tasks.models import registry
     from tasks.models.sentiment import load_sentiment_model
 

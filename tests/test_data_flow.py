@@ -80,7 +80,7 @@ def test_a_subset_of_assets_builds_its_tables_and_keeps_the_rest(tmp_path, mirro
     are built; a later subset run keeps the other assets and tables."""
     import shutil
 
-    from tasks.data.pipeline import TABLE_ASSETS
+    from tasks.data.build_tasks import TABLE_ASSETS
     from tasks.core.paths import PACKAGE_ROOT
     from tasks.data import TABLES
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from tasks.capabilities import pipeline as capabilities
-from tasks.contrastive import pipeline as contrastive
+from tasks.capabilities import model_tasks
+from tasks.contrastive import validation
 from tasks.contrastive.embedding import EmbeddingStore, embed_texts
 from tasks.core.caching import ContentInputs
 from flows.registry import load_params
@@ -106,10 +106,10 @@ def test_a_path_change_is_a_task_cache_miss(encoders, vectors):
         # as a method (Task.__get__ marks its function), which broke every later call of it
         return ContentInputs().compute_key(SimpleNamespace(task=task), inputs, {})
 
-    nn = {name: key(contrastive.nearest_neighbour_distances, vectors=v, metric="l2",
+    nn = {name: key(validation.nearest_neighbour_distances, vectors=v, metric="l2",
                     label="vocab", block_size=64) for name, v in vectors.items()}
     assert len(set(nn.values())) == len(PATHS)
-    tokens = {name: key(capabilities.run_suite, model=enc, suite=pd.DataFrame())
+    tokens = {name: key(model_tasks.run_suite, model=enc, suite=pd.DataFrame())
               for name, enc in encoders.items()}
     assert len(set(tokens.values())) == len(PATHS)
     assert "precision" not in encoders["fp32"].parameters()  # the default keys stay as they were

@@ -118,7 +118,7 @@ def test_editing_the_module_is_a_new_revision_and_a_cache_miss(own_runs) -> None
     on it (``cache_token``), so an edit is a miss and an unchanged file a hit."""
     from types import SimpleNamespace
 
-    from tasks.capabilities import pipeline as cp
+    from tasks.capabilities import model_tasks
 
     workspace = own_runs[0]
     module = workspace.root / "inputs" / "models" / "lexicon.py"
@@ -127,8 +127,8 @@ def test_editing_the_module_is_a_new_revision_and_a_cache_miss(own_runs) -> None
         model = load_sentiment_model(SPEC, root=workspace.root,
                                      label_maps={"lexicon": {"bad": "neg", "good": "pos"}})
         inputs = {"model": model, "train_texts": ["a fine film"], "pass_tokens": None}
-        policy = cp.neuron_bounds.cache_policy
-        return model.revision, policy.compute_key(SimpleNamespace(task=cp.neuron_bounds),
+        policy = model_tasks.neuron_bounds.cache_policy
+        return model.revision, policy.compute_key(SimpleNamespace(task=model_tasks.neuron_bounds),
                                                   inputs, {})
 
     first = task_key()

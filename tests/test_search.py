@@ -266,7 +266,7 @@ def test_sampling_and_transforms_are_deterministic_per_seed(tag, polarity) -> No
 def test_trials_sample_anew_and_name_the_trials_of_each_case(tag, polarity) -> None:
     """Trial 0 is the one-trial run's sampling; trial t samples with seed + t; a case
     drawn by two trials is held once with both trials in its provenance."""
-    from tasks.capabilities.pipeline import seed_cases
+    from tasks.capabilities.suite_tasks import seed_cases
 
     trial_seed_cases = seed_cases.fn
 

@@ -253,7 +253,7 @@ def test_server_binaries_come_from_the_venv_wheel():
 def test_a_sqlite_url_in_the_home_folder_is_expanded(tmp_path: Path, monkeypatch):
     """`sqlite:///~/answers.db` is the file in the home folder (SQLite alone would create a
     folder named `~` in the working directory), like every path parameter's `~`."""
-    from tasks.consistency.pipeline import database_url
+    from tasks.consistency.run_settings import database_url
     from flows.registry import Params
     from tasks.core.paths import Workspace
 

@@ -9,7 +9,7 @@ SActCov). ``checklist`` and ``bounds`` read no S²LCT case: on Dask they run whi
 is built (``early_units``). Each unit loads its own model instance: coverage hooks the
 network's layers, which must not see another unit's forward passes. Result rows follow the
 case/result contract (``tasks/core/schema.py``): ``output`` is the predicted 3-way label,
-``score`` the probability the model gave the expected label(s) (``pipeline.run_suite``).
+``score`` the probability the model gave the expected label(s) (``model_tasks.run_suite``).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.capabilities import expansion, report
-from tasks.capabilities import pipeline as cp
+from tasks.capabilities import checklist_run, model_tasks, suite_tasks
 from tasks.capabilities.coverage_report import (coverage_data, coverage_lengths,
                                                 plot_coverage_curve)
 from tasks.capabilities.search import load_word_polarity
@@ -175,7 +175,7 @@ class CapabilitiesMethod(Method):
     def hidden_states(self) -> dict[str, bool]:
         """Which models under test have hidden states coverage can hook (loads each once)."""
         if self._hidden is None:
-            self._hidden = {m: cp.has_hidden_states(self.load_model(m))
+            self._hidden = {m: model_tasks.has_hidden_states(self.load_model(m))
                             for m in self.model_ids()}
         return self._hidden
 
@@ -189,15 +189,16 @@ class CapabilitiesMethod(Method):
         nothing, so a cache hit cannot skip the file) and ``suite.jsonl``."""
         params, c, files = self.params, self.params.capabilities, self.files
         specs = self.specs()
-        tagged = cp.tag_sentences(files["sst"], params.models.spacy, params.models.offline)
+        tagged = suite_tasks.tag_sentences(files["sst"], params.models.spacy,
+                                           params.models.offline)
         polarity_path = files["word_polarity"] if c.word_sentiment == "lexicon" else None
         polarity = load_word_polarity(
             c.word_sentiment, pd.read_parquet(polarity_path) if polarity_path else None,
             self.workspace.nltk_data)
-        seeds, seed_counts = cp.seed_cases(specs, tagged, polarity, c.seeds_per_lc,
+        seeds, seed_counts = suite_tasks.seed_cases(specs, tagged, polarity, c.seeds_per_lc,
                                            params.seed, c.trials)
         grammar_path = self.interim / "pcfg.json"
-        pcfg = cp.induce_grammar(files["ptb_trees"], c.pcfg_heldout)
+        pcfg = suite_tasks.induce_grammar(files["ptb_trees"], c.pcfg_heldout)
         with io.atomic_path(grammar_path) as tmp:
             pcfg["pcfg"].save(tmp)
         settings = {"max_masks_per_seed": c.max_masks_per_seed,
@@ -210,7 +211,7 @@ class CapabilitiesMethod(Method):
                     "max_inserted_words": c.max_inserted_words, "pos_check": c.pos_check,
                     "insert_tags": c.insert_tags}
         # one call per capability: the flow spreads them over its worker processes, if any
-        expansions = self.fan_out(cp.expand_capability, [
+        expansions = self.fan_out(suite_tasks.expand_capability, [
             (spec, seeds[seeds["capability"] == spec.id].reset_index(drop=True), grammar_path,
              polarity_path, polarity, files["ptb_trees"], tagged, settings, params.seed,
              c.fill_model, c.parser, params.models.spacy, params.models.offline)
@@ -255,19 +256,19 @@ class CapabilitiesMethod(Method):
                                 "(cases, checklist, bounds or coverage)")
         model, c, seed = self.load_model(unit.model_id), self.params.capabilities, self.params.seed
         if unit.part == "cases":
-            return UnitResult(unit, cp.run_suite.fn(model, unit.take(suite)))
+            return UnitResult(unit, model_tasks.run_suite.fn(model, unit.take(suite)))
         pass_tokens = self.params.runtime.pass_tokens
         if unit.part == "bounds":  # a cached task: the coverage unit reads its result
-            cp.neuron_bounds(model, self.coverage_train_texts(), pass_tokens)
+            model_tasks.neuron_bounds(model, self.coverage_train_texts(), pass_tokens)
             return UnitResult(unit)
         checklist = pd.read_parquet(self.files["checklist_suite"])
         if unit.part == "checklist":
-            return UnitResult(unit, extra={"verdicts": cp.run_checklist.fn(
+            return UnitResult(unit, extra={"verdicts": model_tasks.run_checklist.fn(
                 model, checklist, c.checklist_max_examples, seed, c.batch_size)})
         suites, pairs = self.coverage_texts(suite, checklist)
         train = self.coverage_train_texts()
-        curve, by_lc, info = cp.coverage_curve.fn(
-            model, cp.neuron_bounds(model, train, pass_tokens), suites, pairs,
+        curve, by_lc, info = model_tasks.coverage_curve.fn(
+            model, model_tasks.neuron_bounds(model, train, pass_tokens), suites, pairs,
             c.coverage_sizes, c.coverage_repeats, seed, pass_tokens)
         info = {**info, "train_sentences": len(train)}
         return UnitResult(unit, extra={"curve": curve, "by_lc": by_lc, "info": info})
@@ -277,11 +278,11 @@ class CapabilitiesMethod(Method):
         """Both whole suites' distinct texts (CheckList's seeded sample, as run) and each
         capability's texts against its CheckList test at equal size (``coverage_pairs``)."""
         c, seed = self.params.capabilities, self.params.seed
-        sampled = cp.checklist_run.sample_suite(checklist, c.checklist_max_examples, seed)
+        sampled = checklist_run.sample_suite(checklist, c.checklist_max_examples, seed)
         suites = {"S²LCT": list(dict.fromkeys(suite["text"])),
                   "CheckList": list(dict.fromkeys(t for ts in sampled["texts"] for t in ts))}
         lcs = [spec.id for spec in self.specs()]
-        return suites, cp.coverage_pairs(suite, checklist, lcs, seed)
+        return suites, model_tasks.coverage_pairs(suite, checklist, lcs, seed)
 
     def texts_to_score(self, suite: pd.DataFrame) -> list[str]:
         """The suite's texts and the CheckList sample's (the ``checklist`` unit's); coverage
@@ -303,8 +304,8 @@ class CapabilitiesMethod(Method):
         the CheckList verdicts (``checklist_verdicts.parquet``, outside the contract)."""
         position = pd.Series(range(len(suite)), index=suite["case_id"].to_numpy())
         frames = []
-        for model_id, model_runs in by_model(runs).items():
-            parts = [run.results for run in model_runs if run.results is not None]
+        for model_id, its_runs in by_model(runs).items():
+            parts = [run.results for run in its_runs if run.results is not None]
             if parts:
                 rows = pd.concat(parts, ignore_index=True)
                 order = position.loc[rows["case_id"].to_numpy()].to_numpy().argsort(kind="stable")

@@ -50,7 +50,7 @@ def alict_multiplicity(suite: pd.DataFrame) -> pd.Series:
 def table3(results: pd.DataFrame, capabilities: list[str], n_boot: int = 1000,
            seed: int = 0, count: str = "distinct",
            multiplicity: pd.Series | None = None) -> pd.DataFrame:
-    """One model's Table 3 (``results``: ``pipeline.RESULT_COLUMNS`` rows of that model).
+    """One model's Table 3 (``results``: ``model_tasks.RESULT_COLUMNS`` rows of that model).
 
     ``count``: ``distinct`` (the paper's text: each failing expansion of a passed seed once)
     or ``alict`` (ALiCT's ``Result.py``: duplicates counted, see ``alict_multiplicity``)."""

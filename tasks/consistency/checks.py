@@ -15,7 +15,7 @@ def configured_models(params: Params) -> list[ModelEntry]:
 
 
 def check_inputs(params: Params, workspace: Workspace) -> None:
-    from tasks.consistency.pipeline import database_url
+    from tasks.consistency.run_settings import database_url
     from tasks.consistency.store import check_sqlite
 
     c = params.consistency

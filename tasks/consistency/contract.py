@@ -82,7 +82,7 @@ def verdicts(results: pd.DataFrame) -> pd.Series:
 
 def contract_results(results: pd.DataFrame, suite: pd.DataFrame,
                      revisions: dict[int, str]) -> pd.DataFrame:
-    """The store's result rows (``pipeline.collect_results``, order and columns kept) with
+    """The store's result rows (``store_tasks.collect_results``, order and columns kept) with
     ``case_id`` and ``method`` first and ``revision``, ``output``, ``verdict``, ``score``
     last. ``revisions``: model key → ``revision(record)``."""
     keys = suite[["question_id", "array_row", "case_id", "expectation"]]

@@ -19,7 +19,7 @@ from typing import Iterator
 import pandas as pd
 
 from tasks.consistency import answering, contract, covering, guide_import, report
-from tasks.consistency import pipeline as cp
+from tasks.consistency import run_settings, store_tasks, suite_tasks
 from tasks.consistency.ipm import IPM
 from tasks.consistency.metrics import CONSISTENCY_DEFINITIONS, definitions
 from tasks.consistency.oracle import oracle_version
@@ -82,7 +82,7 @@ class ConsistencyMethod(Method):
         return self.interim / "questions.parquet"
 
     def _url(self) -> str:
-        return cp.database_url(self.params.consistency, self.workspace)
+        return run_settings.database_url(self.params.consistency, self.workspace)
 
     # ------------------------------------------------------------------ suite
 
@@ -92,7 +92,7 @@ class ConsistencyMethod(Method):
         if c.import_dir:
             return str(guide_import.labels_file(
                 guide_import.guide_folder(c.import_dir, self.workspace.root)))
-        return cp.questions_input(c, self.workspace)
+        return run_settings.questions_input(c, self.workspace)
 
     def check_inputs(self) -> None:
         """Before the suite is rewritten: the questions exist, and the answer database is
@@ -100,7 +100,7 @@ class ConsistencyMethod(Method):
         from tasks.consistency.store import check_sqlite
 
         if not self.params.consistency.import_dir:
-            cp.questions_input(self.params.consistency, self.workspace)
+            run_settings.questions_input(self.params.consistency, self.workspace)
         check_sqlite(self._url())
 
     def build_suite(self) -> pd.DataFrame:
@@ -109,10 +109,10 @@ class ConsistencyMethod(Method):
         ``ipm/`` and ``ca/``), then one case per covering-array row."""
         params, c = self.params, self.params.consistency
         if c.import_dir:  # the guide's own ca-N.csv + synonyms-N.txt: exactly its questions
-            questions, queries = cp.import_guide(c, self.workspace, self.interim)
+            questions, queries = suite_tasks.import_guide(c, self.workspace, self.interim)
             generator = GUIDE_GENERATOR
         else:
-            questions = cp.select_questions(self.questions_source(), bool(c.questions),
+            questions = suite_tasks.select_questions(self.questions_source(), bool(c.questions),
                                             c.n_questions, params.seed)
             queries = self._derive(questions)
             generator = c.generator
@@ -125,20 +125,20 @@ class ConsistencyMethod(Method):
     def _derive(self, questions: pd.DataFrame) -> pd.DataFrame:
         """IPMs, checked covering arrays (one task each, submitted) and the derived queries."""
         params, c = self.params, self.params.consistency
-        ipms = [IPM.from_json(obj) for obj in cp.ipms_task(
+        ipms = [IPM.from_json(obj) for obj in suite_tasks.ipms_task(
             list(zip(questions["question_id"], questions["question"])), c.max_values,
             params.models.spacy, params.models.offline, self.workspace.nltk_data, c.ipm)]
         for ipm in ipms:  # before any is generated: one too large would run for hours
             covering.check_size(ipm.levels(), c.strength, c.max_tuples,
                                 "consistency.max_tuples", "consistency.strength",
                                 f"question {ipm.question_id}'s covering array")
-        futures = [cp.covering_task.submit(ipm.question_id, ipm.levels(), c.strength,
+        futures = [suite_tasks.covering_task.submit(ipm.question_id, ipm.levels(), c.strength,
                                            params.seed, c.generator, c.generator_binary)
                    for ipm in ipms]
         arrays = [future.result() for future in futures]
-        cp.write_models(ipms, arrays, self.interim)
-        return cp.derive_queries(questions, ipms, arrays, c.prompt_prefix, c.prompt_suffix,
-                                 c.prompt_join)
+        suite_tasks.write_models(ipms, arrays, self.interim)
+        return suite_tasks.derive_queries(questions, ipms, arrays, c.prompt_prefix,
+                                          c.prompt_suffix, c.prompt_join)
 
     def refs(self) -> list[ModelRef]:
         """``consistency.llms`` parsed (``models.names`` applied), two models never sharing
@@ -175,22 +175,22 @@ class ConsistencyMethod(Method):
         run_params = {"seed": params.seed, "profile": params.profile,
                       "consistency": params.consistency.model_dump(mode="json"),
                       "models": params.models.model_dump()}
-        run_id = cp.record_queries(url, str(self.questions_path), str(self.suite_path),
+        run_id = store_tasks.record_queries(url, str(self.questions_path), str(self.suite_path),
                                    run_params, params.seed, git_commit(self.workspace.root))
         self.run_id = self.last_run_id = run_id
         try:
             yield run_id
         except BaseException:
-            cp.finish_run(url, run_id, "failed")
+            store_tasks.finish_run(url, run_id, "failed")
             raise
         finally:
             self.run_id = None  # answers sent later belong to another run record
-        cp.finish_run(url, run_id, "completed")
+        store_tasks.finish_run(url, run_id, "completed")
 
     def _answering(self, ref: ModelRef) -> tuple[str, dict, dict, str]:
         """The database URL, LLM settings, prompt settings and identity of ``ref``."""
-        settings = cp.llm_settings(self.params)
-        prompts = cp.prompt_settings(self.params.consistency)
+        settings = run_settings.llm_settings(self.params)
+        prompts = run_settings.prompt_settings(self.params.consistency)
         return self._url(), settings, prompts, answering.identity(
             ref, settings, prompts, self.workspace.root)
 
@@ -263,10 +263,10 @@ class ConsistencyMethod(Method):
         self.answered = {}  # this run's; a later ``retest`` asks the database again
         keys = list(dict.fromkeys(int(run.extra["model_key"]) for run in runs))
         names = {int(run.extra["model_key"]): run.extra["name"] for run in runs}
-        cp.judge(url, c.oracle)
-        results = cp.collect_results(url, keys, str(self.suite_path), c.oracle)
+        store_tasks.judge(url, c.oracle)
+        results = store_tasks.collect_results(url, keys, str(self.suite_path), c.oracle)
         results["model_id"] = results["model_key"].map(names)  # display names, not specs
-        revisions = {key: contract.revision(cp.model_record(url, key)) for key in keys}
+        revisions = {key: contract.revision(store_tasks.model_record(url, key)) for key in keys}
         return contract.contract_results(results, suite, revisions)
 
     @staticmethod
@@ -287,7 +287,7 @@ class ConsistencyMethod(Method):
         source = self.questions_source()
         metric_definitions = definitions(c.recall_definition, c.consistency_definition,
                                          c.zero_division)
-        records = [cp.model_record(url, m["model_key"]) for m in models]
+        records = [store_tasks.model_record(url, m["model_key"]) for m in models]
         root = str(self.workspace.root.resolve())
         out = Report(
             self.stage, substitutes=SUBSTITUTES if any(map(packaged_smollm2, records)) else "",

@@ -2,7 +2,7 @@
 bootstrap CIs, per-question summary, the guide's Table 4 (derived questions × models), bar
 charts, the flat results export and the DVC metrics.
 
-Input is the run's results table (``tasks/consistency/pipeline.py``, ``collect_results``):
+Input is the run's results table (``tasks/consistency/store_tasks.py``, ``collect_results``):
 one row per model × covering-array row with at least model_id, question_id, array_row,
 derived_text, expected, raw_text, error, parsed (null when the model never answered the row:
 every call failed) and correct.
@@ -219,7 +219,7 @@ def model_line(record: dict, run: dict, key_env: str | None = None,
     it, store key and output budget. A local model adds source, file, dtype; an HTTP model
     its endpoint (no credentials), the *name* of its key's variable and whether it was set
     (never the key), digest and system fingerprints; a ``python:`` model its file (relative
-    to the project root ``root``) and protocol. ``record``: ``pipeline.model_record``;
+    to the project root ``root``) and protocol. ``record``: ``store_tasks.model_record``;
     ``run``: the unit's extras (``name``, ``model_key``, ``system_fingerprints``)."""
     from tasks.consistency.contract import revision
 

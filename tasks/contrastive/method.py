@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from tasks.contrastive import costello_json, report, thresholds
-from tasks.contrastive import pipeline as cp
+from tasks.contrastive import classifier_tasks, embedding_tasks, suite_tasks, validation
 from tasks.contrastive.classifiers import spec_table
 from tasks.contrastive.suite import table1
 from tasks.core import io
@@ -77,7 +77,7 @@ def _logger() -> logging.Logger:
 
 
 def contract_rows(results: pd.DataFrame) -> pd.DataFrame:
-    """``pipeline.validate``'s rows with the contract's columns: ``method``, ``output`` (the
+    """``validation.validate``'s rows with the contract's columns: ``method``, ``output`` (the
     raw output, JSON of d_pos and d_neg, floats exactly) and ``score`` (the margin)."""
     out = results.copy()
     out.insert(1, "method", "contrastive")
@@ -115,12 +115,14 @@ class ContrastiveMethod(Method):
     # ------------------------------------------------------------------ suite
 
     def suite_inputs(self) -> list[str]:
-        return cp.suite_inputs(self.params.contrastive, self.workspace)
+        return suite_tasks.suite_inputs(self.params.contrastive, self.workspace)
 
     def user_dictionary(self) -> list[str] | None:
         """``dictionary_file``'s words (a user dictionary for θ), or None."""
         path = self.params.contrastive.dictionary_file
-        return thresholds.read_dictionary(cp.resolve_path(path, self.workspace)) if path else None
+        if not path:
+            return None
+        return thresholds.read_dictionary(suite_tasks.resolve_path(path, self.workspace))
 
     def check_inputs(self) -> None:
         """The suite's inputs, the user dictionary and every model (``check_contrastive_
@@ -137,9 +139,9 @@ class ContrastiveMethod(Method):
 
     def build_suite(self) -> pd.DataFrame:
         params = self.params
-        return cp.build_suite(self.suite_inputs(), cp.settings_of(params), params.seed,
-                              str(self.workspace.nltk_data), params.models.spacy,
-                              params.models.offline)
+        return suite_tasks.build_suite(self.suite_inputs(), suite_tasks.settings_of(params),
+                                       params.seed, str(self.workspace.nltk_data),
+                                       params.models.spacy, params.models.offline)
 
     @property
     def encoders_key(self) -> str:
@@ -179,7 +181,8 @@ class ContrastiveMethod(Method):
         c = self.params.contrastive
         tables = {name: pd.read_parquet(self.workspace.processed / f"{name}.parquet")
                   for name in DOWNSTREAM_TABLES}
-        data = cp.classifier_data(tables, c, self.params.seed, tuple(cp.needed_kinds(suite)))
+        data = classifier_tasks.classifier_data(tables, c, self.params.seed,
+                                                tuple(classifier_tasks.needed_kinds(suite)))
         extra: dict[str, list[str]] = {}
         if thresholds.needs_dictionaries(c.thresholds):  # θ = 0 alone needs no dictionary
             extra["dataset"] = thresholds.dictionary_from_dataset(
@@ -187,7 +190,7 @@ class ContrastiveMethod(Method):
             user = self.user_dictionary()
             if user is not None:
                 extra["user"] = user
-        return data, cp.needed_texts(suite, data, [], c.paraphrase_features), extra
+        return data, validation.needed_texts(suite, data, [], c.paraphrase_features), extra
 
     def preparation(self, suite: pd.DataFrame) -> Preparation:
         """The units' costly steps in two phases: every model's missing embeddings, one call
@@ -199,15 +202,15 @@ class ContrastiveMethod(Method):
                extra, params.runtime.pass_tokens, params.runtime.encoder_precision,
                params.runtime.encoder_backend)
         root = str(self.workspace.root)
-        yield [(cp.embed_store_shards, call) for ref in self.refs()
-               for call in cp.shard_calls(ref, texts, self.store_root, *run,
+        yield [(embedding_tasks.embed_store_shards, call) for ref in self.refs()
+               for call in embedding_tasks.shard_calls(ref, texts, self.store_root, *run,
                                           groups=params.runtime.max_workers, root=root)]
         steps = []
         for ref in self.refs():
-            info, embedded = cp.embed(ref, texts, self.store_root, *run, root=root)
-            steps += [(cp.nearest_neighbour_distances, args)
+            info, embedded = embedding_tasks.embed(ref, texts, self.store_root, *run, root=root)
+            steps += [(validation.nearest_neighbour_distances, args)
                       for args in self._nearest_neighbour_calls(info, embedded)]
-            steps += [(cp.train_classifiers, args)
+            steps += [(classifier_tasks.train_classifiers, args)
                       for args in self._classifier_calls(data, embedded)]
         yield steps
 
@@ -218,22 +221,22 @@ class ContrastiveMethod(Method):
         params, c = self.params, self.params.contrastive
         mode = c.paraphrase_features
         data, texts, extra = self._embedding_inputs(suite)
-        overlap = cp.training_overlap(suite, data)
+        overlap = validation.training_overlap(suite, data)
         if overlap:
             _logger().warning(
                 "suite seeds that are training sentences of the downstream classifiers (their "
                 "ground truth is judged on seen data), per relation: %s", overlap)
-        info, embedded = cp.embed(self.ref_for(unit.model_id), texts, self.store_root,
+        info, embedded = embedding_tasks.embed(self.ref_for(unit.model_id), texts, self.store_root,
                                   params.models.offline, params.runtime.device, c, params.seed,
                                   extra, params.runtime.pass_tokens,
                                   **params.runtime.encoder_path(),
                                   root=str(self.workspace.root))
         thetas, nn_rows = self._thresholds(info, embedded)
-        banks = {args[0]: cp.train_classifiers(*args)
+        banks = {args[0]: classifier_tasks.train_classifiers(*args)
                  for args in self._classifier_calls(data, embedded)}
         cases = unit.take(suite)
-        truth = cp.triple_truth(cases, embedded, banks, c.alpha, mode)
-        results = contract_rows(cp.validate(cases, embedded, info, c, thetas, truth))
+        truth = validation.triple_truth(cases, embedded, banks, c.alpha, mode)
+        results = contract_rows(validation.validate(cases, embedded, info, c, thetas, truth))
         accuracy = pd.concat([spec_table(bank).assign(model_id=info["model_id"], task=kind)
                               for kind, bank in banks.items()], ignore_index=True)
         info["training_overlap"] = overlap
@@ -250,8 +253,9 @@ class ContrastiveMethod(Method):
     def _classifier_calls(self, data: dict, embedded) -> list[tuple]:
         """``train_classifiers``'s arguments per downstream task the suite needs."""
         c, mode = self.params.contrastive, self.params.contrastive.paraphrase_features
-        return [(kind, cp.features(kind, split["train"], embedded, mode), split["train_y"],
-                 cp.features(kind, split["test"], embedded, mode), split["test_y"],
+        features = classifier_tasks.features
+        return [(kind, features(kind, split["train"], embedded, mode), split["train_y"],
+                 features(kind, split["test"], embedded, mode), split["test_y"],
                  c.n_classifiers, c.classifier_epochs, self.params.seed)
                 for kind, split in data.items()]
 
@@ -262,7 +266,7 @@ class ContrastiveMethod(Method):
         if not info["dictionaries"]:  # only θ = 0 asked for: nothing embedded or searched
             return {(metric, "vocab"): {"zero": 0.0} for metric in c.distances}, rows
         for vectors, metric, name, block_size in self._nearest_neighbour_calls(info, embedded):
-            nn = cp.nearest_neighbour_distances(vectors, metric, name, block_size)
+            nn = validation.nearest_neighbour_distances(vectors, metric, name, block_size)
             nn = thresholds.rule_distances(nn, metric, c.threshold_rule)
             kinds = [k for k in c.thresholds if name == "vocab" or k != "zero"]
             thetas[(metric, name)] = thresholds.thresholds(nn, kinds, c.threshold_rule)

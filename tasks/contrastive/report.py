@@ -2,7 +2,7 @@
 threshold), the precision-against-threshold figure (the paper's Figure 6), the violation list.
 
 Input is the long results table of the ``contrastive`` stage (one row per case × model ×
-distance × threshold; schema in ``tasks/contrastive/pipeline.py``). P_A / P_B are the shares
+distance × threshold; schema in ``tasks/contrastive/validation.py``). P_A / P_B are the shares
 of reported violations that the downstream classifiers call buggy under GT_A / GT_B; a cell
 with no violation has no precision (blank, not 0). "avg" is the mean over the relations that
 have a precision, as in the paper's Table 2.

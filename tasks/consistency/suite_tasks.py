@@ -1,7 +1,5 @@
-"""Prefect tasks of the ``consistency`` stage (KomMKonLLM): questions, IPMs, covering arrays,
-derived prompts, the result store and the oracle (the LLM calls: ``answering``). The plain
-functions live beside this module (``ipm``, ``covering``, ``store``, ``oracle``, ``metrics``);
-these tasks wrap them with caching, logging and file outputs.
+"""The ``consistency`` stage's suite tasks (KomMKonLLM): the questions of a run, their IPMs,
+covering arrays and derived prompts, or a guide folder's imported artefacts.
 
 Files (``data/interim/consistency``):
 
@@ -23,94 +21,33 @@ a model still owes, and when it need not be loaded at all: ``answering.py``.
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
-from sqlalchemy import select
 
-from tasks.consistency import covering, oracle
+from tasks.consistency import covering
 from tasks.consistency.ipm import IPM, build_guide_ipms, build_ipms, derive_prompt
-from tasks.consistency.store import open_store, redact
-from tasks.consistency.store_schema import Model
 from tasks.core import io
 from tasks.core.caching import model_id, task
 from tasks.consistency.params import ConsistencyParams
-from tasks.core.config import Params
-from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
 from tasks.models.registry import resolve
 
+
 SpacyModel = model_id("spacy", resolve=resolve)  # keyed on its resolved revision
-DEFAULT_DATABASE = "data/consistency/results.sqlite"
+
+
 QUERY_COLUMNS = ["question_id", "store_id", "array_row", "row_values", "derived_text", "prompt"]
-
-
-# ------------------------------------------------------------------ inputs and settings
-
-def database_url(c: ConsistencyParams, workspace: Workspace) -> str:
-    """``consistency.database_url``, else the SQLite file under ``data/consistency``."""
-    if c.database_url:
-        return _home_expanded(c.database_url)
-    return f"sqlite:///{(workspace.root / DEFAULT_DATABASE).resolve()}"
-
-
-def _home_expanded(url: str) -> str:
-    """``sqlite:///~/answers.db``: the file in the home folder, as every path parameter's
-    ``~`` is (SQLite itself would make a folder named ``~``)."""
-    if not url.startswith("sqlite:///~"):
-        return url
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    return parsed.set(database=str(Path(parsed.database).expanduser())).render_as_string(
-        hide_password=False)
-
-
-def questions_input(c: ConsistencyParams, workspace: Workspace) -> str:
-    """The file the questions come from: the user's JSONL, or the processed table."""
-    if c.questions:
-        path = Path(c.questions).expanduser()
-        path = path if path.is_absolute() else workspace.root / path
-        if not path.is_file():
-            raise LingtestError(f"consistency.questions: {path} does not exist; give a JSONL "
-                                "file of {\"question\", \"answer\", \"passage\"} records, or "
-                                "null for the default set")
-        return str(path)
-    path = workspace.processed / "questions.parquet"
-    if not path.is_file():
-        raise LingtestError(f"{path} is missing: run `lingtest run data` (or `dvc repro data`)")
-    return str(path)
-
-
-def llm_settings(params: Params) -> dict:
-    """The ``LLMSettings`` fields of the run (the LLM seed is the run's seed)."""
-    c = params.consistency
-    return {"max_new_tokens": c.max_new_tokens, "temperature": c.temperature,
-            "seed": params.seed, "system": None, "timeout_s": c.timeout_s,
-            "retries": c.retries, "backoff_s": c.backoff_s, "concurrency": c.concurrency,
-            "offline": params.models.offline, "device": params.runtime.device,
-            "batch_size": c.batch_size}
-
-
-def prompt_settings(c: ConsistencyParams) -> dict:
-    settings = {"prompt_prefix": c.prompt_prefix, "prompt_suffix": c.prompt_suffix}
-    if c.prompt_join != "space":  # the default stays out, so existing identities still hold
-        settings["prompt_join"] = c.prompt_join
-    return settings
 
 
 def store_id(question_id: str, question: str, answer: bool) -> str:
     digest = hashlib.sha256(f"{question}\x1f{bool(answer)}".encode()).hexdigest()[:10]
     return f"{question_id}:{digest}"
 
-
-# ------------------------------------------------------------------ questions → queries
 
 @task(name="select-questions", cache_policy=NO_CACHE)
 def select_questions(path: str, user_file: bool, n_questions: int, seed: int) -> pd.DataFrame:
@@ -210,79 +147,3 @@ def import_guide(c: ConsistencyParams, workspace: Workspace, out: Path
     logger.info("imported %d questions, %d derived questions from %s", len(questions),
                 len(queries), folder)
     return questions, queries
-
-
-# ------------------------------------------------------------------ store
-
-@task(name="record-queries", cache_policy=NO_CACHE)
-def record_queries(url: str, questions_path: str, queries_path: str, run_params: dict,
-                   seed: int, commit: str) -> int:
-    """Upsert questions and queries; open a run record. Returns the run id."""
-    questions = pd.read_parquet(questions_path)
-    queries = pd.read_parquet(queries_path)
-    with open_store(url) as store:
-        store.upsert_questions(questions.assign(question_id=questions["store_id"]))
-        store.add_queries(queries.assign(question_id=queries["store_id"]))
-        run_id = store.start_run(run_params, seed, commit)
-    get_run_logger().info("database %s: run %d, %d questions, %d array rows, %d distinct "
-                          "prompts", redact(url), run_id, len(questions), len(queries),
-                          queries[["store_id", "prompt"]].drop_duplicates().shape[0])
-    return run_id
-
-
-@task(name="finish-run", cache_policy=NO_CACHE)
-def finish_run(url: str, run_id: int, status: str) -> None:
-    with open_store(url) as store:
-        store.finish_run(run_id, status)
-
-
-@task(name="judge", cache_policy=NO_CACHE)
-def judge(url: str, mode: str = "guide") -> int:
-    """The oracle (``mode`` guide, lenient or strict) reads every response it has not read yet under
-    its version; returns how many."""
-    version = oracle.oracle_version(mode)
-    with open_store(url) as store:
-        todo = store.unjudged(version)
-        rows = []
-        for r in todo.itertuples(index=False):
-            parsed = oracle.read_answer(r.raw_text, mode)
-            rows.append({"response_id": r.response_id, "parsed": parsed,
-                         "correct": parsed == ("true" if r.expected else "false")})
-        store.save_verdicts(rows, version)
-    get_run_logger().info("oracle %s: judged %d new responses", version, len(rows))
-    return len(rows)
-
-
-def model_record(url: str, model_key: int) -> dict:
-    """The parameters stored for a model key."""
-    with open_store(url) as store, store.engine.connect() as conn:
-        row = conn.execute(select(Model.model_id, Model.params)
-                           .where(Model.id == model_key)).one()
-    return {"model_id": row[0], "model_key": model_key, **(row[1] or {})}
-
-
-@task(name="collect-results", cache_policy=NO_CACHE)
-def collect_results(url: str, model_keys: list[int], queries_path: str,
-                    mode: str = "guide") -> pd.DataFrame:
-    """One row per model × covering-array row of this run, with the oracle's reading."""
-    queries = pd.read_parquet(queries_path)
-    with open_store(url) as store:
-        results = store.results(model_keys, queries["store_id"].unique().tolist(),
-                                oracle.oracle_version(mode))
-        counts = store.counts()
-    wanted = queries[["question_id", "store_id", "array_row", "prompt"]]
-    results = (results.rename(columns={"question_id": "store_id"})
-               .merge(wanted, on=["store_id", "array_row", "prompt"])
-               .drop_duplicates(["model_key", "store_id", "array_row"])
-               .sort_values(["model_key", "question_id", "array_row"], ignore_index=True))
-    results["row_values"] = [json.dumps([int(v) for v in values])
-                             for values in results["row_values"]]
-    get_run_logger().info("database rows: %s", counts)
-    return results
-
-
-def settings_record(settings: dict) -> dict:
-    """The settings as the store would see them (for reports)."""
-    from tasks.models.llm import LLMSettings
-
-    return dataclasses.asdict(LLMSettings(**settings))

@@ -1,8 +1,7 @@
-"""Prefect tasks of the ``data`` stage: import raw assets, build and write the tables.
-
-The plain functions live in ``tasks.core.assets`` and the reader modules; these wrappers
-add caching keyed on the raw files' contents and the readers' source code, and logging.
-"""
+"""The ``data`` stage's tasks: import the raw assets, build each processed table, write them
+and report. The plain functions live in ``tasks.core.assets`` and the reader modules; these
+wrappers add caching keyed on the raw files' contents and the readers' source code, and
+logging."""
 from __future__ import annotations
 
 from pathlib import Path
