@@ -6,7 +6,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from tasks.core.compare import publish_comparison
-from tasks.core.config import Params
+from flows.registry import Params
 from tasks.core.paths import Workspace
 from tasks.core.publish import publish
 from tasks.data.build_tasks import build_table, buildable_tables, data_report, import_raw_assets, write_tables

@@ -15,7 +15,7 @@ from prefect.futures import PrefectFuture
 from flows.stage import runner_uses_processes, unit_resources
 from tasks.core import stopping
 from tasks.core.compare import publish_comparison
-from tasks.core.config import Params
+from flows.registry import Params
 from tasks.core.errors import LingtestError
 from tasks.core.method import Call, Method, Preparation, Unit, UnitResult, run_in_turn
 from tasks.core.paths import Workspace

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow
 
-from tasks.core.config import Params
+from flows.registry import Params
 from flows.registry import load_params, stage_method
 from tasks.core.errors import LingtestError
 from tasks.core.metrics import stage_metrics

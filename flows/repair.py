@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow
 
-from tasks.core.config import Params
+from flows.registry import Params
 from tasks.core.paths import Workspace
 from tasks.core.publish import publish
 from tasks.repair import report, stage

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.core.config import Params
+from flows.registry import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT, Workspace
 from tasks.core.runtime import api_for_workers, git_commit, seed_everything, set_threads

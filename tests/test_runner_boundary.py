@@ -8,7 +8,7 @@ import inspect
 
 import pytest
 
-from flows import STAGES, stage_method
+from flows.registry import STAGES, stage_method
 from tasks.core.paths import PACKAGE_ROOT
 
 TASKS = PACKAGE_ROOT / "tasks"

@@ -1,9 +1,8 @@
-"""S²LCT's checks before a run: the specification files parse, the data stage's tables it
-reads exist, and its models resolve (without loading weights)."""
+"""S²LCT's checks before a run: the specification files parse and its models resolve
+(without loading weights)."""
 from __future__ import annotations
 
 from tasks.core.config import Params
-from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace
 from tasks.core.plugin_spec import ModelEntry
 
@@ -17,16 +16,11 @@ def configured_models(params: Params) -> list[ModelEntry]:
 
 
 def check_inputs(params: Params, workspace: Workspace) -> None:
-    from tasks.capabilities.method import TABLES
+    """The capability specifications parse."""
     from tasks.capabilities.specs import BUILTIN_SPECS, load_specs
 
     c = params.capabilities
     load_specs(workspace.root / c.specs_dir if c.specs_dir else BUILTIN_SPECS, c.capabilities)
-    absent = [name for name in TABLES if not
-              (workspace.processed / f"{name}.parquet").is_file()]
-    if absent:
-        raise LingtestError(f"capabilities: missing processed tables {', '.join(absent)} under "
-                            f"{workspace.processed}; fix: lingtest run data (or make run)")
 
 
 def check_fill_model(key: str, model_id: str, params: Params, workspace: Workspace,

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.capabilities import expansion, report
-from tasks.capabilities import checklist_run, model_tasks, suite_tasks
+from tasks.capabilities import checklist_run, expansion, model_tasks, report, suite_tasks
+from tasks.capabilities.plugin import TABLES
 from tasks.capabilities.coverage_report import (coverage_data, coverage_lengths,
                                                 plot_coverage_curve)
 from tasks.capabilities.search import load_word_polarity
@@ -32,7 +32,6 @@ from tasks.core.schema import Contract
 from tasks.models.model_spec import ModelRef, model_line, refs_by_name
 from tasks.models.sentiment import SentimentModel, builtin_substitutes, load_configured
 
-TABLES = ("sst", "word_polarity", "ptb_trees", "checklist_suite")
 FIGURE4 = "capabilities-figure4-coverage"  # the folder of Figure 4: <model>.png and its data
 RULES_BEYOND_PAPER = (
     "Validation rules beyond the paper (which checks the fill's POS and its neutrality only): "

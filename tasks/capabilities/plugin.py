@@ -2,6 +2,9 @@
 lingtest plug-in, with the stage that fine-tunes the classifier it tests by default."""
 from tasks.core.plugin_spec import Plugin, StageSpec
 
+# the data stage's tables the suite is built from
+TABLES = ("sst", "word_polarity", "ptb_trees", "checklist_suite")
+
 PLUGIN = Plugin(
     name="capabilities", title="Capability testing of sentiment classifiers (S²LCT)",
     paper="S²LCT", citation="public code: ALiCT", code="jasonlee27/alict",
@@ -12,7 +15,8 @@ PLUGIN = Plugin(
         StageSpec("capabilities", section="capabilities",
                   method="tasks.capabilities.method:CapabilitiesMethod",
                   models="tasks.capabilities.checks:configured_models",
-                  check="tasks.capabilities.checks:check_inputs", processes=True),
+                  check="tasks.capabilities.checks:check_inputs", tables=TABLES,
+                  processes=True),
     ),
     model_checks={"fill": "tasks.capabilities.checks:check_fill_model"},
 )

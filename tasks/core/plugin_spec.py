@@ -37,7 +37,8 @@ class StageSpec:
     its flow); ``flow``: a custom flow instead (the data and training stages). ``section``:
     the dotted parameter section it reads (its reports' provenance). ``models``: a function
     ``params -> list[ModelEntry]`` of what it loads; ``check``: ``(params, workspace) -> None``
-    raising ``LingtestError`` on a bad input file. ``processes``: ``runtime.task_runner:
+    raising ``LingtestError`` on a bad input file. ``tables``: the processed tables its suite
+    is built from (checked before a suite is exported). ``processes``: ``runtime.task_runner:
     auto`` runs it on Dask worker processes (its costly steps pay there)."""
 
     name: str
@@ -46,6 +47,7 @@ class StageSpec:
     flow: str | None = None
     models: str | None = None
     check: str | None = None
+    tables: tuple[str, ...] = ()
     processes: bool = False
 
     def __post_init__(self) -> None:
