@@ -26,8 +26,8 @@ class ConsistencyParams(Section):
         "common nouns, verbs, adjectives, adverbs in the token's casing")
     strength: int = Field(2, ge=1, description="t of the covering arrays")
     max_tuples: int = Field(500_000, ge=1, description="refuse a question whose covering array "
-                            "has more t-tuples to cover (~30 µs each to generate) before any "
-                            "is built")
+                            "has more t-tuples to cover than this before any is built "
+                            "(generation time per tuple: benchmarks/README.md)")
     generator: Literal[GENERATORS] = Field(  # type: ignore[valid-type]
         "builtin", description="covering-array generator: builtin | pict | acts | cagen "
                                "(external binaries)")

@@ -148,16 +148,16 @@ class RuntimeParams(Section):
     pass_tokens: int = Field(
         256, ge=1, description="floor of tokens per forward pass of lingtest's encoders and "
         "classifiers (texts of one exact token count per pass): 256 gives the same bytes at 1 "
-        "and 2 threads; 64 or 128 make small calls up to ~3× faster but change the last bits "
-        "and let 1 and 2 threads differ (benchmarks/README.md)")
+        "and 2 threads; 64 or 128 make small calls faster but change the last bits and let "
+        "1 and 2 threads differ (speed: benchmarks/README.md)")
     encoder_precision: Literal["fp32", "bf16"] = Field(
         "fp32", description="arithmetic of lingtest's encoders and classifiers: fp32, or bf16 "
-        "autocast (pays only with AVX512-BF16/AMX or a GPU: ×0.34 of fp32 on this AVX512BW "
-        "CPU; cosine >= 0.99988, other last bits and store entries; benchmarks/README.md)")
+        "autocast (pays only with AVX512-BF16/AMX or a GPU; other last bits and store "
+        "entries; speed and agreement with fp32: benchmarks/README.md)")
     encoder_backend: Literal["torch", "onnx"] = Field(
-        "torch", description="their forward passes: torch, or ONNX Runtime (here ×0.95 encoder, "
-        "×1.23 classifier; same N_V and verdicts, other last bits; pip install "
-        "'lingtest[onnx]'; graphs exported once into $LINGTEST_CACHE/onnx)")
+        "torch", description="their forward passes: torch, or ONNX Runtime (other last bits; "
+        "pip install 'lingtest[onnx]'; graphs exported once into $LINGTEST_CACHE/onnx; speed "
+        "and agreement with torch: benchmarks/README.md)")
     task_runner: Literal["threads", "dask", "auto"] = Field(
         "threads", description="threads; dask (a local cluster of max_workers processes, or "
         "dask_address); auto: dask for the stages whose work pays in processes "

@@ -45,7 +45,8 @@ class RepairParams(Section):
     weight_decay: float = Field(1e-6, ge=0, description="SGD weight decay")
     lr_step: int = Field(2, ge=1, description="StepLR: epochs per decay")
     lr_gamma: float = Field(0.2, gt=0, le=1, description="StepLR: factor per decay")
-    epochs: int = Field(2, ge=1, description="the paper's 8; 2 keeps the stage under 10 min")
+    epochs: int = Field(2, ge=1, description="the paper's 8; 2 keeps the default run short "
+                        "(timings: benchmarks/README.md)")
     batch_triples: int = Field(4, ge=1, description="buggy (and benign) triples per micro-batch")
     accumulation: int = Field(1, ge=1, description="micro-batches per optimiser step "
                               "(the paper's 8)")
