@@ -20,8 +20,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Reproducible pipelines for testing NLP models.")
 
 
-
-
 def _validate(stage: str, params, workspace: Workspace) -> None:
     """``validate_inputs``; its notice (models that need an unreachable hub) as one line."""
     from flows.validation import validate_inputs
