@@ -54,18 +54,24 @@ def _dvc_order() -> list[str]:
     return list((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("stages", {}))
 
 
+def _by_stage(plugins: tuple[Plugin, ...]) -> dict[str, tuple[Plugin, StageSpec]]:
+    """Each stage's plug-in and spec, in dvc.yaml's order (stages it lacks last, by name);
+    a stage two plug-ins declare is refused."""
+    specs: dict[str, tuple[Plugin, StageSpec]] = {}
+    for plugin in plugins:
+        for stage in plugin.stages:
+            if stage.name in specs:
+                raise LingtestError(f"stage {stage.name} is declared by the plug-ins "
+                                    f"{specs[stage.name][0].name} and {plugin.name}")
+            specs[stage.name] = (plugin, stage)
+    order = _dvc_order()
+    ranked = sorted(specs, key=lambda s: (s not in order, order.index(s) if s in order else 0, s))
+    return {name: specs[name] for name in ranked}
+
+
 PLUGINS: tuple[Plugin, ...] = _discover()
-_SPECS: dict[str, tuple[Plugin, StageSpec]] = {}
-for _plugin in PLUGINS:
-    for _stage in _plugin.stages:
-        if _stage.name in _SPECS:
-            raise LingtestError(f"stage {_stage.name} is declared by the plug-ins "
-                                f"{_SPECS[_stage.name][0].name} and {_plugin.name}")
-        _SPECS[_stage.name] = (_plugin, _stage)
-_ORDER = _dvc_order()
-STAGES: tuple[str, ...] = tuple(sorted(_SPECS, key=lambda s: (s not in _ORDER,
-                                                             _ORDER.index(s) if s in _ORDER
-                                                             else 0, s)))
+_SPECS = _by_stage(PLUGINS)
+STAGES: tuple[str, ...] = tuple(_SPECS)
 PROCESS_STAGES: tuple[str, ...] = tuple(s for s in STAGES if _SPECS[s][1].processes)
 
 

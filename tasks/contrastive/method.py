@@ -24,6 +24,7 @@ from tasks.core import io
 from tasks.core.method import Method, Preparation, Unit, UnitResult, by_model
 from tasks.core.publish import Figure, Report, provenance, slug
 from tasks.core.schema import Contract
+from tasks.core.validate import param_path
 from tasks.models.model_spec import ModelRef, parse_model, parse_models
 
 SUBSTITUTES = ("Substitutes: the paper's 42 hub encoders → the packaged all-MiniLM-L6-v2 "
@@ -122,7 +123,7 @@ class ContrastiveMethod(Method):
         path = self.params.contrastive.dictionary_file
         if not path:
             return None
-        return thresholds.read_dictionary(suite_tasks.resolve_path(path, self.workspace))
+        return thresholds.read_dictionary(param_path(path, self.workspace.root))
 
     def check_inputs(self) -> None:
         """The suite's inputs, the user dictionary and every model (``check_contrastive_

@@ -26,12 +26,6 @@ SUITE_SETTINGS = ("suite", "relations", "sst_split", "mrpc_split", "contrast_spl
                   "cr1_triples", "synonym_scope", "synonym_probability")
 
 
-def resolve_path(path: str, workspace: Workspace) -> Path:
-    """A parameter's path: as given when absolute, else under the project root."""
-    given = Path(path)
-    return given if given.is_absolute() else workspace.root / given
-
-
 def suite_inputs(params: ContrastiveParams, workspace: Workspace) -> list[str]:
     """The files a suite is made from: the processed tables, or the imported suite file."""
     if params.suite:
