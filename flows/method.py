@@ -3,6 +3,7 @@ contract results → report. Composition only; the method (``tasks.core.method.M
 computes."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -16,11 +17,14 @@ from flows.stage import runner_uses_processes, unit_resources
 from tasks.core import stopping
 from tasks.core.compare import publish_comparison
 from flows.registry import Params
-from tasks.core.errors import LingtestError
+from tasks.core.errors import FailedCalls, LingtestError
 from tasks.core.method import Call, Method, Preparation, Unit, UnitResult, run_in_turn
 from tasks.core.paths import Workspace
 from tasks.core.publish import publish
 from tasks.core.schema import write_cases, write_results
+
+# Where a run whose model calls failed writes its reports (under data/interim/<stage>).
+FAILED_RUN_REPORTS = "failed-run-reports"
 
 
 @task(name="run-unit", task_run_name="{unit.name}", cache_policy=NO_CACHE)
@@ -85,10 +89,16 @@ def compose(method: Method) -> dict:
         runs = [future.result() for future in futures]
         results = method.collect(suite, runs)
     write_results(method.results_path, results, method.contract)
-    publish(method.report(suite, results, runs), method.workspace)
+    report, summary = method.report(suite, results, runs), method.summary(suite, results, runs)
+    partial = method.workspace.interim / method.stage / FAILED_RUN_REPORTS
+    if summary.get("errors"):  # failed model calls: the last good reports stay in place
+        publish(report, method.workspace, into=partial)
+        raise FailedCalls(method.stage, summary, method.workspace.shown(partial))
+    shutil.rmtree(partial, ignore_errors=True)
+    publish(report, method.workspace)
     publish_comparison(method.stage, method.workspace, method.contract.result_index,
                        get_run_logger())
-    return method.summary(suite, results, runs)
+    return summary
 
 
 def method_flow(method_class: type[Method]) -> Flow:

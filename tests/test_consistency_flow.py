@@ -299,16 +299,21 @@ def test_resume_sends_only_lost_and_failed_prompts(consistency_run, monkeypatch)
     assert state["pending_ids"] == sorted(pending["query_id"])  # what prepare splits
 
     Recorder.sent = []
+    reports = workspace.reports / "consistency"
+    good = {p.name: p.read_bytes() for p in reports.iterdir()}
     with pytest.raises(FailedCalls, match="1 of 3 LLM calls failed") as failed:
-        run_stage("consistency", params, workspace)  # reports written, then a non-zero exit
+        run_stage("consistency", params, workspace)  # reports written aside, a non-zero exit
     third = failed.value.summary
     assert sorted(Recorder.sent) == sorted(pending["prompt"])  # only the lost ones
     assert third["sent"] == 3 and third["errors"] == 1
-    summary = pd.read_csv(workspace.reports / "consistency" / "consistency-summary.csv")
+    assert {p.name: p.read_bytes() for p in reports.iterdir()} == good  # the last good ones
+    partial = workspace.root / failed.value.partial
+    summary = pd.read_csv(partial / "consistency-summary.csv")
     assert summary.loc[0, "n_errors"] == 1 and summary.loc[0, "n_responded"] == len(results) - 1
 
     Recorder.sent = []
     fourth = run_stage("consistency", params, workspace)
+    assert not partial.exists()  # a good run clears the failed run's reports
     assert len(Recorder.sent) == 1 and fourth["sent"] == 1  # the failed prompt, once more
     assert fourth["errors"] == 0
     with open_store(url) as store:

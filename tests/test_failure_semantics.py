@@ -42,8 +42,13 @@ def test_every_call_refused_fails_the_stage(guide_folder, tmp_path, monkeypatch,
     with pytest.raises(FailedCalls, match="all 7 LLM calls failed") as failed:
         run_stage("consistency", load_params(workspace.root, overrides), workspace)
     assert failed.value.summary["errors"] == failed.value.summary["sent"] == 7
-    summary = pd.read_csv(workspace.reports / "consistency" / "consistency-summary.csv")
-    assert summary.loc[0, "n_errors"] == 7  # written before failing
+    # no report over the last good ones: this run's (nothing answered) beside its results
+    assert not (workspace.reports / "consistency").exists()
+    partial = workspace.root / failed.value.partial
+    assert failed.value.partial == "data/interim/consistency/failed-run-reports"
+    assert failed.value.partial in str(failed.value)
+    summary = pd.read_csv(partial / "consistency-summary.csv")
+    assert summary.loc[0, "n_errors"] == 7
 
 
 @pytest.mark.slow

@@ -22,25 +22,20 @@ class InputFormatError(LingtestError):
 
 
 class FailedCalls(LingtestError):
-    """Some model calls of a stage failed. Raised after everything is written, so the stage
-    exits non-zero and DVC does not record it as up to date: the next ``make run`` resends
-    just the failed calls (answered ones come from the result database)."""
+    """Some model calls of a stage failed. The stage exits non-zero, so DVC does not record
+    it as up to date and the next ``make run`` resends just the failed calls (answered ones
+    come from the result database); its reports go to ``partial``, not over the last good
+    ones in ``reports/<stage>``."""
 
-    def __init__(self, stage: str, summary: dict) -> None:
-        self.summary = summary
+    def __init__(self, stage: str, summary: dict, partial: str) -> None:
+        self.summary, self.partial = summary, partial
         errors, sent = summary["errors"], summary["sent"]
         how = f"all {sent}" if errors == sent else f"{errors} of {sent}"
         super().__init__(
             f"{stage}: {how} LLM calls failed ({summary['sent_by_model']} sent by model); "
-            f"the reports hold what was answered. Check the model server, then run `make run` "
-            f"(or `lingtest run {stage}`) again: only the failed calls are sent again")
-
-
-def check_calls(stage: str, summary: dict) -> dict:
-    """``summary`` when no call failed, else raise ``FailedCalls`` (the stage fails)."""
-    if summary["errors"]:
-        raise FailedCalls(stage, summary)
-    return summary
+            f"reports/{stage} is left as it was, this run's reports (what was answered) are "
+            f"in {partial}. Check the model server, then run `make run` (or `lingtest run "
+            f"{stage}`) again: only the failed calls are sent again")
 
 
 def read_utf8(path, fix: str = "save the file as UTF-8") -> str:

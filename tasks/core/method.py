@@ -154,7 +154,8 @@ class Method(ABC):
 
     def summary(self, suite: pd.DataFrame, results: pd.DataFrame,
                 runs: list[UnitResult]) -> dict:
-        """What the flow returns (printed by ``lingtest run``)."""
+        """What the flow returns (printed by ``lingtest run``); an ``errors`` count above 0
+        (failed model calls) fails the stage and keeps the last good reports."""
         return {"cases": len(suite), "results": len(results),
                 "fail": int(results["verdict"].eq("fail").sum()) if len(results) else 0}
 

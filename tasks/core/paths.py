@@ -73,6 +73,13 @@ class Workspace:
     def manifest(self) -> Path:
         return self.raw / "MANIFEST.tsv"
 
+    def shown(self, path: Path) -> str:
+        """``path`` as a message shows it: relative to the project when inside it."""
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
     @classmethod
     def current(cls) -> "Workspace":
         return cls(find_project_root())

@@ -128,11 +128,12 @@ def encoder_path_note(params: Params) -> dict:
                             f"classifiers; fp32 torch gives other last bits)"}
 
 
-def publish(report: Report, workspace: Workspace) -> Path:
+def publish(report: Report, workspace: Workspace, into: Path | None = None) -> Path:
     """Write ``report`` into ``reports/<stage>`` (swapped in whole), its metrics included as
     ``reports/<stage>/metrics.json`` (``dvc.yaml`` declares it under the top-level
-    ``metrics:``, which may name a file inside a stage's out)."""
-    final = workspace.reports / report.stage
+    ``metrics:``, which may name a file inside a stage's out), and its tables as Prefect
+    artifacts. ``into``: a failed run's report, files only, there instead."""
+    final = into or workspace.reports / report.stage
     metrics = None
     if report.metrics is not None:  # checked before anything is written
         metrics = check_metrics_shape(_plain(report.metrics),
@@ -148,7 +149,7 @@ def publish(report: Report, workspace: Workspace) -> Path:
         publish_table(table.key, table.frame, table.title,
                       staged if table.files else None,
                       provenance={**prov, **table.provenance}, notes=notes,
-                      artifact=table.artifact)
+                      artifact=table.artifact and into is None)
     for name, figure in report.figures.items():
         (staged / name).parent.mkdir(parents=True, exist_ok=True)
         figure.plot(staged / name)
