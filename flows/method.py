@@ -15,7 +15,7 @@ from prefect.futures import PrefectFuture
 
 from flows.stage import runner_uses_processes, unit_resources
 from tasks.core import stopping
-from tasks.core.compare import publish_comparison
+from tasks.core.compare import previous_run, publish_comparison
 from flows.registry import Params
 from tasks.core.errors import FailedCalls, LingtestError
 from tasks.core.method import Call, Method, Preparation, Unit, UnitResult, run_in_turn
@@ -69,6 +69,7 @@ def submit_early(method: Method) -> dict[Unit, PrefectFuture]:
 
 def compose(method: Method) -> dict:
     method.check_inputs()
+    before = previous_run(method.workspace, method.stage)  # before this run writes
     resources = unit_resources(method.params)  # refused before the suite when unmet
     processes = runner_uses_processes()
     method.run_calls = call_runner()
@@ -96,7 +97,7 @@ def compose(method: Method) -> dict:
         raise FailedCalls(method.stage, summary, method.workspace.shown(partial))
     shutil.rmtree(partial, ignore_errors=True)
     publish(report, method.workspace)
-    publish_comparison(method.stage, method.workspace, method.contract.result_index,
+    publish_comparison(method.stage, method.workspace, method.contract.result_index, before,
                        get_run_logger())
     return summary
 

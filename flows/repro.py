@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 from prefect import flow, task
+from prefect.exceptions import CancelledRun
 from prefect.logging import get_run_logger
 from prefect.states import Cancelled, Completed
 
@@ -29,15 +31,32 @@ from tasks.core.artifacts import publish_table
 SERVE_SINCE = "LINGTEST_SERVE_SINCE"  # set by `lingtest serve`: ticks before it are stale
 
 
-def tool_env() -> dict[str, str]:
+class _SkippedIsNoError(logging.Filter):
+    """Prefect's engine logs a flow run that ends Cancelled as an ERROR, "Engine execution
+    exited with unexpected exception", with a 40-line traceback; a skipped tick is the
+    overlap policy at work, so that record is dropped (the run's own line says why)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, CancelledRun)
+
+
+logging.getLogger("prefect.flow_runs").addFilter(_SkippedIsNoError())
+
+
+def tool_env(experiment: str | None = None) -> dict[str, str]:
     """The environment of DVC and the stage commands it runs: the running interpreter's bin
     folder first on PATH (a service's PATH may hold no venv, and dvc.yaml's commands call
-    ``lingtest`` and ``python`` by name), and the mark that they run under this rerun."""
-    from tasks.core.run_lock import INSIDE_REPRO
+    ``lingtest`` and ``python`` by name), the mark that they run under this rerun and the
+    name of its DVC experiment (the stage runs' ``exp:`` tag)."""
+    from tasks.core.run_lock import EXPERIMENT, INSIDE_REPRO
     from tasks.core.runtime import interpreter_first
 
-    return {**os.environ, "PATH": interpreter_first(os.environ.get("PATH", "")),
-            INSIDE_REPRO: str(os.getpid())}
+    env = {**os.environ, "PATH": interpreter_first(os.environ.get("PATH", "")),
+           INSIDE_REPRO: str(os.getpid())}
+    if experiment:
+        env[EXPERIMENT] = experiment
+    return env
 
 
 def dvc_command(*args: str) -> list[str]:
@@ -45,9 +64,10 @@ def dvc_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "dvc", *args]
 
 
-def _run(command: list[str], root: str, check: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=root, capture_output=True, text=True, env=tool_env(),
-                          check=check)
+def _run(command: list[str], root: str, check: bool = False,
+         experiment: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=root, capture_output=True, text=True,
+                          env=tool_env(experiment), check=check)
 
 
 def run_identity(root: str, stages: list[str] | None = None) -> dict[str, str]:
@@ -189,7 +209,7 @@ def dvc_repro(root: str, stages: list[str], experiment: bool, name: str) -> str:
     logger = get_run_logger()
     with tempfile.TemporaryDirectory(prefix="lingtest-tree-") as keep:
         snapshot = tree_snapshot(root, Path(keep))
-        result = _run(command, root)
+        result = _run(command, root, experiment=name if experiment else None)
         logger.info("%s\n%s", " ".join(command[2:]), result.stdout[-4000:])
         if result.returncode != 0 and snapshot is not None:
             try:
@@ -253,7 +273,7 @@ def _failure_alert(flow, flow_run, state) -> None:
             flow_run = client.read_flow_run(flow_run.id)
     except Exception:  # noqa: BLE001 - the older copy still names the run
         pass
-    alerts.send(alerts.webhook(url), alerts.failure_text("scheduled rerun", flow_run, state))
+    alerts.send(alerts.webhook(url), alerts.failure_text("scheduled", flow_run, state))
 
 
 @flow(name="repro", flow_run_name=_run_name, log_prints=True,

@@ -1,12 +1,14 @@
 """Running one stage's flow: parameters, seed, task runner, run name and tags."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from flows.registry import Params
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT, Workspace
+from tasks.core.run_lock import EXPERIMENT
 from tasks.core.runtime import api_for_workers, git_commit, seed_everything, set_threads
 
 from flows.registry import PROCESS_STAGES, stage_flow
@@ -190,6 +192,8 @@ def run_stage(stage: str, params: Params, workspace: Workspace,
                 "marked %d flow run(s) of a killed process as Crashed: %s",
                 len(crashed), ", ".join(crashed))
         extra = {"outputs": str(workspace.outputs)} if workspace.outputs else {}
+        experiment = os.environ.get(EXPERIMENT)  # a scheduled rerun's, named by its tick
+        run_tags = [*run_tags, *([f"exp:{experiment}"] if experiment else [])]
         with tags(f"stage:{stage}", f"params:{params_hash}", f"commit:{commit}",
                   f"profile:{params.profile}", f"seed:{params.seed}", process_tag(), *run_tags):
             return configured(params=params, root=str(workspace.root), **extra)

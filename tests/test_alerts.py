@@ -199,3 +199,38 @@ def test_a_manual_run_refuses_while_a_scheduled_rerun_holds_the_project(tmp_path
     finally:
         rerun.send_signal(signal.SIGKILL)
         rerun.wait()
+
+
+def test_a_long_error_line_is_cut_visibly() -> None:
+    from tasks.core.alerts import error_line
+
+    long = "lingtest: error: adaptive.models: " + "x" * 700
+    cut = error_line(long)
+    assert len(cut) == 500 and cut.endswith("…") and cut.startswith("lingtest: error:")
+    assert error_line("ValueError: short") == "ValueError: short"
+
+
+def test_a_skipped_tick_is_no_engine_error_in_the_service_log() -> None:
+    """Prefect's engine logs a run that ends Cancelled (a skipped tick) as an ERROR with a
+    traceback; flows.repro drops that record, and only that one."""
+    from prefect.exceptions import CancelledRun
+
+    import flows.repro  # noqa: F401 - installs the filter
+
+    class Kept(logging.Handler):
+        records: list[logging.LogRecord] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.records.append(record)
+
+    logger, kept = logging.getLogger("prefect.flow_runs"), Kept()
+    logger.addHandler(kept)
+    try:
+        for error in (CancelledRun("skipped: stage adaptive is running"), RuntimeError("boom")):
+            try:
+                raise error
+            except Exception:
+                logger.error("Engine execution exited with unexpected exception", exc_info=True)
+    finally:
+        logger.removeHandler(kept)
+    assert [r.exc_info[1].args[0] for r in kept.records] == ["boom"]

@@ -89,3 +89,25 @@ def test_lingtest_compare_on_revisions(project):
     assert "- unchanged" in same and "fixed 0, broken 0, unchanged 4" in same
     with pytest.raises(LingtestError, match="no git revision, DVC experiment"):
         resolve_rev(project, "no-such-thing")
+
+
+def test_the_previous_run_is_the_last_one_recorded_in_the_workspace(project):
+    """What a stage compares itself with as it starts: the run DVC recorded last in this
+    workspace (an experiment, uncommitted), read from the cache once DVC has removed the
+    stage's outputs before running it; its reports from disk (DVC keeps them: persist)."""
+    import shutil
+
+    from tasks.core.compare import previous_run
+    from tasks.core.paths import Workspace
+
+    dvc = str(Path(sys.executable).with_name("dvc"))
+    run(project, dvc, "commit", "-f", "-q", "adaptive")  # the second run, recorded, not in git
+    shutil.rmtree(project / "data/interim/adaptive")  # what `dvc exp run` does first
+    previous = previous_run(Workspace(project), "adaptive")
+    head = snapshot(project, "adaptive", "HEAD")
+    assert previous.label == "previous run" and previous.params["adaptive.rounds"] == 3
+    assert sorted(previous.results["case_id"]) == ["c1", "c2", "c3", "c5"]  # not HEAD's c4
+    assert sorted(head.results["case_id"]) == ["c1", "c2", "c3", "c4"]
+    assert previous.metrics == {"vader.fail share": 0.75}
+    (project / "dvc.lock").unlink()  # nothing recorded: no rows, and no error
+    assert previous_run(Workspace(project), "adaptive").results is None

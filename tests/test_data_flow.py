@@ -10,7 +10,7 @@ import pytest
 from flows.stage import run_stage
 from flows.registry import load_params
 from tasks.core.io import sha256_file
-from tasks.core.paths import Workspace
+from tasks.core.paths import PACKAGE_ROOT, Workspace
 
 EXPECTED_ROWS = {"sst": 8544 + 1101 + 2210, "mrpc": 3668 + 408 + 1725,
                  "questions": 3270 + 27, "contrast_pairs": 100 + 488, "ptb_trees": 3914}
@@ -45,34 +45,52 @@ def test_reports_state_their_provenance(project: Workspace) -> None:
     assert "## Provenance" in report and "seed" in report and "| sst " in report
 
 
-def test_rerun_hits_the_cache_and_writes_identical_tables(project: Workspace, mirror: Path) -> None:
+def test_rerun_hits_the_cache_and_writes_identical_tables(project: Workspace, mirror: Path,
+                                                          monkeypatch) -> None:
+    """Run as a scheduled experiment's stage command: tagged with the experiment, and its
+    comparison artifact (against the previous run) names it and finds nothing changed."""
+    from tasks.core.run_lock import EXPERIMENT
+
     before = {p.name: sha256_file(p) for p in project.processed.glob("*.parquet")}
     params = load_params(project.root, [f"data.mirror={mirror}", "data.online=false"])
-
-    run_stage("data", params, project)
+    monkeypatch.setenv(EXPERIMENT, "repro-data-20261127-120000")
+    stages = project.root / "dvc.yaml"  # where a comparison finds the stage's files
+    stages.write_bytes((PACKAGE_ROOT / "dvc.yaml").read_bytes())
+    try:
+        run_stage("data", params, project)
+    finally:
+        stages.unlink()
     after = {p.name: sha256_file(p) for p in project.processed.glob("*.parquet")}
     assert before == after
     assert not [p for p in project.data.iterdir() if p.name.startswith(".")]
-    assert _cached_task_runs() >= len(before)
+    cached, tags, comparison = _newest_run()
+    assert cached >= len(before)
+    assert "exp:repro-data-20261127-120000" in tags
+    assert "# data: previous run → this run (experiment repro-data-20261127-120000)" in comparison
+    assert "## Parameters\n\n- unchanged" in comparison
 
 
-def _cached_task_runs() -> int:
-    """Task runs of the newest `data` flow run that were served from the cache."""
+def _newest_run() -> tuple[int, list[str], str]:
+    """The newest `data` flow run: its task runs served from the cache, its tags and its
+    comparison artifact's text."""
     import asyncio
 
     from prefect import get_client
-    from prefect.client.schemas.filters import FlowRunFilter
+    from prefect.client.schemas.filters import ArtifactFilter, FlowRunFilter
     from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
 
-    async def count() -> int:
+    async def read() -> tuple[int, list[str], str]:
         async with get_client() as client:
             runs = await client.read_flow_runs(sort=FlowRunSort.START_TIME_DESC, limit=1)
             tasks = await client.read_task_runs(
                 flow_run_filter=FlowRunFilter(id={"any_": [runs[0].id]}),
                 sort=TaskRunSort.EXPECTED_START_TIME_DESC, limit=200)
-            return sum(1 for t in tasks if t.state and t.state.name == "Cached")
+            artifacts = await client.read_artifacts(artifact_filter=ArtifactFilter(
+                flow_run_id={"any_": [runs[0].id]}, key={"any_": ["data-comparison"]}))
+            cached = sum(1 for t in tasks if t.state and t.state.name == "Cached")
+            return cached, runs[0].tags, artifacts[0].data if artifacts else ""
 
-    return asyncio.run(count())
+    return asyncio.run(read())
 
 
 def test_a_subset_of_assets_builds_its_tables_and_keeps_the_rest(tmp_path, mirror) -> None:

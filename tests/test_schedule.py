@@ -34,9 +34,10 @@ DVC_YAML = """stages:
       - metrics.json:
           cache: false
 """
-COUNT_PY = """import json, yaml
+COUNT_PY = """import json, os, yaml
 seed = yaml.safe_load(open("params.yaml"))["seed"]
 json.dump({"seed_seen": seed}, open("metrics.json", "w"))
+open("experiment.txt", "a").write(os.environ.get("LINGTEST_EXPERIMENT", "-") + "\\n")
 """
 
 
@@ -198,6 +199,8 @@ def test_a_served_interval_schedule_fires_and_each_run_is_a_dvc_experiment(
                                 capture_output=True, text=True).stdout.strip()
         assert run.name.startswith("repro-all-")  # stage(s) and tick time
         assert f"exp:{run.name}" in run.tags  # its DVC experiment
+        # the stage command ran under that name (a lingtest stage tags its run with it)
+        assert (dvc_project / "experiment.txt").read_text().splitlines()[0] == run.name
         assert {"stage:repro", f"commit:{commit}", "seed:42"} <= set(run.tags)
         assert any(tag.startswith("params:") for tag in run.tags)
         metrics = _artifacts(api_url, "dvc-metrics")

@@ -213,7 +213,7 @@ def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(serve
         assert path == f"/hooks/{TOKEN}"
         text = body["text"]
         print("alert:", text)
-        assert text.startswith(f"lingtest: scheduled rerun run {failed[0].name} Failed: ")
+        assert text.startswith(f"lingtest: scheduled run {failed[0].name} Failed: ")
         assert "seed 13 is unlucky" in text
         assert f"/runs/flow-run/{failed[0].id}" in text
         status_after = subprocess.run(["git", "status", "--porcelain"], cwd=root,
@@ -233,7 +233,7 @@ def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(serve
             r for r in _runs(api_url, "svc") if r.state_type.value == "CRASHED"], serve, log)
         texts = [body["text"] for _, body in receiver.wait(3)]
         print("\n".join(texts))
-        assert any(t.startswith(f"lingtest: scheduled rerun run {crashed[0].name} Crashed: ")
+        assert any(t.startswith(f"lingtest: scheduled run {crashed[0].name} Crashed: ")
                    for t in texts), texts
     finally:
         (root / "params.yaml").write_text(re.sub(r"^seed: \d+", "seed: 42",

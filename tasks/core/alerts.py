@@ -67,19 +67,23 @@ _WRAPPERS = re.compile(r"^(?:Flow run encountered an exception: )?"
 
 def error_line(text: str | None) -> str:
     """What went wrong, in one line: the last line naming an error, and before it the stage's
-    own when DVC's "failed to reproduce" wraps it (each cut to 300 characters)."""
+    own when DVC's "failed to reproduce" wraps it (each cut to 500 characters, marked …)."""
     lines = [_WRAPPERS.sub("", line.strip()) or line.strip()
              for line in (text or "").splitlines() if line.strip()]
     if not lines:
         return "(no message)"
     named = [line for line in lines if re.search(r"error|exception|failed|not found", line, re.I)]
     if not named:
-        return lines[0][:300]
+        return _cut(lines[0])
     wrapper = [line for line in named if "failed to reproduce" in line]
     cause = [line for line in named if "failed to reproduce" not in line]
     if wrapper and cause:
-        return f"{cause[-1][:300]} ({wrapper[-1][:300]})"
-    return named[-1][:300]
+        return f"{_cut(cause[-1])} ({_cut(wrapper[-1])})"
+    return _cut(named[-1])
+
+
+def _cut(line: str, limit: int = 500) -> str:
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def _ui_link(flow_run) -> str | None:

@@ -7,8 +7,9 @@ A run is read from what DVC and git record of it (``Snapshot``): the stage's con
 ``dvc.yaml``'s top-level ``metrics:``). A revision is a
 git revision, a DVC experiment name, a Prefect flow-run id (its ``commit:`` tag) or
 ``workspace`` (the files on disk: the run that just finished). Every stage run publishes
-the comparison of the workspace with ``HEAD`` (the last recorded run) as a Prefect artifact
-(``flows.method``); ``lingtest compare A B`` prints it for any two runs.
+its comparison with the stage's previous run in the same project (``previous_run``, read
+before the run writes) as a Prefect artifact (``flows.method``); ``lingtest compare A B``
+prints it for any two runs.
 
 The per-case diff is ``schema.compare_results`` keyed by the method's result index (case,
 model and the settings that tell rows apart); the top changes list the broken cases first,
@@ -27,6 +28,7 @@ import pandas as pd
 import yaml
 
 from tasks.core.errors import LingtestError
+from tasks.core.run_lock import EXPERIMENT
 from tasks.core.schema import change_counts, compare_results
 
 WORKSPACE = "workspace"
@@ -108,12 +110,58 @@ def _read(root: Path, path: str, rev: str | None,
         return None
 
 
+def recorded_output(root: Path, path: str) -> bytes | None:
+    """``path`` as the workspace's ``dvc.lock`` records it (the last run DVC recorded here,
+    committed or an experiment), from the DVC cache; None when not recorded or not cached."""
+    try:
+        lock = yaml.safe_load((root / "dvc.lock").read_text(encoding="utf-8")) or {}
+        from dvc.repo import Repo
+
+        cache = Repo(str(root)).cache.local
+        for stage in (lock.get("stages") or {}).values():
+            for out in stage.get("outs") or []:
+                prefix = out["path"].rstrip("/") + "/"
+                if out["path"] == path:
+                    return Path(cache.oid_to_path(out["md5"])).read_bytes()
+                if path.startswith(prefix) and str(out.get("md5", "")).endswith(".dir"):
+                    entries = json.loads(Path(cache.oid_to_path(out["md5"])).read_bytes())
+                    relpath = path[len(prefix):]
+                    md5 = next((e["md5"] for e in entries if e["relpath"] == relpath), None)
+                    return Path(cache.oid_to_path(md5)).read_bytes() if md5 else None
+    except Exception:  # noqa: BLE001 - no DVC project, a damaged lock or cache: not recorded
+        return None
+    return None
+
+
+def previous_run(workspace, stage: str) -> Snapshot | None:
+    """The stage's previous run in this project, read before a new run writes: its reports
+    on disk (replaced only by a run that succeeded) and its results on disk, or, when DVC
+    removed them before running the stage, as the workspace's ``dvc.lock`` records them
+    (so a scheduled experiment compares with the one before it, not with ``HEAD``). None
+    when the project's ``dvc.yaml`` has no such stage (nothing to compare)."""
+    locate = on_disk(workspace)
+
+    def read(path: str) -> bytes | None:
+        found = _read(workspace.root, path, None, locate)
+        return found if found is not None else recorded_output(workspace.root, path)
+    try:
+        return _snapshot(workspace.root, stage, "previous run", read)
+    except LingtestError:
+        return None
+
+
 def snapshot(root: Path, stage: str, rev: str | None, label: str | None = None,
              locate: Callable[[str], Path] | None = None) -> Snapshot:
     """The stage's run recorded at git revision ``rev`` (None: the files on disk)."""
+    return _snapshot(root, stage, label or (rev or WORKSPACE),
+                     lambda path: _read(root, path, rev, locate))
+
+
+def _snapshot(root: Path, stage: str, label: str,
+              read: Callable[[str], bytes | None]) -> Snapshot:
     results_file, metrics_files = stage_files(root, stage)
     params: dict[str, object] = {}
-    raw = _read(root, f"reports/{stage}/provenance.json", rev, locate)
+    raw = read(f"reports/{stage}/provenance.json")
     if raw:
         provenance = json.loads(raw)
         for key, value in provenance.items():
@@ -124,7 +172,7 @@ def snapshot(root: Path, stage: str, rev: str | None, label: str | None = None,
                 params[key] = value
     metrics: dict[str, float] = {}
     for path in metrics_files:
-        raw = _read(root, path, rev, locate)
+        raw = read(path)
         prefix = f"{Path(path).name}:" if len(metrics_files) > 1 else ""
         if raw:
             for key, value in flatten(json.loads(raw)).items():
@@ -132,9 +180,9 @@ def snapshot(root: Path, stage: str, rev: str | None, label: str | None = None,
                     metrics[f"{prefix}{key}"] = float(value)
     results = None
     if results_file:
-        raw = _read(root, results_file, rev, locate)
+        raw = read(results_file)
         results = pd.read_parquet(_io.BytesIO(raw)) if raw else None
-    return Snapshot(label or (rev or WORKSPACE), params, metrics, results)
+    return Snapshot(label, params, metrics, results)
 
 
 def _short(value: object) -> str:
@@ -238,22 +286,30 @@ def _run_commit(run_id: str) -> str:
     raise LingtestError(f"flow run {run_id} has no commit: tag; compare git revisions instead")
 
 
-def publish_comparison(stage: str, workspace, keys: list[str], log=None) -> str | None:
-    """After a stage run: its outputs against HEAD's as the ``<stage>-comparison`` Markdown
-    artifact (and the text); a comparison that cannot be made is one warning, never a
-    failed run."""
-    root = workspace.root
+def publish_comparison(stage: str, workspace, keys: list[str], before: Snapshot | None,
+                       log=None) -> str | None:
+    """After a stage run: its outputs against ``before`` (``previous_run``, taken as the run
+    started) as the ``<stage>-comparison`` Markdown artifact (and the text); a comparison
+    that cannot be made is one warning, never a failed run. Under a scheduled rerun the
+    artifact names its DVC experiment."""
+    import os
+
+    experiment = os.environ.get(EXPERIMENT)
+    label = f"this run (experiment {experiment})" if experiment else "this run"
     try:
+        if before is None:
+            raise LingtestError(f"{workspace.root / 'dvc.yaml'} has no stage {stage!r}")
         text = comparison_markdown(compare(
-            stage, snapshot(root, stage, "HEAD"),
-            snapshot(root, stage, None, "this run", on_disk(workspace)), keys))
+            stage, before, snapshot(workspace.root, stage, None, label, on_disk(workspace)),
+            keys))
     except Exception as exc:  # the run's own outputs are written: only the diff is lost
         if log is not None:
-            log.warning("%s: no comparison with the last recorded run (%s: %s)", stage,
+            log.warning("%s: no comparison with the previous run (%s: %s)", stage,
                         type(exc).__name__, exc)
         return None
     from prefect.artifacts import create_markdown_artifact
 
     create_markdown_artifact(markdown=text, key=f"{stage}-comparison",
-                             description=f"{stage}: this run against the last recorded (HEAD)")
+                             description=f"{stage}: {label} against the previous run in this "
+                                         "project")
     return text

@@ -25,6 +25,8 @@ from tasks.core.paths import Workspace
 REPRO = "repro"  # the scheduled rerun's lock: every stage of the project
 # Set for the stage commands a scheduled rerun starts, so they do not refuse their own parent.
 INSIDE_REPRO = "LINGTEST_INSIDE_REPRO"
+# Set with it when the rerun is a DVC experiment: its name, tagged on the stage runs.
+EXPERIMENT = "LINGTEST_EXPERIMENT"
 
 
 class StageBusy(LingtestError):
