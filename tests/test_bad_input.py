@@ -63,6 +63,7 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
     # ---- parameters: --set
     ("seed-negative", run("data", "seed=-1"), {}, "seed"),
     ("seed-text", run("data", "seed=abc"), {}, "seed"),
+    ("seed-over-32-bits", run("data", "seed=4294967296"), {}, "seed"),
     ("unknown-top-key", run("data", "foo=1"), {}, "foo"),
     ("unknown-section-key", run("data", "data.bogus=1"), {}, "data.bogus"),
     ("device-tpu", run("data", "runtime.device=tpu"), {}, "runtime.device"),

@@ -26,7 +26,8 @@ from tasks.core.sections import DataParams, ModelsParams, RuntimeParams, Section
 class Params(Section):
     """The shared sections; ``flows.registry.Params`` adds each plug-in's."""
 
-    seed: int = Field(42, ge=0, description="drives Python, NumPy and torch")
+    seed: int = Field(42, ge=0, le=2**32 - 1,  # NumPy's legacy seeding takes 32 bits
+                      description="drives Python, NumPy and torch")
     profile: str = Field("default", pattern=r"^[A-Za-z0-9_-]+$",
                          description="params/<profile>.yaml merged over params.yaml")
     data: DataParams = Field(default_factory=DataParams)
