@@ -205,8 +205,8 @@ def test_a_long_error_line_is_cut_visibly() -> None:
     from tasks.core.alerts import error_line
 
     long = "lingtest: error: adaptive.models: " + "x" * 700
-    cut = error_line(long)
-    assert len(cut) == 500 and cut.endswith("…") and cut.startswith("lingtest: error:")
+    cut = error_line(long)  # the alert starts "lingtest:" already: no second prefix
+    assert len(cut) == 500 and cut.endswith("…") and cut.startswith("adaptive.models: x")
     assert error_line("ValueError: short") == "ValueError: short"
 
 

@@ -62,7 +62,8 @@ def send(url: str | None, text: str, logger: logging.Logger | None = None) -> bo
 
 
 _WRAPPERS = re.compile(r"^(?:Flow run encountered an exception: )?"
-                       r"(?:RuntimeError: dvc (?:exp run|repro)\b[^\n]*? failed \(\d+\): )?")
+                       r"(?:RuntimeError: dvc (?:exp run|repro)\b[^\n]*? failed \(\d+\): )?"
+                       r"(?:lingtest: error: )?")  # the alert itself starts "lingtest:"
 
 
 def error_line(text: str | None) -> str:
