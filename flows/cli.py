@@ -21,12 +21,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 
 def _validate(stage: str, params, workspace: Workspace) -> None:
-    """``validate_inputs``; its notice (models that need an unreachable hub) as one line."""
     from flows.validation import validate_inputs
+    from tasks.core import alerts
 
-    notice = validate_inputs(stage, params, workspace)
-    if notice:
-        typer.secho(f"lingtest: {notice}", fg="yellow", err=True)
+    alerts.check_rules(params.runtime.alerts, workspace.root)
+    validate_inputs(stage, params, workspace)
 
 
 def _exit_cleanly_on_sigterm() -> None:
@@ -54,9 +53,11 @@ def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stage
     from tasks.core.run_lock import INSIDE_REPRO, REPRO, StageBusy, hold, holder
     from tasks.core.runtime import configure_environment
 
+    from flows.registry import stage_spec
+
+    stage_spec(stage)  # an unknown stage: refused before its lock file is made
     workspace = Workspace.current()
     params = current_params(set_, profile)
-    alerts.check_rules(params.runtime.alerts, workspace.root)
     rerun = None if os.environ.get(INSIDE_REPRO) else holder(workspace, REPRO)
     if rerun is not None:
         raise StageBusy(REPRO, rerun)
@@ -102,11 +103,11 @@ def test(
         name: Optional[str] = typer.Option(
             None, "--name", help="Run folder runs/<name>/ (default: the first model's name)."),
         max_fail: Optional[float] = typer.Option(
-            None, "--max-fail", help="Exit 1 when a model's overall fail % of a method "
-            "exceeds this."),
+            None, "--max-fail", min=0, max=100, help="Exit 1 when a model's overall fail % "
+            "of a method exceeds this."),
         max_broken: Optional[int] = typer.Option(
-            None, "--max-broken", help="Exit 1 when a model breaks more cases than this "
-            "against a baseline model."),
+            None, "--max-broken", min=0, help="Exit 1 when a model breaks more cases than "
+            "this against a baseline model."),
         set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
         profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
     """Test your own models with the methods that fit them, beside the pipeline's baseline
@@ -115,6 +116,9 @@ def test(
     from tasks.core.runtime import configure_environment
 
     workspace = Workspace.current()
+    if name is not None and not name.strip():
+        raise LingtestError("lingtest test --name '': give the run folder a name (runs/<name>/), "
+                            "or leave --name out for the first model's name")
     params = current_params(set_, profile)
     chosen = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
     the_plan = plan(list(models), chosen, name, params, workspace.root)

@@ -67,6 +67,13 @@ def check_runtime(params: Params) -> None:
             f"runtime.dask_address {runtime.dask_address}: set runtime.result_storage "
             f"to a folder or fsspec URL every worker reaches (task results travel "
             f"through it; on one machine any folder does)")
+    if spec is not None and ("://" not in spec or spec.startswith("file://")):
+        _check_folder(Path(spec.removeprefix("file://")).expanduser(),
+                      f"runtime.result_storage {spec}", "give a folder (or fsspec URL)")
+    if os.environ.get("LINGTEST_CACHE"):
+        _check_folder(Path(os.environ["LINGTEST_CACHE"]).expanduser(),
+                      f"LINGTEST_CACHE={os.environ['LINGTEST_CACHE']}",
+                      "point it at a writable folder, or unset it (~/.cache/lingtest)")
     if spec is not None and "://" in spec and not spec.startswith("file://"):
         import fsspec
 
@@ -77,6 +84,15 @@ def check_runtime(params: Params) -> None:
             raise LingtestError(f"runtime.result_storage {spec}: fsspec cannot open "
                                 f"{protocol}:// here ({error}); install its package (e.g. "
                                 f"s3fs) or give a folder") from None
+
+
+def _check_folder(path: Path, what: str, fix: str) -> None:
+    """A folder a run will write into: one that exists, or can be made under a writable one."""
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise LingtestError(f"{what}: {existing} is not a folder; fix: {fix}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise LingtestError(f"{what}: {existing} is not writable; fix: {fix}")
 
 
 def task_runner(params: Params):
@@ -171,7 +187,10 @@ def run_stage(stage: str, params: Params, workspace: Workspace,
     from prefect.logging import get_logger
 
     from tasks.core.alerts import with_failure_alerts
+    from tasks.core.errors import drop_user_error_tracebacks
     from tasks.core.flow_runs import mark_orphaned_runs_crashed, process_tag
+
+    drop_user_error_tracebacks()
 
     flow = load_flow(stage)
     seed_everything(params.seed)

@@ -121,16 +121,18 @@ def validate_files(stage: str, params: Params, workspace: Workspace) -> None:
                             f"{workspace.processed}; fix: lingtest run data (or make run)")
 
 
-def validate_inputs(stage: str, params: Params, workspace: Workspace) -> str | None:
+def validate_inputs(stage: str, params: Params, workspace: Workspace) -> None:
     """Raise the first LingtestError a stage would hit on its inputs, before anything runs;
-    return a one-line notice when models need a hub this machine cannot reach
-    (``hub_notice``), which the command line prints."""
+    models that need a hub this machine cannot reach too (``hub_notice``: all of them in
+    one line)."""
     call(stage_spec(stage).check, params, workspace)  # the tables: the method's own check
     rows = _check_stage_models(stage, params, workspace)
     check_encoder_path(stage, params)
     from flows.stage import check_runtime
     check_runtime(params)  # runtime.result_storage / dask_address
-    return hub_notice(rows)
+    unreachable = hub_notice(rows)
+    if unreachable:
+        raise LingtestError(unreachable)
 
 
 def check_encoder_path(stage: str, params: Params) -> None:

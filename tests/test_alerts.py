@@ -234,3 +234,23 @@ def test_a_skipped_tick_is_no_engine_error_in_the_service_log() -> None:
     finally:
         logger.removeHandler(kept)
     assert [r.exc_info[1].args[0] for r in kept.records] == ["boom"]
+
+
+def test_a_user_error_is_logged_without_its_traceback() -> None:
+    """Prefect logs a failed task or flow with its stack; a LingtestError's message is the
+    whole story (what, where, the fix), so its records carry no traceback; others keep it."""
+    from tasks.core.errors import LingtestError, drop_user_error_tracebacks
+
+    drop_user_error_tracebacks()
+    drop_user_error_tracebacks()  # once is enough: a second call adds no second factory
+    records = []
+    for error in (LingtestError("consistency.llms: all 6 LLM calls failed"), KeyError("x")):
+        try:
+            raise error
+        except Exception:
+            records.append(logging.getLogger("prefect.flow_runs").makeRecord(
+                "prefect.flow_runs", logging.ERROR, __file__, 1, "Encountered exception: %r",
+                (error,), sys.exc_info()))
+    user, other = records
+    assert user.exc_info is None and "all 6 LLM calls failed" in user.getMessage()
+    assert other.exc_info is not None

@@ -113,7 +113,7 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
      "`nobody/no-t5` (seq2seq) is missing"),
     ("classify-oracle-unknown", ["classify-answers", "inputs/a.csv", "--column", "r",
                                  "--oracle", "loose"], {"inputs/a.csv": b"r\nyes\n"},
-     "consistency.oracle"),
+     "classify-answers --oracle 'loose'"),
     ("parser-unknown", run("capabilities", "capabilities.parser=stanford"), {}, "parser"),
     ("insert-tags-punctuation", run("capabilities", "capabilities.insert_tags=[JJ,',']"), {},
      "capabilities.insert_tags"),

@@ -39,8 +39,10 @@ def test_paper_profile_offline_says_which_models_need_the_hub(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # what an offline machine is told
     workspace = Workspace(PACKAGE_ROOT)
     paper = load_params(PACKAGE_ROOT, [], "paper")
-    notice = validate_inputs("contrastive", paper, workspace)
-    assert notice is not None and "\n" not in notice
+    with pytest.raises(LingtestError) as refused:  # they cannot load: refused before a run
+        validate_inputs("contrastive", paper, workspace)
+    notice = str(refused.value)
+    assert "\n" not in notice
     assert notice.startswith("offline: 42 model(s) load only from the Hugging Face hub, which "
                              "this machine cannot reach (HF_HUB_OFFLINE is set)")
     for model in paper.contrastive.encoders:
@@ -51,20 +53,20 @@ def test_paper_profile_offline_says_which_models_need_the_hub(monkeypatch):
     assert hub_notice(rows, reachable=lambda: (True, "https://huggingface.co")) is None
 
 
-def test_lingtest_validate_prints_the_one_line_and_runs_nothing(monkeypatch, capsys):
+def test_lingtest_validate_refuses_in_one_line_and_runs_nothing(monkeypatch, capsys):
     from flows import cli
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(PACKAGE_ROOT)
     monkeypatch.setattr(sys, "argv", ["lingtest", "validate", "contrastive", "--profile",
                                       "paper"])
-    try:
+    with pytest.raises(SystemExit) as exit_:
         cli.main()
-    except SystemExit as exit_:
-        assert exit_.code in (0, None)
+    assert exit_.value.code == 2
     out, err = capsys.readouterr()
-    assert out.strip() == "lingtest: stage contrastive, profile paper: inputs and models valid"
-    assert len(err.strip().splitlines()) == 1 and "offline: 42 model(s)" in err
+    assert out.strip() == ""
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("lingtest: error: offline: 42 model(s)")
 
 
 def test_a_python_encoder_without_vocabulary_needs_no_dictionary_for_zero(tmp_path):

@@ -19,7 +19,7 @@ app = typer.Typer()
 @app.command()
 def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."),
           tree: str = typer.Option(..., help="AdaTest CSV tree under inputs/adaptive/ (written)."),
-          rounds: int = typer.Option(1, help="Rounds of suggest → review."),
+          rounds: int = typer.Option(1, min=1, help="Rounds of suggest → review."),
           generator: str = typer.Option(
               "HuggingFaceTB/SmolLM2-135M-Instruct",
               help="A model spec: a causal LM id or folder (offline: the packaged SmolLM2, or "
@@ -72,6 +72,7 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     from tasks.models.llm import check_llm, parse_llm
     check_llm(parse_llm(generator, "--generator", params.models.names, workspace.root),
               params.models.offline, workspace.root, key="--generator", base_url=base_url)
+    _check_base_url("adapt", base_url, [generator], params, workspace)
     from tasks.adaptive.tree import read_tree, topic_problem
     if topic_problem(topic):
         raise LingtestError(f"lingtest adapt --topic: {topic_problem(topic)}; fix: a tree topic "
@@ -192,6 +193,7 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
                 raise
             generators.remove(spec)  # a default that is not installed: the fallback serves
             typer.secho(f"lingtest review: {spec} left out ({error})", fg="yellow", err=True)
+    _check_base_url("review", base_url, generators, params, workspace)
     from tasks.adaptive.review_app.app import bind, serve
 
     sock = bind(port)  # a port in use: one error before the models load
@@ -255,3 +257,18 @@ def _review_tree(tree: str, workspace: Workspace) -> Path:
     tried = " nor ".join(str(c) for c in dict.fromkeys(candidates))
     raise LingtestError(f"lingtest review {tree}: no tree at {tried}; give the path of an "
                         "AdaTest CSV (e.g. inputs/adaptive/hotel.csv)")
+
+
+def _check_base_url(command: str, base_url: str | None, generators: list[str], params,
+                    workspace: Workspace) -> None:
+    """``--base-url`` is read by endpoint generators only: given beside none, it would be
+    silently ignored (and never checked)."""
+    from tasks.models.llm import HTTP_FORMS, parse_llm
+
+    if base_url and not any(parse_llm(spec, "--generator", params.models.names,
+                                      workspace.root).form in HTTP_FORMS
+                            for spec in generators):
+        raise LingtestError(f"lingtest {command} --base-url: no --generator reads an endpoint "
+                            f"({', '.join(generators)}); fix: name one, e.g. --generator "
+                            "openai:MODEL (the completions API) or openai-chat:MODEL, or leave "
+                            "--base-url out")

@@ -87,6 +87,14 @@ class AdaptiveParams(Section):
         "null: 'should not output' its output")
     models: list[str] = Field(["lingtest/minilm-sst2", "vader"], min_length=1,
                               description="models under test; the first ranks suggestions")
+
+    @field_validator("binary_labels")
+    @classmethod
+    def _two_labels(cls, labels: tuple[str, str] | None) -> tuple[str, str] | None:
+        if labels is not None and labels[0] == labels[1]:
+            raise ValueError(f"binary_labels names {labels[0]!r} twice; give the negative "
+                             "and the positive label, e.g. [neg, pos]")
+        return labels
     neutral_band: Band = Field(
         (0.5, 0.5), description="binary models: neutral inside; (0.5, 0.5) = AdaTest's argmax")
     bootstrap: int = Field(1000, ge=100, description="resamples of the 95% failure-rate CIs")

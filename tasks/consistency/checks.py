@@ -16,10 +16,13 @@ def configured_models(params: Params) -> list[ModelEntry]:
 
 def check_inputs(params: Params, workspace: Workspace) -> None:
     from tasks.consistency.run_settings import database_url
-    from tasks.consistency.store import check_sqlite
+    from tasks.consistency.store import check_sqlite, open_store, parse_database_url
 
     c = params.consistency
-    check_sqlite(database_url(c, workspace))  # a bad URL, or a damaged SQLite file
+    url = database_url(c, workspace)
+    check_sqlite(url)  # a bad URL, or a damaged SQLite file
+    if parse_database_url(url).get_backend_name() != "sqlite":  # a server: reached now, not
+        open_store(url).engine.dispose()                      # after the suite is rewritten
     if c.generator != "builtin" and not c.import_dir:  # the external generator runs
         from tasks.consistency.external import PARAM, find_binary
         try:

@@ -29,7 +29,12 @@ def classify_answers(
     """Add a `parsed` column (true/false/undefined, the consistency oracle) to a CSV."""
     from tasks.consistency.oracle import classified_path, classify_csv, oracle_version
 
-    version = oracle_version(oracle)  # an unknown mode: one error naming the choices
+    from tasks.consistency.oracle import MODES
+
+    if oracle not in MODES:
+        raise LingtestError(f"classify-answers --oracle {oracle!r} is not one of "
+                            f"{', '.join(MODES)}; fix: --oracle guide (the guide's default)")
+    version = oracle_version(oracle)
     counts = classify_csv(file, column, output, oracle, overwrite)
     typer.echo(f"oracle {oracle} v{version}: wrote {classified_path(file, output)}")
     for value, count in counts.items():
@@ -58,6 +63,10 @@ def covering_array_command(
     except ValueError:
         raise LingtestError(f"--values {values[:80]!r}: expected comma-separated integers "
                             f">= 1, e.g. --values 3,3,2,2") from None
+    if strength > len(levels):
+        raise LingtestError(f"--strength {strength}: an array over {len(levels)} parameter(s) "
+                            f"(--values {values}) covers at most {len(levels)}-tuples; fix: "
+                            f"--strength {len(levels)} or less, or give more --values")
     max_tuples = covering.DEFAULT_MAX_TUPLES if max_tuples is None else max_tuples
     if max_tuples < 1:
         raise LingtestError(f"--max-tuples {max_tuples}: give a bound >= 1 (default "

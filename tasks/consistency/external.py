@@ -39,6 +39,9 @@ def find_binary(generator: str, binary: str | None) -> str:
         raise LingtestError(f"{generator}: {name!r} not found (set {PARAM} / --binary to the "
                             f"path of the {generator} executable, put it on PATH, or use "
                             f"--generator builtin)")
+    if not found.endswith(".jar") and not os.access(found, os.X_OK):
+        raise LingtestError(f"{generator}: {found} is not executable (set {PARAM} / --binary "
+                            f"to the {generator} program, or chmod +x it)")
     return found
 
 

@@ -147,9 +147,19 @@ def check_sqlite(url: str) -> None:
     parsed = parse_database_url(url)
     database = parsed.database or ""
     if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") \
-            or database.startswith("file:") or not Path(database).is_file():
+            or database.startswith("file:") or not Path(database).exists():
         return
     path = Path(database)
+    if not path.is_file():
+        raise LingtestError(f"{URL_PARAM}: {path} is not a file; fix: name a database file "
+                            f"(created when missing), e.g. {path}/results.sqlite")
+    with path.open("rb") as handle:
+        header = handle.read(16)
+    if header and header != b"SQLite format 3\x00":
+        raise LingtestError(f"{URL_PARAM}: {path} is not an SQLite database (it starts "
+                            f"{header[:8]!r}); fix: move it away (mv {path} {path}.damaged) "
+                            f"if it was the result database, or set {URL_PARAM} to a new or "
+                            "existing .sqlite file")
     try:
         with contextlib.closing(sqlite3.connect(path, timeout=5)) as conn:
             rows = conn.execute("PRAGMA quick_check").fetchall()

@@ -37,7 +37,7 @@ def _encoder(model: ModelRef, offline: bool, device: str, params: ContrastivePar
     sentence-transformers model's own encode, or a python: object): the stage's pooling and
     max_length, ``runtime.encoder_*``'s path; python: files relative to ``root``."""
     from tasks.models.any_encoder import load_any_encoder
-    from tasks.models.encoders import parse_pooling
+    from tasks.models.pooling import parse_pooling
 
     if params.pooling is not None:
         try:

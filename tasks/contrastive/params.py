@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from tasks.core.errors import LingtestError
 from tasks.core.sections import Section, UserPath
 
 
@@ -67,6 +68,17 @@ class ContrastiveParams(Section):
         "the vocabulary and dataset ones")
     pooling: str | None = Field(
         None, description="pooling override (pooler, cls, mean, mean+norm, ...); null: the model's own")
+
+    @field_validator("pooling")
+    @classmethod
+    def _known_pooling(cls, pooling: str | None) -> str | None:
+        if pooling is not None:
+            from tasks.models.pooling import parse_pooling
+            try:
+                parse_pooling(pooling)
+            except LingtestError as error:
+                raise ValueError(str(error)) from None
+        return pooling
     max_length: int | None = Field(
         None, ge=8, description="tokens kept per text; null: the model's own (paper: 512)")
     threshold_rule: Literal["corrected", "paper"] = Field(

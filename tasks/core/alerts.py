@@ -37,6 +37,19 @@ def mask_url(url: str | None) -> str | None:
     return f"{parts.scheme}://{parts.hostname}{port}/***"
 
 
+def webhook_problem(url: str) -> str | None:
+    """What makes ``url`` no webhook (said without echoing it: its path is its token)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        ok = False
+    return None if ok else ("expected an http(s):// webhook URL, e.g. "
+                            "https://hooks.slack.com/services/...")
+
+
 def webhook(params_url: str | None) -> str | None:
     """The URL to notify: ``serve --notify`` (through the environment) over ``runtime.notify_url``."""
     return os.environ.get(NOTIFY_ENV) or params_url
@@ -222,6 +235,9 @@ def check_rules(rules: list["AlertRule"], root: Path) -> None:
     exists), and a key present when the file exists."""
     from tasks.core.errors import LingtestError
 
+    if os.environ.get(NOTIFY_ENV) and webhook_problem(os.environ[NOTIFY_ENV]):
+        raise LingtestError(f"{NOTIFY_ENV} (serve --notify): "
+                            f"{webhook_problem(os.environ[NOTIFY_ENV])}; or unset it")
     declared = metrics_files(root)
     for index, rule in enumerate(rules):
         if rule.metric is None:

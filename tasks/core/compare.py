@@ -271,8 +271,15 @@ def _is_uuid(text: str) -> bool:
 def _run_commit(run_id: str) -> str:
     from prefect.client.orchestration import get_client
 
-    with get_client(sync_client=True) as client:
-        run = client.read_flow_run(run_id)
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        with get_client(sync_client=True) as client:
+            run = client.read_flow_run(run_id)
+    except ObjectNotFound:
+        raise LingtestError(f"lingtest compare: no flow run {run_id} on the Prefect server "
+                            "this project uses; fix: copy the id from the UI of the server "
+                            "that ran it (`lingtest ui`), or compare git revisions") from None
     for tag in run.tags:  # a scheduled experiment's own ref first, else its commit
         if tag.startswith("exp:"):
             return resolve_rev(Path.cwd(), tag.split(":", 1)[1])

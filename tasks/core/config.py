@@ -88,8 +88,12 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     parts = [p for p in key.strip().split(".")]
     if not all(parts):
         raise LingtestError(f"--set {redact_override(item)!r}: the key {key!r} has an empty part")
+    if not raw.strip():  # `--set key=` (a shell variable left empty) is no value at all
+        raise LingtestError(f"--set {redact_override(item)!r}: no value after `=`; fix: "
+                            f"{key.strip()}=null for none (the default where it has one), or "
+                            "a value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.safe_load(raw)
     except (yaml.YAMLError, RecursionError):  # kept as text: the section's check names it
         value = raw
     return parts, value
@@ -160,6 +164,9 @@ def read_params(
     origin = f"{root / 'params.yaml'}"
     if chosen != "default":
         profile_file = root / "params" / f"{chosen}.yaml"
+        if profile_file.exists() and not profile_file.is_file():
+            raise LingtestError(f"profile `{chosen}`: {profile_file} is not a regular file "
+                                "(a folder, pipe or device); fix: a YAML file of settings")
         if not profile_file.is_file():
             known = sorted(p.stem for p in (root / "params").glob("*.yaml"))
             raise LingtestError(

@@ -44,3 +44,23 @@ def read_utf8(path, fix: str = "save the file as UTF-8") -> str:
     from tasks.core.io import read_input_text
 
     return read_input_text(path, fix)
+
+
+def drop_user_error_tracebacks() -> None:
+    """From now on a log record of a LingtestError carries no traceback: its message already
+    says what is wrong, where and the fix, and Prefect logs every failed task and flow with
+    the full stack, which buried that one line (a record factory, as secrets' masking)."""
+    import logging
+
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "_lingtest_user_errors", False):
+        return
+
+    def factory(*args, **kwargs) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if record.exc_info and isinstance(record.exc_info[1], LingtestError):
+            record.exc_info, record.exc_text = None, None
+        return record
+
+    factory._lingtest_user_errors = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)

@@ -281,15 +281,40 @@ def read_input_json(path: str | os.PathLike, fix: str = ""):
     return parse_json(read_input_text(path, fix or "save the file as UTF-8"), path, fix)
 
 
+def _unique_key_loader():
+    """``yaml.SafeLoader`` refusing a key written twice in one mapping (PyYAML keeps the
+    last silently: a duplicated setting would quietly win or lose)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    duplicate = key in seen
+                except TypeError:  # an unhashable key: the base class names it
+                    break
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark,
+                        f"the key {key!r} appears twice (keep one)", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
+
+
 def parse_yaml(text: str, path: str | os.PathLike, fix: str = "", load=None):
-    """``text`` through ``load`` (``yaml.safe_load``; ``yaml.compose`` for the nodes); a
-    syntax error names the line, nesting beyond Python's parser is one error too."""
+    """``text`` through ``load`` (a safe load refusing duplicate keys; ``yaml.compose`` for
+    the nodes); a syntax error or a repeated key names the line, nesting beyond Python's
+    parser is one error too."""
     import yaml
 
     from tasks.core.errors import InputFormatError
 
     try:
-        return (load or yaml.safe_load)(text)
+        return (load or (lambda t: yaml.load(t, Loader=_unique_key_loader())))(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)

@@ -59,7 +59,28 @@ def configure_environment(workspace: Workspace, use_ui: bool = True) -> str | No
     api_url = running_ui_url(workspace) if use_ui and "PREFECT_API_URL" not in os.environ else None
     if api_url:
         os.environ["PREFECT_API_URL"] = api_url
+    else:
+        check_api_url()  # the user's PREFECT_API_URL: it answers, or one error now
     return api_url or os.environ.get("PREFECT_API_URL")
+
+
+def check_api_url(timeout: float = 5.0) -> None:
+    """A PREFECT_API_URL that does not answer is one error before the run, not an httpx
+    traceback from inside Prefect."""
+    url = os.environ.get("PREFECT_API_URL")
+    if not url:
+        return
+    import httpx
+
+    try:
+        httpx.get(f"{url.rstrip('/')}/health", timeout=timeout).raise_for_status()
+    except httpx.HTTPError as error:
+        from tasks.core.secrets import redact_text
+
+        raise LingtestError(
+            f"PREFECT_API_URL={redact_text(url)} does not answer ({type(error).__name__}: "
+            f"{redact_text(str(error))}); fix: start that server (`lingtest ui`), or unset "
+            "PREFECT_API_URL so the run starts a temporary server of its own") from None
 
 
 def interpreter_first(path: str) -> str:

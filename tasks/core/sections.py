@@ -59,7 +59,8 @@ def _bool_for_number(annotation: object, value: object) -> bool:
 class Section(BaseModel):
     """Base of every parameter section: unknown keys are errors, not silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # inf / nan are no timeout, delay or share: refused like any bad number
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
     # a stage reading this section runs lingtest's encoders or classifiers, so its reports
     # state a non-default runtime.encoder_precision / encoder_backend
     uses_encoders: ClassVar[bool] = False
@@ -200,12 +201,10 @@ class RuntimeParams(Section):
     @field_validator("notify_url")
     @classmethod
     def _webhook(cls, url: str | None) -> str | None:
-        from urllib.parse import urlsplit
+        from tasks.core.alerts import webhook_problem
 
-        if url is not None and (urlsplit(url).scheme not in ("http", "https")
-                                or not urlsplit(url).hostname):
-            raise ValueError("expected an http(s):// webhook URL, e.g. "
-                             "https://hooks.slack.com/services/...; null: no notifications")
+        if url is not None and webhook_problem(url):
+            raise ValueError(f"{webhook_problem(url)}; null: no notifications")
         return url
 
     @field_serializer("notify_url")

@@ -34,13 +34,13 @@ import torch
 
 from tasks.core.errors import LingtestError
 from tasks.models import encoder_paths as paths
+from tasks.models.pooling import POOLING_MODES, parse_pooling
 from tasks.models.registry import (
     PLAIN_HF_POOLING, Resolution, hub_offline, pooling_from_files, resolve, transformer_dir,
     transformers_classes,
 )
 
 log = logging.getLogger(__name__)
-POOLING_MODES = ("cls", "pooler", "mean", "max", "mean_sqrt_len", "lasttoken", "weightedmean")
 DEFAULT_MAX_LENGTH = 512  # COSTELLO truncates at 512 tokens
 PASS_TOKENS = 256  # default floor of tokens per forward pass (runtime.pass_tokens)
 
@@ -89,15 +89,6 @@ def pick_device(device: str = "auto") -> torch.device:
     if device == "cuda":
         log.warning("device cuda requested but CUDA is not available; using cpu")
     return torch.device("cpu")
-
-
-def parse_pooling(pooling: str) -> tuple[str, bool]:
-    """"mean+norm" → ("mean", True)."""
-    mode, _, suffix = pooling.partition("+")
-    if mode not in POOLING_MODES or suffix not in ("", "norm"):
-        raise LingtestError(f"pooling `{pooling}`: expected one of {', '.join(POOLING_MODES)}, "
-                            f"optionally with +norm (L2-normalised)")
-    return mode, suffix == "norm"
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str,

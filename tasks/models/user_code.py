@@ -68,7 +68,7 @@ def _import_file(ref: ModelRef, path: Path) -> tuple[Any, bytes]:
         sys.modules[name] = module
         try:
             exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 - the user's model
-        except Exception as exc:  # the user's code: any error, named with its file
+        except (Exception, SystemExit) as exc:  # the user's code: any error, or an exit
             del sys.modules[name]
             raise LingtestError(f"model `{ref.bare}`: importing {path} failed: "
                                 f"{type(exc).__name__}: {exc}") from exc
@@ -85,7 +85,7 @@ def _import_module(ref: ModelRef, module_name: str, root: Path | None) -> tuple[
             if _IMPORTED.setdefault(module_name, source) != source:  # edited since imported
                 module = importlib.reload(module)  # a long-lived worker runs the new code
                 _IMPORTED[module_name] = source
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # an exit at import is the module's error too
         raise LingtestError(f"model `{ref.bare}`: cannot import module `{module_name}` "
                             f"({type(exc).__name__}: {exc}); fix: install it, or name its file "
                             f"as python:path/to/file.py:ATTR") from exc

@@ -78,7 +78,8 @@ def embed_batch(encoder, texts: Sequence[str]):
     """The tested pooling of ``texts`` through ``encoder.model`` as it is now (grad kept)."""
     import torch
 
-    from tasks.models.encoders import parse_pooling, pool
+    from tasks.models.encoders import pool
+    from tasks.models.pooling import parse_pooling
 
     mode, normalize = parse_pooling(encoder.pooling)
     batch = [t.lower() if encoder.lowercase else t for t in texts]
