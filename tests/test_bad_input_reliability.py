@@ -475,6 +475,8 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
      "Invalid value for '--max-fail'"),
     ("blind-test-max-broken-negative", ["test", "vader", "--max-broken", "-1"], {},
      "Invalid value for '--max-broken'"),
+    ("blind-test-unknown-hub-id", ["test", "nope-org/nope-model"], {},
+     "model `nope-org/nope-model` is missing: no packaged model"),
     ("blind-test-empty-name", ["test", "vader", "--name", ""], {},
      "lingtest test --name '': give the run folder a name"),
     ("blind-adapt-rounds-zero", ADAPT + ["--tree", "inputs/t.csv", "--rounds", "0"],

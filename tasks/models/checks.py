@@ -129,6 +129,13 @@ def infer_kind(ref: ModelRef, root: Path) -> str:
     known = KNOWN.get(ALIASES.get(ref.target, ref.target))
     if known is not None:
         return {"causal_lm": "llm", "masked_lm": "encoder"}.get(known.kinds[0], known.kinds[0])
+    from tasks.models.registry import hub_cache_snapshot
+
+    if ref.form == "hub" and hub_cache_snapshot(ref.target) is None:
+        raise LingtestError(f"model `{ref.spec}` is missing: no packaged model, project folder or "
+                            "Hugging Face cache entry holds it; fix: a local folder, "
+                            "python:file.py:ATTR, or models.offline: false to fetch it from "
+                            "the hub (then name --methods if its files do not say its kind)")
     raise LingtestError(f"model `{ref.spec}`: cannot tell its kind from its files; fix: name "
                         f"the methods, e.g. --methods capabilities,adaptive (classifiers), "
                         f"contrastive (encoders) or consistency (LLMs)")
