@@ -21,10 +21,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 
 def _validate(stage: str, params, workspace: Workspace) -> None:
-    from flows.validation import validate_inputs
+    from flows.validation import check_display_names, validate_inputs
     from tasks.core import alerts
 
     alerts.check_rules(params.runtime.alerts, workspace.root)
+    check_display_names(params)
     validate_inputs(stage, params, workspace)
 
 

@@ -121,6 +121,17 @@ def validate_files(stage: str, params: Params, workspace: Workspace) -> None:
                             f"{workspace.processed}; fix: lingtest run data (or make run)")
 
 
+def check_display_names(params: Params) -> None:
+    """Every ``models.names`` key is a model some stage loads: a misspelt id would leave its
+    model under the raw id in every report, silently."""
+    configured = {e.spec for e in configured_models(params)}
+    stray = sorted(set(params.models.names) - configured)
+    if stray:
+        raise LingtestError(f"models.names: {stray} name no model of any stage; fix: keys are "
+                            "model ids as the stages list them (`lingtest models`), or remove "
+                            "the entry")
+
+
 def validate_inputs(stage: str, params: Params, workspace: Workspace) -> None:
     """Raise the first LingtestError a stage would hit on its inputs, before anything runs;
     models that need a hub this machine cannot reach too (``hub_notice``: all of them in

@@ -92,8 +92,12 @@ def parse_override(item: str) -> tuple[list[str], Any]:
         raise LingtestError(f"--set {redact_override(item)!r}: no value after `=`; fix: "
                             f"{key.strip()}=null for none (the default where it has one), or "
                             "a value")
+    from tasks.core.io import load_yaml_value
+
     try:
-        value = yaml.safe_load(raw)
+        value = load_yaml_value(raw)
+    except yaml.constructor.ConstructorError as exc:  # 010 or 1:30: base 8 or 60 in YAML 1.1
+        raise LingtestError(f"--set {redact_override(item)!r}: {exc.problem}") from None
     except (yaml.YAMLError, RecursionError):  # kept as text: the section's check names it
         value = raw
     return parts, value

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -287,6 +288,15 @@ def _unique_key_loader():
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_yaml_int(self, node):
+            """YAML 1.1 reads ``010`` as 8 and ``1:30`` as 90; both are refused."""
+            text = str(self.construct_scalar(node)).replace("_", "")
+            if re.fullmatch(r"[-+]?0[0-7]+", text) or ":" in text:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{text} would be read as a base-8 or base-60 number; write "
+                    "it in decimal without leading zeros, or quote it as text", node.start_mark)
+            return super().construct_yaml_int(node)
+
         def construct_mapping(self, node, deep=False):
             seen = set()
             for key_node, _ in node.value:
@@ -302,7 +312,15 @@ def _unique_key_loader():
                 seen.add(key)
             return super().construct_mapping(node, deep)
 
+    UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
     return UniqueKeyLoader
+
+
+def load_yaml_value(text: str):
+    """One YAML value (a ``--set`` right-hand side) as parameter files are read."""
+    import yaml
+
+    return yaml.load(text, Loader=_unique_key_loader())
 
 
 def parse_yaml(text: str, path: str | os.PathLike, fix: str = "", load=None):
