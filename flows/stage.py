@@ -67,6 +67,8 @@ def check_runtime(params: Params) -> None:
             f"runtime.dask_address {runtime.dask_address}: set runtime.result_storage "
             f"to a folder or fsspec URL every worker reaches (task results travel "
             f"through it; on one machine any folder does)")
+    if runtime.task_runner == "dask" and runtime.dask_address:
+        _check_scheduler(runtime.dask_address)
     if spec is not None and ("://" not in spec or spec.startswith("file://")):
         _check_folder(Path(spec.removeprefix("file://")).expanduser(),
                       f"runtime.result_storage {spec}", "give a folder (or fsspec URL)")
@@ -86,13 +88,29 @@ def check_runtime(params: Params) -> None:
                                 f"s3fs) or give a folder") from None
 
 
+def _check_scheduler(address: str, timeout_s: float = 5.0) -> None:
+    """The Dask scheduler answers a TCP connection (an unknown host or a closed port is one
+    error now, not a cluster timeout after the flow started)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        socket.create_connection((parts.hostname, parts.port or 8786), timeout_s).close()
+    except (OSError, ValueError) as exc:
+        raise LingtestError(f"runtime.dask_address {address}: no scheduler answers there "
+                            f"({exc}); fix: start it (`dask scheduler`, then `dask worker "
+                            f"{address}`), or set runtime.dask_address: null for a local "
+                            "cluster") from None
+
+
 def _check_folder(path: Path, what: str, fix: str) -> None:
     """A folder a run will write into: one that exists, or can be made under a writable one."""
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        raise LingtestError(f"{what}: {existing} is not a folder; fix: {fix}")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise LingtestError(f"{what}: {existing} is not writable; fix: {fix}")
+    from tasks.core.io import unwritable
+
+    problem = unwritable(path)
+    if problem:
+        raise LingtestError(f"{what}: {problem}; fix: {fix}")
 
 
 def task_runner(params: Params):

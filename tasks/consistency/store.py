@@ -124,6 +124,10 @@ def parse_database_url(url: str) -> Any:
     if backend not in ("sqlite", "postgresql"):
         raise LingtestError(f"{URL_PARAM} {shown!r}: database {backend!r} is not supported, "
                             f"only sqlite and postgresql ({fix})")
+    if backend == "sqlite" and (parsed.database or ":memory:") == ":memory:":
+        raise LingtestError(f"{URL_PARAM} {shown!r} is an in-memory database: the answers "
+                            f"would be gone when the stage's tasks end; fix: a file, e.g. "
+                            f"sqlite:///data/consistency/results.sqlite")
     return parsed
 
 
@@ -146,8 +150,16 @@ def check_sqlite(url: str) -> None:
 
     parsed = parse_database_url(url)
     database = parsed.database or ""
-    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") \
-            or database.startswith("file:") or not Path(database).exists():
+    if parsed.get_backend_name() != "sqlite" or database.startswith("file:"):
+        return
+    if not Path(database).exists():  # made on first use: where it can be made
+        from tasks.core.io import unwritable
+
+        problem = unwritable(Path(database).parent)
+        if problem:
+            raise LingtestError(f"{URL_PARAM}: cannot create {database} ({problem}); fix: a "
+                                "file in a writable folder, e.g. "
+                                "sqlite:///data/consistency/results.sqlite")
         return
     path = Path(database)
     if not path.is_file():

@@ -64,3 +64,6 @@ def drop_user_error_tracebacks() -> None:
 
     factory._lingtest_user_errors = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(factory)
+
+
+drop_user_error_tracebacks()  # on import: the flow's process and every worker alike

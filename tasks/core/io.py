@@ -282,6 +282,21 @@ def read_input_json(path: str | os.PathLike, fix: str = ""):
     return parse_json(read_input_text(path, fix or "save the file as UTF-8"), path, fix)
 
 
+def unwritable(folder: Path) -> str | None:
+    """Why files cannot be made in ``folder`` (made first when missing), or None: tried with
+    a temporary file in the nearest folder that exists (permissions alone miss /proc, a
+    read-only mount, or a root who may write anywhere else). Nothing is left behind."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return f"{existing} is not writable ({exc.strerror or exc})"
+    return None
+
+
 def _unique_key_loader():
     """``yaml.SafeLoader`` refusing a key written twice in one mapping (PyYAML keeps the
     last silently: a duplicated setting would quietly win or lose)."""
