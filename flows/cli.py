@@ -320,7 +320,7 @@ def compare(before: str = typer.Argument(..., help="A git revision, DVC experime
     from flows.registry import STAGES, stage_method as method_class
     from tasks.core.compare import (compare as compare_runs, comparison_markdown,
                                     resolve_rev, snapshot)
-    from tasks.core.io import write_text
+    from tasks.core.io import check_output_folder, write_text
 
     root = Workspace.current().root
     if markdown is not None:
@@ -328,6 +328,7 @@ def compare(before: str = typer.Argument(..., help="A git revision, DVC experime
         if markdown.exists() and not markdown.is_file():
             raise LingtestError(f"lingtest compare --markdown {markdown}: not a regular file; "
                                 "fix: the path of the Markdown file to write")
+        check_output_folder(markdown, f"lingtest compare --markdown {markdown}", root)
     names = list(stage or [s for s in STAGES if method_class(s) is not None])
     unknown = [s for s in names if s not in STAGES]
     if unknown:

@@ -20,7 +20,7 @@ def check_inputs(params: Params, workspace: Workspace) -> None:
 
     c = params.consistency
     url = database_url(c, workspace)
-    check_sqlite(url)  # a bad URL, or a damaged SQLite file
+    check_sqlite(url, workspace.root)  # a bad URL, a damaged file, a folder outside
     if parse_database_url(url).get_backend_name() != "sqlite":  # a server: reached now, not
         open_store(url).engine.dispose()                      # after the suite is rewritten
     if c.generator != "builtin" and not c.import_dir:  # the external generator runs

@@ -27,15 +27,17 @@ def classify_answers(
                                    help="guide (the guide's first-word rule) | lenient | "
                                    "strict, as consistency.oracle")) -> None:
     """Add a `parsed` column (true/false/undefined, the consistency oracle) to a CSV."""
-    from tasks.consistency.oracle import classified_path, classify_csv, oracle_version
-
-    from tasks.consistency.oracle import MODES
+    from tasks.consistency.oracle import MODES, classified_path, classify_csv, oracle_version
 
     if oracle not in MODES:
         raise LingtestError(f"classify-answers --oracle {oracle!r} is not one of "
                             f"{', '.join(MODES)}; fix: --oracle guide (the guide's default)")
     version = oracle_version(oracle)
+    folder = classified_path(file, output).parent
+    new_folder = not folder.exists()  # made, and said: a typo in --output shows at once
     counts = classify_csv(file, column, output, oracle, overwrite)
+    if new_folder:
+        typer.echo(f"lingtest classify-answers: created the folder {folder}", err=True)
     typer.echo(f"oracle {oracle} v{version}: wrote {classified_path(file, output)}")
     for value, count in counts.items():
         typer.echo(f"{value}\t{count}")

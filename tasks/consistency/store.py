@@ -141,10 +141,11 @@ def _damaged(path: Path, problem: str) -> LingtestError:
         f"restore it from a backup, or set {URL_PARAM} to another database")
 
 
-def check_sqlite(url: str) -> None:
+def check_sqlite(url: str, root: Path | None = None) -> None:
     """A damaged SQLite result database (garbage mid-file) as one LingtestError naming the
     file and the fix, before a run asks or rewrites anything against it (``PRAGMA
-    quick_check`` reads every page once). A database in use by another run is not judged."""
+    quick_check`` reads every page once). A database in use by another run is not judged.
+    A new one's folder must exist, or lie inside the project (``root``)."""
     import contextlib
     import sqlite3
 
@@ -153,8 +154,9 @@ def check_sqlite(url: str) -> None:
     if parsed.get_backend_name() != "sqlite" or database.startswith("file:"):
         return
     if not Path(database).exists():  # made on first use: where it can be made
-        from tasks.core.io import unwritable
+        from tasks.core.io import check_output_folder, unwritable
 
+        check_output_folder(Path(database), URL_PARAM, root)  # its folder: in the project
         problem = unwritable(Path(database).parent)
         if problem:
             raise LingtestError(f"{URL_PARAM}: cannot create {database} ({problem}); fix: a "

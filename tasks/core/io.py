@@ -282,6 +282,23 @@ def read_input_json(path: str | os.PathLike, fix: str = ""):
     return parse_json(read_input_text(path, fix or "save the file as UTF-8"), path, fix)
 
 
+def check_output_folder(target: Path, what: str, root: Path | None = None) -> None:
+    """The folder of a file about to be written exists, or lies inside the project (``root``),
+    where lingtest makes the folders it needs; elsewhere a missing folder is likelier a typo
+    than a wish, so it is one error instead of a silent ``mkdir -p``."""
+    from tasks.core.errors import LingtestError
+
+    parent = Path(os.path.abspath(target)).parent
+    if parent.is_dir():
+        return
+    if parent.exists():
+        raise LingtestError(f"{what}: {parent} is not a folder; fix: a path in a folder")
+    if root is not None and parent.is_relative_to(Path(os.path.abspath(root))):
+        return
+    raise LingtestError(f"{what}: the folder {parent} does not exist; fix: mkdir -p {parent} "
+                        "first, or write inside the project")
+
+
 def unwritable(folder: Path) -> str | None:
     """Why files cannot be made in ``folder`` (made first when missing), or None: tried with
     a temporary file in the nearest folder that exists (permissions alone miss /proc, a
