@@ -100,7 +100,7 @@ class ConsistencyMethod(Method):
 
         if not self.params.consistency.import_dir:
             run_settings.questions_input(self.params.consistency, self.workspace)
-        check_sqlite(self._url())
+        check_sqlite(self._url(), self.workspace.root)
 
     def build_suite(self) -> pd.DataFrame:
         """Questions (written to ``questions.parquet``), then either the guide's imported
