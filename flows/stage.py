@@ -205,10 +205,7 @@ def run_stage(stage: str, params: Params, workspace: Workspace,
     from prefect.logging import get_logger
 
     from tasks.core.alerts import with_failure_alerts
-    from tasks.core.errors import drop_user_error_tracebacks
     from tasks.core.flow_runs import mark_orphaned_runs_crashed, process_tag
-
-    drop_user_error_tracebacks()
 
     flow = load_flow(stage)
     seed_everything(params.seed)
