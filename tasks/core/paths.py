@@ -6,10 +6,13 @@ into any folder: ``Workspace(root)`` holds them all.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+ROOT_MARK = "<root>"  # the project root as every report writes it
 
 
 def find_project_root(start: Path | None = None) -> Path:
@@ -83,6 +86,28 @@ class Workspace:
     @classmethod
     def current(cls) -> "Workspace":
         return cls(find_project_root())
+
+
+def root_marked(value: Any, root: Path) -> Any:
+    """``value`` (text, or a dict / list of them: a report's provenance) with the project
+    root written as ``<root>``, so a report names paths inside the project the same on every
+    machine and checkout; paths outside it stay as they are."""
+    names = {str(root), str(Path(root).resolve())} - {"/", ""}
+    if not names:
+        return value
+    pattern = re.compile("(?:" + "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+                         + r")(?![\w.-])")  # the root itself, not a sibling /x/root-2
+
+    def mark(item: Any) -> Any:
+        if isinstance(item, str):
+            return pattern.sub(ROOT_MARK, item)
+        if isinstance(item, dict):
+            return {key: mark(inner) for key, inner in item.items()}
+        if isinstance(item, (list, tuple)):
+            return type(item)(mark(inner) for inner in item)
+        return item
+
+    return mark(value)
 
 
 def default_mirror(root: Path) -> Path | None:

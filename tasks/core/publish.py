@@ -19,7 +19,7 @@ from tasks.core.environment import environment_note
 from tasks.core.errors import LingtestError
 from tasks.core.metrics import FILE as METRICS_FILE
 from tasks.core.metrics import check_metrics_shape
-from tasks.core.paths import Workspace
+from tasks.core.paths import Workspace, root_marked
 from tasks.core.runtime import git_commit
 from tasks.core.secrets import redact_value
 
@@ -140,7 +140,7 @@ def publish(report: Report, workspace: Workspace, into: Path | None = None) -> P
                                       f"{report.stage}: {METRICS_FILE}")
     _check_names(report)
     staged = io.staging_dir(final)
-    prov = redact_value(dict(report.provenance))  # a model spec or URL may carry a password
+    prov = report_provenance(report.provenance, workspace)
     if report.substitutes:
         prov["substitutes"] = report.substitutes
     for table in report.tables:
@@ -148,7 +148,8 @@ def publish(report: Report, workspace: Workspace, into: Path | None = None) -> P
             table.notes, report.substitutes if table.substitutes else "") if part)
         publish_table(table.key, table.frame, table.title,
                       staged if table.files else None,
-                      provenance={**prov, **table.provenance}, notes=notes,
+                      provenance={**prov, **report_provenance(table.provenance, workspace)},
+                      notes=notes,
                       artifact=table.artifact and into is None)
     for name, figure in report.figures.items():
         (staged / name).parent.mkdir(parents=True, exist_ok=True)
@@ -162,6 +163,13 @@ def publish(report: Report, workspace: Workspace, into: Path | None = None) -> P
         io.write_json(staged / METRICS_FILE, metrics)
     io.replace_dir(staged, final)
     return final
+
+
+def report_provenance(provenance: dict, workspace: Workspace) -> dict:
+    """Provenance as a report writes it: passwords masked (a model spec or URL may carry
+    one) and paths inside the project as ``<root>/…`` (a parameter, a database URL, a model
+    file), so identical runs in two checkouts write the same report."""
+    return root_marked(redact_value(dict(provenance)), workspace.root)
 
 
 def _check_names(report: Report) -> None:
