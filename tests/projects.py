@@ -22,3 +22,17 @@ def dask_overrides(storage: Path, address: str) -> list[str]:
     and cache records in ``storage``."""
     return ["runtime.task_runner=dask", f"runtime.dask_address={address}",
             "runtime.max_workers=2", f"runtime.result_storage={storage}"]
+
+
+def report_tables(workspace: Workspace, stage: str) -> dict[str, bytes]:
+    """Every table (Markdown and CSV), metrics and provenance file of a stage's reports, by
+    path in its folder (figures' images aside): what two runs that must agree compare."""
+    folder = workspace.reports / stage
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.suffix in (".csv", ".md", ".json")}
+
+
+def changed_tables(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
+    """The files of two ``report_tables`` whose bytes differ, or that one run lacks."""
+    return sorted(name for name in before.keys() | after.keys()
+                  if before.get(name) != after.get(name))

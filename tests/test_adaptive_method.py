@@ -110,6 +110,26 @@ def test_two_models_cross_table_and_diff_with_the_previous_run(mirror, tmp_path,
     assert diff.loc[Path(tiny_classifier).name, "added"] == 190  # new model: all cases new
 
 
+def test_tables_do_not_change_with_shards(mirror, tmp_path, tiny_classifier,
+                                           prefect_harness):
+    """``runtime.shards`` only cuts the work: the bootstrap intervals resample each topic's
+    rows in case order, so every table and the re-scored tree are the unsharded run's."""
+    from projects import changed_tables, report_tables
+
+    runs = []
+    for shards in (1, 3):
+        workspace = Workspace(tmp_path / f"shards-{shards}")
+        workspace.root.mkdir()
+        params = _params(mirror, ["vader", tiny_classifier])
+        params.runtime.shards = shards
+        run(params, workspace)
+        tree = (workspace.interim / "adaptive" / "trees" / HOTEL).read_bytes()
+        runs.append((report_tables(workspace, "adaptive"), tree))
+    (whole, whole_tree), (sharded, sharded_tree) = runs
+    assert "adaptive-topics.csv" in whole and whole_tree == sharded_tree
+    assert changed_tables(whole, sharded) == []
+
+
 def test_bad_band_names_the_key():
     with pytest.raises(ValueError, match="neutral_band"):
         Params(adaptive={"neutral_band": [0.7, 0.2]})

@@ -26,7 +26,7 @@ from tasks.capabilities.specs import BUILTIN_SPECS, CapabilitySpec, load_specs
 from tasks.data.sst import sst2_split
 from tasks.core import io
 from tasks.core.errors import LingtestError
-from tasks.core.method import Method, Unit, UnitResult, by_model
+from tasks.core.method import Method, Unit, UnitResult
 from tasks.core.publish import Figure, Report, provenance, slug
 from tasks.core.schema import Contract
 from tasks.models.model_spec import ModelRef, model_line, refs_by_name
@@ -299,21 +299,15 @@ class CapabilitiesMethod(Method):
         return train["text"].tolist()
 
     def collect(self, suite: pd.DataFrame, runs: list[UnitResult]) -> pd.DataFrame:
-        """The cases' rows in model order, then suite order, whatever the sharding; writes
-        the CheckList verdicts (``checklist_verdicts.parquet``, outside the contract)."""
-        position = pd.Series(range(len(suite)), index=suite["case_id"].to_numpy())
-        frames = []
-        for model_id, its_runs in by_model(runs).items():
-            parts = [run.results for run in its_runs if run.results is not None]
-            if parts:
-                rows = pd.concat(parts, ignore_index=True)
-                order = position.loc[rows["case_id"].to_numpy()].to_numpy().argsort(kind="stable")
-                frames.append(rows.iloc[order])
+        """The cases' rows in model order, then suite order, whatever the sharding
+        (``Method.collect``); writes the CheckList verdicts (``checklist_verdicts.parquet``,
+        outside the contract)."""
+        results = super().collect(suite, runs)
         verdicts = [run.extra["verdicts"] for run in runs if "verdicts" in run.extra]
         if verdicts:
             io.write_parquet(self.interim / "checklist_verdicts.parquet",
                              pd.concat(verdicts, ignore_index=True))
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return results
 
     # ------------------------------------------------------------------ report
 

@@ -136,8 +136,18 @@ class Method(ABC):
         return contextlib.nullcontext()
 
     def collect(self, suite: pd.DataFrame, runs: list[UnitResult]) -> pd.DataFrame:
-        """All units' contract rows, in unit order."""
-        frames = [run.results for run in runs if run.results is not None]
+        """All units' contract rows, model by model in unit order, each model's rows in case
+        order: a sharded model's rows are put back in the order one unsharded unit gives
+        them, so no statistic that resamples or reads rows in order (a bootstrap) changes
+        with ``runtime.shards``."""
+        frames = []
+        for its_runs in by_model(runs).values():
+            parts = [run.results for run in its_runs if run.results is not None]
+            if not parts:
+                continue
+            rows = pd.concat(parts, ignore_index=True)
+            frames.append(in_case_order(rows, suite)
+                          if any(run.unit.shards > 1 for run in its_runs) else rows)
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     @abstractmethod
@@ -158,6 +168,15 @@ class Method(ABC):
         (failed model calls) fails the stage and keeps the last good reports."""
         return {"cases": len(suite), "results": len(results),
                 "fail": int(results["verdict"].eq("fail").sum()) if len(results) else 0}
+
+
+def in_case_order(rows: pd.DataFrame, suite: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` sorted by their case's place in ``suite`` (stable: the rows of one case, and
+    rows of no suite case, at the end, keep their order): the order of an unsharded unit,
+    whose cases are the suite's in order."""
+    position = pd.Series(range(len(suite)), index=suite["case_id"].to_numpy())
+    key = rows["case_id"].map(position).fillna(len(suite)).to_numpy()
+    return rows.iloc[key.argsort(kind="stable")]
 
 
 def by_model(runs: list[UnitResult]) -> dict[str, list[UnitResult]]:
