@@ -113,8 +113,7 @@ def test(
         profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
     """Test your own models with the methods that fit them, beside the pipeline's baseline
     models; writes runs/<name>/ only (the pipeline's data/ and reports/ stay as they are)."""
-    from flows.own_models import Gates, plan, run_own_models
-    from tasks.core.runtime import configure_environment
+    from flows.own_plan import describe_kinds, plan
 
     workspace = Workspace.current()
     if name is not None and not name.strip():
@@ -122,7 +121,12 @@ def test(
                             "or leave --name out for the first model's name")
     params = current_params(set_, profile)
     chosen = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
-    the_plan = plan(list(models), chosen, name, params, workspace.root)
+    the_plan = plan(list(models), chosen, name, params, workspace.root)  # before Prefect loads
+    for line in describe_kinds(the_plan):
+        typer.echo(line, err=True)
+    from flows.own_models import Gates, run_own_models
+    from tasks.core.runtime import configure_environment
+
     api = configure_environment(workspace)
     typer.echo(f"lingtest test: {', '.join(the_plan.names)} through "
                f"{', '.join(the_plan.methods)}, Prefect API {api or 'temporary local server'}",

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow
 
+from flows.own_plan import KIND_METHODS, METHOD_MODELS, RUNS, Plan, plan  # noqa: F401
 from flows.registry import Params
 from flows.registry import load_params, stage_method
 from tasks.core.errors import LingtestError
@@ -27,14 +28,6 @@ from tasks.core.metrics import stage_metrics
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance, publish, slug
 from tasks.core.side_by_side import case_changes, changed_cases, fail_percent, side_by_side
-
-# The methods that test each kind of model, and the parameter that names their models.
-KIND_METHODS = {"classifier": ("capabilities", "adaptive"), "encoder": ("contrastive",),
-                "llm": ("consistency",)}
-METHOD_MODELS = {"capabilities": "capabilities.models", "adaptive": "adaptive.models",
-                 "contrastive": "contrastive.encoders", "consistency": "consistency.llms"}
-RUNS = "runs"  # under the project root, git-ignored
-
 
 @dataclass
 class Gates:
@@ -56,55 +49,6 @@ class Gates:
                     f"passes (> {self.max_broken})"
                     for row in changes.itertuples() if row.broken > self.max_broken]
         return out
-
-
-@dataclass
-class Plan:
-    """What ``lingtest test`` will run: the parsed models, the methods and the output."""
-
-    specs: list[str]
-    names: list[str]
-    methods: list[str]
-    name: str
-    out: Path
-
-
-def plan(specs: list[str], methods: list[str] | None, name: str | None, params: Params,
-         root: Path) -> Plan:
-    """Parse and check the models, and pick the methods (every method that fits their kind
-    unless ``methods`` narrows them). Loads no weights."""
-    from tasks.models.checks import infer_kind
-    from tasks.models.model_spec import parse_models
-
-    if not specs:
-        raise LingtestError("lingtest test: name at least one model (a spec: hub id, folder, "
-                            "python:MODULE:ATTR, predictions:PATH, openai:MODEL@URL)")
-    refs = parse_models(specs, "lingtest test", params.models.names, root)
-    unknown = [m for m in methods or [] if m not in METHOD_MODELS]
-    if unknown:
-        raise LingtestError(f"lingtest test --methods: unknown method `{unknown[0]}`; "
-                            f"methods: {', '.join(METHOD_MODELS)}")
-    implied = {k for k, fits in KIND_METHODS.items() for m in methods or [] if m in fits}
-    kinds = {}
-    for ref in refs:
-        try:
-            kinds[ref.name] = infer_kind(ref, root)
-        except LingtestError:
-            if len(implied) != 1:  # --methods tells the kind when its methods share one
-                raise
-            kinds[ref.name] = next(iter(implied))
-    fitting = list(dict.fromkeys(m for kind in kinds.values() for m in KIND_METHODS[kind]))
-    chosen = methods or fitting
-    for method in chosen:
-        wrong = [n for n, kind in kinds.items() if method not in KIND_METHODS[kind]]
-        if wrong:
-            raise LingtestError(f"lingtest test: {method} does not test {', '.join(wrong)} "
-                                f"({kinds[wrong[0]]}); {kinds[wrong[0]]}s go through "
-                                f"{', '.join(KIND_METHODS[kinds[wrong[0]]])}")
-    run_name = name or refs[0].name.replace("/", "-")
-    if not run_name or "/" in run_name or run_name.startswith("."):
-        raise LingtestError(f"lingtest test --name {run_name!r}: one folder name, e.g. my-model")
-    return Plan(specs, [r.name for r in refs], chosen, run_name, root / RUNS / run_name)
 
 
 def method_params(the_plan: Plan, method: str, overrides: list[str], profile: str | None,

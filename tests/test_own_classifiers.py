@@ -431,7 +431,7 @@ def test_kinds_are_told_from_the_protocol_or_the_function_name(tmp_path) -> None
         "def score(texts):\n    return None\n"
         "class Clf:\n    labels = ['neg', 'pos']\n    def predict_proba(self, t):\n"
         "        return [[0.5, 0.5]] * len(t)\n", encoding="utf-8")
-    kinds = {attr: infer_kind(parse_model(f"python:m.py:{attr}", root=tmp_path), tmp_path)
+    kinds = {attr: infer_kind(parse_model(f"python:m.py:{attr}", root=tmp_path), tmp_path)[0]
              for attr in ("generate", "encode", "Clf")}
     assert kinds == {"generate": "llm", "encode": "encoder", "Clf": "classifier"}
     with pytest.raises(LingtestError, match="cannot tell whether"):

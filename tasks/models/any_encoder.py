@@ -153,9 +153,19 @@ def check_contrastive_encoder(ref: ModelRef, offline: bool = True, root: Path | 
                             f"change; fix: contrastive.pooling: null, or test it alone")
     if vocabulary_needed and dictionary_file is None and ref.form == "python":
         obj = _light_user_attr(ref, root)[0]
-        if vocabulary_source(ref, root) is None and not isinstance(obj, type):
+        if vocabulary_source(ref, root) is None and not (
+                isinstance(obj, type) and _may_set_tokenizer(obj)):
             raise no_vocabulary(ref.name, ref.bare)
     return row
+
+
+def _may_set_tokenizer(cls: type) -> bool:
+    """Whether a method of the class names a ``tokenizer`` attribute (``self.tokenizer =
+    ...`` in ``__init__``): only then can an instance have a vocabulary the class does not
+    show, so a class without one is refused before its ``__init__`` runs."""
+    return any("tokenizer" in getattr(getattr(member, "__code__", None), "co_names", ())
+               for klass in cls.__mro__ if klass is not object
+               for member in vars(klass).values())
 
 
 def check_repairable(ref: ModelRef, offline: bool = True, root: Path | None = None,

@@ -81,64 +81,128 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
     from tasks.models.registry import resolve
 
     found = resolve(ref.target, "classifier", offline=offline).require()
+    if not own_labels and found.path:
+        check_folder_labels(ref, Path(found.path), label_map)
     return {**_row(ref, "classifier", found.source, found.revision, found.path)}
 
 
-def infer_kind(ref: ModelRef, root: Path) -> str:
-    """classifier, encoder or llm: what a spec is, from its form, its files or (``python:``)
-    the protocol method its object has; one error when that cannot be told."""
+def check_folder_labels(ref: ModelRef, folder: Path, label_map: dict[str, str] | None) -> None:
+    """A Hugging Face classifier's ``config.json`` labels read as sentiment labels (or
+    ``models.label_map`` maps them): a 5-star or topic model is refused here, before a run,
+    not when the flow loads it."""
+    import json
+
+    from tasks.models.label_maps import sentiment_labels
+
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # the loader reports an unreadable folder
+    id2label = config.get("id2label")
+    if isinstance(id2label, dict) and id2label:
+        try:
+            own = [str(id2label[key]) for key in sorted(id2label, key=int)]
+        except (TypeError, ValueError):
+            return
+        sentiment_labels(own, label_map, ref.name)
+
+
+# Base-model architectures (``BertModel``, ``RobertaModel``) and pre-training heads are
+# encoders; a config without ``architectures`` is read by its ``model_type``, for the
+# encoder-only families COSTELLO tests (importing transformers' own tables takes seconds).
+ARCHITECTURE_KINDS = (("ForSequenceClassification", "classifier"), ("ForCausalLM", "llm"),
+                      ("ForConditionalGeneration", "llm"), ("ForMaskedLM", "encoder"),
+                      ("ForPreTraining", "encoder"), ("Model", "encoder"))
+ENCODER_MODEL_TYPES = ("bert", "roberta", "albert", "distilbert", "electra", "xlm-roberta",
+                       "camembert", "deberta", "deberta-v2", "mpnet")
+PROTOCOLS = (("classifier", "predict_proba"), ("encoder", "encode"), ("llm", "generate"))
+# attributes that only a classifier's object carries (its labels in column order)
+LABEL_ATTRIBUTES = ("labels", "classes_", "id2label")
+
+
+def _python_kind(ref: ModelRef, root: Path) -> tuple[str, str]:
+    from tasks.models.user_code import load_user_object
+
+    user = load_user_object(ref, root, instantiate=False)
+    obj = user.obj
+    found = [(kind, f"its {method}() method") for kind, method in PROTOCOLS
+             if callable(getattr(obj, method, None))]
+    attr = ref.module_and_attr[1].rsplit(".", 1)[-1]
+    if not found and callable(obj):
+        found = [(kind, f"a function named {method}") for kind, method in PROTOCOLS
+                 if attr == method]
+        if not found:  # a scoring function that declares its labels is a classifier
+            found = [("classifier", f"a callable with a `{name}` attribute")
+                     for name in LABEL_ATTRIBUTES if getattr(obj, name, None) is not None][:1]
+        if not found and getattr(user.module, "labels", None) is not None:
+            found = [("classifier", "a function whose module defines `labels`")]
+    if len(found) == 1:
+        return found[0]
+    raise LingtestError(f"model `{ref.spec}`: cannot tell whether it is a classifier "
+                        f"(predict_proba, or a callable with a `labels` attribute), an encoder "
+                        f"(encode) or an LLM (generate); fix: name the methods, e.g. --methods "
+                        f"capabilities")
+
+
+def folder_kind(folder: Path) -> tuple[str, str] | None:
+    """(kind, evidence) from a model folder's files, without loading it: lingtest's own
+    classifier, a sentence-transformers folder, else ``config.json``'s architecture (or
+    model type); None when the files say nothing."""
     import json
 
     from tasks.models.sentiment import MINILM_CONFIG
 
-    if ref.form in ("predictions", "builtin"):
-        return "classifier"
-    if ref.form in ("openai", "openai-chat", "ollama", "hf"):
-        return "llm"
-    if ref.form == "python":
-        from tasks.models.user_code import load_user_object
+    if (folder / MINILM_CONFIG).is_file():
+        return "classifier", f"{MINILM_CONFIG} (a classifier train-sentiment wrote)"
+    if (folder / "modules.json").is_file():
+        return "encoder", "modules.json (a sentence-transformers model)"
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for architecture in config.get("architectures") or []:
+        for suffix, kind in ARCHITECTURE_KINDS:
+            if str(architecture).endswith(suffix):
+                return kind, f"config.json architecture {architecture}"
+    if config.get("model_type") in ENCODER_MODEL_TYPES:
+        return "encoder", f"config.json model_type {config['model_type']} (an encoder family)"
+    return None
 
-        obj = load_user_object(ref, root).obj
-        protocols = (("classifier", "predict_proba"), ("encoder", "encode"), ("llm", "generate"))
-        found = [kind for kind, method in protocols if callable(getattr(obj, method, None))]
-        attr = ref.module_and_attr[1].rsplit(".", 1)[-1]
-        if not found:  # a plain function named after its protocol's method
-            found = [kind for kind, method in protocols if attr == method and callable(obj)]
-        if len(found) == 1:
-            return found[0]
-        raise LingtestError(f"model `{ref.spec}`: cannot tell whether it is a classifier "
-                            f"(predict_proba), an encoder (encode) or an LLM (generate); fix: "
-                            f"name the methods, e.g. --methods capabilities")
+
+def infer_kind(ref: ModelRef, root: Path) -> tuple[str, str]:
+    """(kind, evidence): classifier, encoder or llm, from the spec's form, its files or
+    (``python:``) the protocol method or label attribute its object has — decided without
+    loading weights or running the user's code; one error when that cannot be told."""
+    if ref.form in ("predictions", "builtin"):
+        return "classifier", ("a predictions file" if ref.form == "predictions"
+                              else "a built-in classifier")
+    if ref.form in ("openai", "openai-chat", "ollama", "hf"):
+        return "llm", f"a `{ref.form}:` spec"
+    if ref.form == "python":
+        return _python_kind(ref, root)
     if ref.form == "folder":
-        folder = Path(ref.target)
-        if (folder / MINILM_CONFIG).is_file():
-            return "classifier"
-        if (folder / "modules.json").is_file():
-            return "encoder"
-        try:
-            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            config = {}
-        for architecture in config.get("architectures") or []:
-            if architecture.endswith("ForSequenceClassification"):
-                return "classifier"
-            if architecture.endswith(("ForCausalLM", "ForConditionalGeneration")):
-                return "llm"
-    from tasks.models.registry import KNOWN, ALIASES
+        found = folder_kind(Path(ref.target))
+        if found:
+            return found
+    from tasks.models.registry import ALIASES, KNOWN, hub_cache_snapshot
 
     known = KNOWN.get(ALIASES.get(ref.target, ref.target))
     if known is not None:
-        return {"causal_lm": "llm", "masked_lm": "encoder"}.get(known.kinds[0], known.kinds[0])
-    from tasks.models.registry import hub_cache_snapshot
-
-    if ref.form == "hub" and hub_cache_snapshot(ref.target) is None:
+        kind = {"causal_lm": "llm", "masked_lm": "encoder"}.get(known.kinds[0], known.kinds[0])
+        return kind, "a model lingtest's registry knows"
+    snapshot = hub_cache_snapshot(ref.target) if ref.form == "hub" else None
+    if ref.form == "hub" and snapshot is None:
         raise LingtestError(f"model `{ref.spec}` is missing: no packaged model, project folder or "
                             "Hugging Face cache entry holds it; fix: a local folder, "
                             "python:file.py:ATTR, or models.offline: false to fetch it from "
                             "the hub (then name --methods if its files do not say its kind)")
-    raise LingtestError(f"model `{ref.spec}`: cannot tell its kind from its files; fix: name "
-                        f"the methods, e.g. --methods capabilities,adaptive (classifiers), "
-                        f"contrastive (encoders) or consistency (LLMs)")
+    found = folder_kind(snapshot) if snapshot is not None else None
+    if found:
+        return found[0], f"{found[1]} in the Hugging Face cache"
+    raise LingtestError(f"model `{ref.spec}`: cannot tell its kind from its files (no "
+                        f"config.json architecture, modules.json or model_type lingtest "
+                        f"knows); fix: name the methods, e.g. --methods capabilities,adaptive "
+                        f"(classifiers), contrastive (encoders) or consistency (LLMs)")
 
 
 def check_scorer(spec: str, key: str, names: dict[str, str] | None, root: Path,

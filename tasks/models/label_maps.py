@@ -60,8 +60,17 @@ def sentiment_labels(own: list[str], label_map: dict[str, str] | None, model: st
             return labels, [[mapped[label]] for label in labels]
     raise LingtestError(
         f"model `{model}`: labels {own} are not a sentiment label set "
-        f"(negative/positive[/neutral] or LABEL_0..2); fix: map them in models.label_map, "
-        f"e.g. --set 'models.label_map={{{model}: {{{own[0]}: neg, {own[-1]}: pos}}}}'")
+        f"(negative/positive[/neutral] or LABEL_0..2); fix: map every label in "
+        f"models.label_map, e.g. --set 'models.label_map={{{model}: {{{suggested_map(own)}}}}}'")
+
+
+def suggested_map(own: list[str]) -> str:
+    """An ordinal guess for the error's example (a rating scale's lower half neg, its middle
+    neutral, its upper half pos), in YAML flow style."""
+    n = len(own)
+    targets = ["neg" if 2 * i + 1 < n else "neutral" if 2 * i + 1 == n else "pos"
+               for i in range(n)]
+    return ", ".join(f"{label}: {target}" for label, target in zip(own, targets))
 
 
 def is_permutation(groups: list[list[int]]) -> bool:
