@@ -77,14 +77,24 @@ def test_suite_results_and_reports(contrastive_run) -> None:
     assert sentiment > 0.6  # a real classifier on real embeddings, even on 240 sentences
 
 
-def test_rerun_embeds_nothing_and_gives_identical_tables(contrastive_run) -> None:
+def test_rerun_at_three_shards_embeds_nothing_and_gives_identical_tables(
+        contrastive_run) -> None:
+    """A rerun finds every embedding stored, and ``runtime.shards`` changes no table (one
+    unit per model whatever the shards)."""
+    from projects import changed_tables, report_tables
+
     workspace, params, _ = contrastive_run
     out = workspace.interim / "contrastive"
     before = pd.read_parquet(out / "results.parquet")
-    second = run_stage("contrastive", params, workspace)
+    tables = report_tables(workspace, "contrastive")
+    sharded = params.model_copy(update={"runtime": params.runtime.model_copy(
+        update={"shards": 3})})
+    second = run_stage("contrastive", sharded, workspace)
     after = pd.read_parquet(out / "results.parquet")
     pd.testing.assert_frame_equal(before, after)
     assert second["embedded_now"] == {"sentence-transformers/all-MiniLM-L6-v2": 0}
+    assert "contrastive-classifiers.csv" in tables
+    assert changed_tables(tables, report_tables(workspace, "contrastive")) == []
 
 
 def test_retest_of_the_same_model_changes_nothing_under_shards(contrastive_run) -> None:
