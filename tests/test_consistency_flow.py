@@ -339,7 +339,8 @@ def _hand_made(answers_by_model: dict[str, list[str | None]]) -> pd.DataFrame:
     for model, answers in answers_by_model.items():
         for (question, row, expected), parsed in zip(
                 [("q1", 0, True), ("q1", 1, True), ("q2", 0, False), ("q2", 1, False)], answers):
-            rows.append({"model_id": model, "model_key": 1, "question_id": question,
+            rows.append({"model_id": model, "model_key": 1, "revision": "v1",
+                         "question_id": question,
                          "array_row": row, "row_values": "[0]", "derived_text": f"{question}/{row}",
                          "prompt": f"{question}/{row}?", "expected": expected,
                          "raw_text": None if parsed is None else parsed,

@@ -174,6 +174,35 @@ def test_python_llm_is_asked_again_only_when_its_module_changes(tmp_path, mirror
     assert {"contrary fail %", "rules fail %"} <= set(side.columns)
 
 
+@pytest.mark.slow
+def test_identical_runs_on_two_answer_stores_write_the_same_report(tmp_path, mirror,
+                                                                   prefect_harness):
+    """A report holds no counter local to an answer store: the same run in two projects, one
+    whose store already keys another model (so this one's store key is 2, not 1), writes
+    every report file byte for byte the same; results.csv names the model's revision."""
+    questions = tmp_path / "questions.jsonl"  # outside both projects: the same parameters
+    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")
+    folders = []
+    for name, others in (("fresh", []), ("used", ["openai:another@http://127.0.0.1:9/v1"])):
+        workspace, overrides = _project(tmp_path / name, mirror)
+        (workspace.root / "rules.py").write_text(RULES, encoding="utf-8")
+        (workspace.data / "consistency").mkdir(parents=True)
+        with open_store(f"sqlite:///{workspace.data / 'consistency' / 'results.sqlite'}") as store:
+            assert [store.upsert_model(other, {}) for other in others] == [1] * len(others)
+        run_stage("consistency", load_params(workspace.root, [
+            *overrides, f"consistency.questions={questions}",
+            _llms("python:rules.py:answer#name=rules"), "runtime.task_runner=threads"]),
+            workspace)
+        folders.append(workspace.reports / "consistency")
+    fresh, used = ([p.relative_to(f).as_posix() for p in sorted(f.rglob("*")) if p.is_file()]
+                   for f in folders)
+    assert fresh == used and "results.csv" in fresh and "provenance.json" in fresh
+    for name in fresh:
+        assert (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes(), name
+    results = pd.read_csv(folders[0] / "results.csv")
+    assert "model_key" not in results and results["revision"].str.startswith("python@").all()
+
+
 def _user_llm(tmp_path: Path, source: str, attr: str, **settings) -> UserLLM:
     (tmp_path / "mine.py").write_text(source, encoding="utf-8")
     ref = parse_llm(f"python:mine.py:{attr}", root=tmp_path)

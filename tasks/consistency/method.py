@@ -287,22 +287,20 @@ class ConsistencyMethod(Method):
         metric_definitions = definitions(c.recall_definition, c.consistency_definition,
                                          c.zero_division)
         records = [store_tasks.model_record(url, m["model_key"]) for m in models]
-        root = str(self.workspace.root.resolve())
         out = Report(
             self.stage, substitutes=SUBSTITUTES if any(map(packaged_smollm2, records)) else "",
             metrics=report.metrics_json(table, {m["name"]: m["total"] for m in models},
                                         c.recall_definition, c.consistency_definition),
             provenance=provenance(
                 params, self.workspace, "consistency",
-                models=[report.model_line(record, m, m.get("key_env"), root)
+                models=[report.model_line(record, m, m.get("key_env"))
                         for record, m in zip(records, models)],
                 **{"spaCy / offline": f"{params.models.spacy} / {params.models.offline}",
                    "questions (sha256)": f"{Path(source).name}="
                                          f"{io.sha256_file(source)[:16]}",
                    "oracle version": f"{c.oracle} {oracle_version(c.oracle)}",
                    "metric definitions": metric_definitions,
-                   "database": redact(url).replace(str(self.workspace.root.resolve()),
-                                                   "<root>")}))
+                   "database": redact(url)}))  # publish writes the root as <root>
         out.add("consistency-definitions",
                 report.side_by_side(table, c.recall_definition, c.consistency_definition),
                 "KomMKonLLM: per model, the guide's metric definitions beside lingtest's "

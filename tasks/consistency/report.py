@@ -3,13 +3,12 @@ bootstrap CIs, per-question summary, the guide's Table 4 (derived questions × m
 charts, the flat results export and the DVC metrics.
 
 Input is the run's results table (``tasks/consistency/store_tasks.py``, ``collect_results``):
-one row per model × covering-array row with at least model_id, question_id, array_row,
-derived_text, expected, raw_text, error, parsed (null when the model never answered the row:
-every call failed) and correct.
+one row per model × covering-array row with at least model_id, revision, question_id,
+array_row, derived_text, expected, raw_text, error, parsed (null when the model never answered
+the row: every call failed) and correct.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from tasks.consistency import metrics
 from tasks.core.io import atomic_path
 from tasks.core.metrics import stage_metrics
 
-RESULT_EXPORT = ["model_id", "model_key", "question_id", "array_row", "row_values",
+RESULT_EXPORT = ["model_id", "revision", "question_id", "array_row", "row_values",
                  "derived_text", "prompt", "expected", "raw_text", "error", "parsed", "correct"]
 SUMMARY_COUNTS = ["n_asked", "n_responded", "n_answered", "n_undefined", "n_errors"]
 GUIDE = {"recall_definition": "answered", "consistency_definition": "per_question"}
@@ -213,14 +212,15 @@ def chart(table: pd.DataFrame, path: Path, title: str) -> Path:
     return path
 
 
-def model_line(record: dict, run: dict, key_env: str | None = None,
-               root: str | None = None) -> str:
+def model_line(record: dict, run: dict, key_env: str | None = None) -> str:
     """One model's provenance: display name, spec, the revision actually tested, what ran
-    it, store key and output budget. A local model adds source, file, dtype; an HTTP model
-    its endpoint (no credentials), the *name* of its key's variable and whether it was set
-    (never the key), digest and system fingerprints; a ``python:`` model its file (relative
-    to the project root ``root``) and protocol. ``record``: ``store_tasks.model_record``;
-    ``run``: the unit's extras (``name``, ``model_key``, ``system_fingerprints``)."""
+    it and output budget; never the store's model key (a counter local to one answer store:
+    identical runs on two stores would differ). A local model adds source, file, dtype; an
+    HTTP model its endpoint (no credentials), the *name* of its key's variable and whether
+    it was set (never the key), digest and system fingerprints; a ``python:`` model its file
+    (``publish`` writes it relative to the project root) and protocol. ``record``:
+    ``store_tasks.model_record``; ``run``: the unit's extras (``name``,
+    ``system_fingerprints``)."""
     from tasks.consistency.contract import revision
 
     backend = record.get("backend")
@@ -229,17 +229,12 @@ def model_line(record: dict, run: dict, key_env: str | None = None,
         what = (f"{record.get('source')}, {record.get('gguf_file') or '-'}, "
                 f"{record.get('dtype')}, {backend}")
     elif backend == "python":
-        file = str(record.get("file") or "-")
-        if root and Path(file).is_absolute():  # shown relative to the project, if inside
-            with contextlib.suppress(ValueError):
-                file = "<root>/" + Path(file).resolve().relative_to(root).as_posix()
-        what = f"python {record.get('protocol')}, {file}"
+        what = f"python {record.get('protocol')}, {record.get('file') or '-'}"
     else:
         what = f"{backend}{endpoint_note(record, run)}{key_note(backend, key_env)}"
     name = run.get("name") or record["model_id"]
     named = spec if name == spec else f"{name}: {spec}"  # the spec once when it is the name
-    return (f"{named} @ {revision(record)} ({what}, "
-            f"model key {run['model_key']}, max_new_tokens "
+    return (f"{named} @ {revision(record)} ({what}, max_new_tokens "
             f"{record.get('max_new_tokens', record.get('max_tokens'))})")
 
 
