@@ -27,6 +27,7 @@ from prefect.logging import get_run_logger
 from prefect.states import Cancelled, Completed
 
 from tasks.core.artifacts import publish_table
+from tasks.core.paths import root_marked
 
 SERVE_SINCE = "LINGTEST_SERVE_SINCE"  # set by `lingtest serve`: ticks before it are stale
 
@@ -132,6 +133,29 @@ def dvc_stages(root: str) -> list[str]:
         return []
 
 
+def uses_git(root: str) -> bool:
+    """Whether DVC keeps the project in git: ``dvc exp`` experiments and the tree's snapshot
+    need it; a ``dvc init --no-scm`` project reruns with plain ``dvc repro``. A folder DVC
+    cannot run in at all (no DVC project; one that expects git where there is none: every
+    ``dvc status`` fails) is refused with the fix."""
+    from dvc.exceptions import NotDvcRepoError
+    from dvc.repo import Repo
+    from dvc.scm import NoSCM, SCMError
+
+    from tasks.core.errors import LingtestError
+
+    try:
+        with Repo(root) as repo:
+            return not isinstance(repo.scm, NoSCM)
+    except NotDvcRepoError:
+        raise LingtestError(f"{root} is no DVC project; fix: `dvc init` there (`dvc init "
+                            "--no-scm` without git)") from None
+    except SCMError:
+        raise LingtestError(f"{root} is a DVC project that expects git but is no git "
+                            "repository; fix: `git init` and commit it, or `dvc config "
+                            "core.no_scm true` to rerun without git (no experiments)") from None
+
+
 @task(name="dvc-status")
 def dvc_changed(root: str, stages: list[str]) -> bool:
     """Whether ``dvc status`` (the stages and what they depend on) shows anything to rerun."""
@@ -198,17 +222,19 @@ def restore_tree(root: str, snapshot: tuple[str, str, set[str]], keep: Path) -> 
 
 
 @task(name="dvc-repro")
-def dvc_repro(root: str, stages: list[str], experiment: bool, name: str) -> str:
+def dvc_repro(root: str, stages: list[str], experiment: bool, name: str,
+              git: bool = True) -> str:
     """``dvc exp run -n <name>`` (an experiment ``dvc exp show`` lists) or plain ``dvc repro``;
-    on failure the working tree is put back as it was. No retry: a failing stage fails the
-    same way again, and a collision is a skipped tick, not a failure."""
+    on failure the working tree is put back as it was (with ``git``: a no-git project has no
+    snapshot, and git would act on an enclosing checkout). No retry: a failing stage fails
+    the same way again, and a collision is a skipped tick, not a failure."""
     import tempfile
 
     command = (dvc_command("exp", "run", "--name", name, *stages) if experiment
                else dvc_command("repro", *stages))
     logger = get_run_logger()
     with tempfile.TemporaryDirectory(prefix="lingtest-tree-") as keep:
-        snapshot = tree_snapshot(root, Path(keep))
+        snapshot = tree_snapshot(root, Path(keep)) if git else None
         result = _run(command, root, experiment=name if experiment else None)
         logger.info("%s\n%s", " ".join(command[2:]), result.stdout[-4000:])
         if result.returncode != 0 and snapshot is not None:
@@ -303,21 +329,24 @@ def repro_flow(root: str, stages: list[str] | None = None, experiment: bool = Tr
             identity = run_identity(root, stages)
             _tag_this_run(["stage:repro", *(f"{k}:{v}" for k, v in identity.items()),
                            process_tag()])
+            git = uses_git(root)  # no git: no experiment (`lingtest serve` said so at start)
             if not dvc_changed(root, stages):
                 message = "nothing changed (dvc status is clean): no experiment recorded"
                 logger.info(message)
                 return Completed(name="Unchanged", message=message)
+            experiment = experiment and git
             if experiment:
                 _tag_this_run([f"exp:{name}"])
             params = load_params(Path(root))
             before = alerts.snapshot_results(params.runtime.alerts, Path(root),
                                              stages or dvc_stages(root))
-            output = dvc_repro(root, stages, experiment, name)
+            output = dvc_repro(root, stages, experiment, name, git)
             remote = default_remote(root) if push else None
             if remote:
                 dvc_push(root, remote)
             provenance = {**identity, **({"experiment": name} if experiment else {}),
                           **({"pushed to": remote} if remote else {})}
+            provenance = root_marked(provenance, Path(root))  # a remote inside the project
             publish_table("dvc-metrics", dvc_metrics(root),
                           "DVC metrics after the scheduled rerun",
                           Path(root) / "reports" / "schedule", provenance=provenance,

@@ -2,6 +2,8 @@
 
 - The interpreter's bin folder goes first on PATH, so the stage commands DVC runs (``lingtest
   run …``, ``python …``) resolve under a service manager's bare PATH.
+- A project without git (``dvc init --no-scm``) cannot hold ``dvc exp`` experiments: each tick
+  runs plain ``dvc repro``, said once at start; a folder DVC cannot run in is refused at start.
 - The deployment's concurrency limit is 1 with Prefect's ``CANCEL_NEW`` collision strategy: a
   tick landing while the previous one runs is Cancelled at once, never queued.
 - At start, runs the deployment left from before (Scheduled, Late, Pending, waiting for a
@@ -138,11 +140,17 @@ def serve_schedule(workspace: Workspace, schedule: dict, stages: list[str], expe
     from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
     from prefect.runner import Runner
 
-    from flows.repro import SERVE_SINCE, repro_flow
+    from flows.repro import SERVE_SINCE, repro_flow, uses_git
     from tasks.core.flow_runs import mark_orphaned_runs_crashed
     from tasks.core.runtime import interpreter_first
 
     import faulthandler
+
+    if not uses_git(str(workspace.root)):  # refuses a folder DVC cannot run in
+        if experiment:
+            echo(f"{workspace.root} is no git repository (dvc init --no-scm): no DVC "
+                 "experiments without git, so each tick runs plain `dvc repro`")
+        experiment = False
 
     # `kill -USR1 <pid>`: every thread's stack to the service's log (a stop that hangs)
     faulthandler.register(signal.SIGUSR1, all_threads=True)

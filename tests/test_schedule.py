@@ -150,19 +150,26 @@ def test_ui_port_sets_the_ui_api_url_refuses_a_taken_port_and_stops_on_sigterm(
     assert not (dvc_project / ".prefect" / "ui.json").exists()
 
 
-def _completed_repro_runs(api_url: str) -> list:
+def _repro_runs(api_url: str) -> list:
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (FlowFilter, FlowFilterName, FlowRunFilter,
-                                                FlowRunFilterState, FlowRunFilterStateType)
-    from prefect.client.schemas.objects import StateType
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     with temporary_settings({PREFECT_API_URL: api_url}):
         with get_client(sync_client=True) as client:
-            return client.read_flow_runs(
-                flow_filter=FlowFilter(name=FlowFilterName(any_=["repro"])),
-                flow_run_filter=FlowRunFilter(state=FlowRunFilterState(
-                    type=FlowRunFilterStateType(any_=[StateType.COMPLETED]))))
+            return client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(
+                any_=["repro"])))
+
+
+def _first(serve: subprocess.Popen, root: Path, what: str, find) -> list:
+    """What ``find()`` returns once it returns anything, polled while the service runs."""
+    found, deadline = [], time.monotonic() + 120
+    while not found and time.monotonic() < deadline:
+        assert serve.poll() is None, _log(root, "serve.log")
+        time.sleep(2)
+        found = find()
+    assert found, f"no {what} within 120 s of serving:\n" + _log(root, "serve.log")
+    return found
 
 
 def _artifacts(api_url: str, key: str) -> list:
@@ -185,14 +192,9 @@ def test_a_served_interval_schedule_fires_and_each_run_is_a_dvc_experiment(
     serve = _spawn(dvc_project, ["serve", "--interval", "5"], "serve.log",
                    PREFECT_RUNNER_POLL_FREQUENCY="1")
     try:
-        runs, deadline = [], time.monotonic() + 120
-        while not runs and time.monotonic() < deadline:
-            assert serve.poll() is None, _log(dvc_project, "serve.log")
-            time.sleep(2)
-            # an experiment's run (later ticks find nothing changed: state Unchanged)
-            runs = [r for r in _completed_repro_runs(api_url) if r.state_name == "Completed"]
-        assert runs, ("no scheduled run of `repro` completed within 120 s of serving:\n"
-                      + _log(dvc_project, "serve.log"))
+        # an experiment's run (later ticks find nothing changed: state Unchanged)
+        runs = _first(serve, dvc_project, "scheduled run of `repro` completed", lambda: [
+            r for r in _repro_runs(api_url) if r.state_name == "Completed"])
         run = runs[0]
         assert run.deployment_id is not None  # fired by the schedule, not started by hand
         commit = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=dvc_project,
@@ -217,3 +219,50 @@ def test_a_served_interval_schedule_fires_and_each_run_is_a_dvc_experiment(
     experiments = [exp for row in json.loads(shown.stdout) for exp in (row.get("experiments") or [])]
     assert experiments, shown.stdout[:2000]
     assert "seed_seen" in shown.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_serve_without_git_reruns_with_dvc_repro_and_says_so_once(tmp_path: Path) -> None:
+    """A `dvc init --no-scm` project cannot hold `dvc exp` experiments: the service says so
+    in one line at start and its ticks run plain `dvc repro` (before: every tick failed on
+    `dvc exp run` with a traceback). A DVC project that expects git where there is none is
+    refused at start with one line naming the fix."""
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    (root / "dvc.yaml").write_text(DVC_YAML.format(python=sys.executable))
+    (root / "count.py").write_text(COUNT_PY)
+    for args in (["init", "--no-scm", "-q"], ["config", "core.analytics", "false"]):
+        subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, check=True, env=_env())
+    ui, api_url = _start_ui(root, free_port())
+    try:
+        serve = _spawn(root, ["serve", "--interval", "5"], "serve.log",
+                       PREFECT_RUNNER_POLL_FREQUENCY="1")
+        try:
+            finished = _first(serve, root, "tick finished", lambda: [
+                r for r in _repro_runs(api_url) if r.state_name != "Unchanged"
+                and r.state_type.value in ("COMPLETED", "FAILED", "CRASHED")])
+        finally:
+            code = _stop(serve)
+        log = (tmp_path / "serve.log").read_text()
+        assert [r.state_name for r in finished] == ["Completed"], log[-3000:]
+        assert not any(tag.startswith("exp:") for tag in finished[0].tags)
+        assert code == 0 and "Traceback" not in log, log[-3000:]
+        said = [line for line in log.splitlines() if "no git repository" in line]
+        assert said == [f"{root} is no git repository (dvc init --no-scm): no DVC experiments "
+                        "without git, so each tick runs plain `dvc repro`"]
+        assert json.loads((root / "metrics.json").read_text()) == {"seed_seen": 42}
+        assert (root / "experiment.txt").read_text().splitlines()[0] == "-"  # no experiment
+
+        subprocess.run([sys.executable, "-m", "dvc", "config", "core.no_scm", "false"],
+                       cwd=root, check=True, env=_env())
+        refused = subprocess.run([*LINGTEST, "serve", "--interval", "5"], cwd=root, env=_env(),
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert "Traceback" not in refused.stderr
+        assert refused.stderr.strip().splitlines()[-1].endswith(
+            "is a DVC project that expects git but is no git repository; fix: `git init` and "
+            "commit it, or `dvc config core.no_scm true` to rerun without git (no experiments)")
+    finally:
+        _stop(ui)
