@@ -279,3 +279,66 @@ def test_the_tree_is_found_from_the_current_folder_then_the_project_root(tmp_pat
         _review_tree("inputs/t.csv", workspace)
     assert f"no tree at {elsewhere / 'inputs/t.csv'} nor {root / 'inputs/t.csv'}" in str(
         refused.value)
+
+
+# ------------------------------------------------------------------ the models it starts with
+
+LEFT_OUT = ("lingtest review: lingtest/minilm-sst2 left out: not trained yet; add it with "
+            "`lingtest run train-sentiment`")
+
+
+@pytest.fixture()
+def untrained(mirror, tmp_path):
+    """A project as a fresh clone has it after its data stage: the hotel tree under
+    inputs/adaptive/, no trained lingtest/minilm-sst2."""
+    from tasks.core.paths import PACKAGE_ROOT
+
+    root = tmp_path / "lingtest"
+    (root / "inputs" / "adaptive").mkdir(parents=True)
+    shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
+    shutil.copy(mirror / "adatest" / "imdb_hotel_conversion.csv",
+                root / "inputs" / "adaptive" / "hotel.csv")
+    return root
+
+
+@pytest.mark.timeout(300)
+def test_review_as_documented_starts_without_the_trained_classifier(untrained, mirror,
+                                                                   prefect_harness):
+    """The docs' `lingtest review` with its defaults before `train-sentiment` has run: VADER
+    alone, one line naming the classifier left out and how to add it."""
+    import re
+
+    import httpx
+    from commands import started, user_env
+    from prefect.settings import PREFECT_API_URL
+
+    env = user_env(mirror, PREFECT_API_URL=PREFECT_API_URL.value())
+    with started("lingtest review inputs/adaptive/hotel.csv --reviewer ada", untrained, env,
+                 "(Ctrl-C stops)", timeout_s=240) as log:
+        output = log.read_text()
+        url = re.search(r" at (http://127\.0\.0\.1:\d+/) ", output).group(1)
+        assert httpx.post(url + "api/choose", json={"model": "vader"}).status_code == 200
+        refused = httpx.post(url + "api/choose", json={"model": "lingtest/minilm-sst2"})
+    assert refused.status_code == 400 and "choose one of vader " in refused.json()["error"]
+    assert LEFT_OUT in output.splitlines(), output
+    assert "Traceback" not in output and "error" not in output, output
+
+
+def test_a_model_named_with_model_must_load_and_none_loading_is_one_error(
+        untrained, monkeypatch, capsys):
+    from bad_input_harness import lingtest
+
+    monkeypatch.chdir(untrained)
+    named = ["review", "inputs/adaptive/hotel.csv", "--model", "lingtest/minilm-sst2"]
+    status, output, _ = lingtest(named, monkeypatch, capsys)
+    assert status == 2 and "lingtest: error: --model: model `lingtest/minilm-sst2` is " \
+        "missing" in output, output
+    params = untrained / "params.yaml"
+    head, adaptive = params.read_text().split("\nadaptive:")
+    params.write_text(head + "\nadaptive:" + adaptive.replace(
+        "models: [lingtest/minilm-sst2, vader]", "models: [lingtest/minilm-sst2]", 1))
+    status, output, _ = lingtest(named[:2], monkeypatch, capsys)
+    assert status == 2 and output.strip().splitlines() == [
+        "lingtest: error: lingtest review: no model of adaptive.models loads here: "
+        + LEFT_OUT.removeprefix("lingtest review: ")
+        + "; or name one with --model, e.g. --model vader"], output

@@ -131,7 +131,8 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
            model: Optional[List[str]] = typer.Option(
                None, "--model", help="Model under test, side by side when repeated; the "
                                      "driving one (the first; the page switches it) ranks "
-                                     "suggestions (default lingtest/minilm-sst2): any "
+                                     "suggestions (default adaptive.models, those "
+                                     "available; as named here: each must be): any "
                                      "classifier (python: over its own labels too), a python: "
                                      "raw-score model, or an LLM spec with #scorer=<classifier "
                                      "or python:>&fail_label=<label>."),
@@ -176,11 +177,8 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
         completions=completions,
         binary_labels=tuple(params.adaptive.binary_labels or []) or None,
         prompt_settings=PromptSettings(prompt_diversity=diversity))
-    specs = list(dict.fromkeys(model or ["lingtest/minilm-sst2"]))
     from tasks.adaptive.tested_models import load_tested_model
-    from flows.validation import check_model
-    for spec in specs:  # any classifier, a raw-score model, or an LLM with #scorer=
-        check_model("--model", spec, "tested model", params, workspace)
+    specs = _tested_models(model, params, workspace)
     from tasks.models.llm import check_llm, parse_llm
     generators = list(dict.fromkeys(generator or REVIEW_GENERATORS))
     for spec in list(generators):
@@ -243,6 +241,47 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
 # `lingtest review`'s generators when none is named: Gemma 3 270M first (16 of 80 suggestions
 # a person would keep in a blind reading, SmolLM2-135M 1 of 80), SmolLM2 the fallback.
 REVIEW_GENERATORS = ("google/gemma-3-270m", "HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
+def _tested_models(named: list[str] | None, params, workspace: Workspace) -> list[str]:
+    """The models ``lingtest review`` starts with: those named with --model, each checked
+    (a missing one is the error); without --model, those of ``adaptive.models`` that load
+    here, one line per model left out saying how to add it, so a fresh clone reviews with
+    VADER before ``train-sentiment`` has run. None loading is one error."""
+    from flows.validation import check_model
+
+    if named:
+        specs = list(dict.fromkeys(named))
+        for spec in specs:  # any classifier, a raw-score model, or an LLM with #scorer=
+            check_model("--model", spec, "tested model", params, workspace)
+        return specs
+    kept, missing = [], []
+    for spec in dict.fromkeys(params.adaptive.models):
+        try:
+            check_model("adaptive.models", spec, "tested model", params, workspace)
+            kept.append(spec)
+        except LingtestError as error:
+            missing.append(_left_out(spec, error, workspace))
+    if not kept:
+        raise LingtestError(f"lingtest review: no model of adaptive.models loads here: "
+                            f"{'; '.join(missing)}; or name one with --model, e.g. "
+                            "--model vader")
+    for line in missing:
+        typer.secho(f"lingtest review: {line}", fg="yellow", err=True)
+    return kept
+
+
+def _left_out(spec: str, error: LingtestError, workspace: Workspace) -> str:
+    """Why a default model is left out and how to add it: the untrained built-in classifier
+    says which stage trains it; any other model, its check's own error."""
+    from tasks.models.model_spec import parse_model
+    from tasks.models.sentiment import MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID
+
+    if parse_model(spec).target == MINILM_SST2_ID and not (
+            workspace.root / MINILM_SST2_DIR / MINILM_CONFIG).is_file():
+        return (f"{spec} left out: not trained yet; add it with "
+                "`lingtest run train-sentiment`")
+    return f"{spec} left out: {error}"
 
 
 def _review_tree(tree: str, workspace: Workspace) -> Path:
