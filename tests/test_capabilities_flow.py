@@ -196,12 +196,21 @@ def test_one_run_publishes_a_handful_of_artifact_keys(capabilities_run) -> None:
 
 
 @pytest.mark.slow
-def test_rerun_is_cached_and_identical(capabilities_run) -> None:
+def test_rerun_at_three_shards_is_cached_and_identical(capabilities_run) -> None:
+    """A rerun reuses the suite's cached steps, and ``runtime.shards`` changes no result
+    row or table (each model's rows come back in case order)."""
+    from projects import changed_tables, report_tables
+
     workspace, params, _, _ = capabilities_run
     out = workspace.interim / "capabilities"
     before = pd.read_parquet(out / "results.parquet")
-    second = run_stage("capabilities", params, workspace)
+    tables = report_tables(workspace, "capabilities")
+    sharded = params.model_copy(update={"runtime": params.runtime.model_copy(
+        update={"shards": 3})})
+    second = run_stage("capabilities", sharded, workspace)
     pd.testing.assert_frame_equal(before, pd.read_parquet(out / "results.parquet"))
+    assert "capabilities-table3-vader.csv" in tables
+    assert changed_tables(tables, report_tables(workspace, "capabilities")) == []
     assert task_states(second["flow_run_id"], "expand-") == ["Cached", "Cached"]
     assert task_states(second["flow_run_id"], "tag-sst") == ["Cached"]
 
