@@ -238,13 +238,22 @@ def test_a_covering_array_beyond_the_bound_is_refused_before_any_is_built(consis
 
 
 @pytest.mark.slow
-def test_second_run_sends_nothing(consistency_run) -> None:
+def test_second_run_at_three_shards_sends_nothing_and_changes_no_table(consistency_run) -> None:
+    """A rerun answers from the store; ``runtime.shards`` changes no table (one unit per LLM
+    whatever the shards)."""
+    from projects import changed_tables, report_tables
+
     workspace, params, _, url, _ = consistency_run
     with open_store(url) as store:
         before = store.counts()
     results = workspace.interim / "consistency" / "results.parquet"
     old = pd.read_parquet(results)
-    second = run_stage("consistency", params, workspace)
+    tables = report_tables(workspace, "consistency")
+    sharded = params.model_copy(update={"runtime": params.runtime.model_copy(
+        update={"shards": 3})})
+    second = run_stage("consistency", sharded, workspace)
+    assert "results.csv" in tables
+    assert changed_tables(tables, report_tables(workspace, "consistency")) == []
     assert second["sent"] == 0 and second["sent_by_model"] == {MODEL: 0}
     with open_store(url) as store:
         after = store.counts()
