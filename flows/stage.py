@@ -118,19 +118,20 @@ def task_runner(params: Params):
     runtime = params.runtime
     if runtime.task_runner == "dask":
         try:
-            from prefect_dask import DaskTaskRunner
+            from flows.dask_runner import BoundedDaskTaskRunner, PatientNanny
         except ImportError:
             raise LingtestError("runtime.task_runner: dask needs prefect-dask: "
                                 "pip install 'lingtest[dask]'") from None
         if runtime.dask_address:
             check_runtime(params)
-            return DaskTaskRunner(address=runtime.dask_address)
+            return BoundedDaskTaskRunner(address=runtime.dask_address)
         threads = str(runtime.threads)  # the workers' torch threads (runtime.threads)
         cluster = {"n_workers": runtime.max_workers, "threads_per_worker": 1,
+                   "worker_class": PatientNanny,  # slow to stop on a busy machine, not failed
                    "env": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}}
         if runtime.device == "cuda" and _cuda_devices():
             cluster["resources"] = {"GPU": 1}
-        return DaskTaskRunner(cluster_kwargs=cluster)
+        return BoundedDaskTaskRunner(cluster_kwargs=cluster)
     from prefect.task_runners import ThreadPoolTaskRunner
 
     return ThreadPoolTaskRunner(max_workers=runtime.max_workers)
@@ -173,7 +174,7 @@ def runner_uses_processes() -> bool:
     """Whether the running flow's task runner runs tasks in worker processes (the Dask runner
     ``task_runner`` builds): the one place that asks. Methods never do; the flow decides
     from it how their calls and preparation run (``flows.method``)."""
-    return type(_running_task_runner()).__name__ == "DaskTaskRunner"
+    return any(cls.__name__ == "DaskTaskRunner" for cls in type(_running_task_runner()).__mro__)
 
 
 def unit_resources(params: Params):

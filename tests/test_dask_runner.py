@@ -3,6 +3,9 @@ at once with one clear line. A stage on 2 workers gives the thread runner's tabl
 byte: test_contrastive_flow, test_capabilities_flow and test_adaptive_debug."""
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -161,3 +164,175 @@ def test_auto_without_prefect_dask_stays_on_threads_and_says_so(tmp_path, mirror
     with caplog.at_level("WARNING", logger="lingtest"):
         assert resolved_runner(params, "capabilities").runtime.task_runner == "threads"
     assert "pip install 'lingtest[dask]'" in caplog.text
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _worker_config(_: int) -> dict:
+    """What a worker process was started with (the flow's config travels through its nanny)."""
+    import dask
+
+    return {key: dask.config.get(key) for key in ("distributed.comm.timeouts.connect",
+                                                  "distributed.comm.timeouts.tcp")}
+
+
+def _scheduler_ttl(dask_scheduler) -> float:
+    return dask_scheduler.worker_ttl
+
+
+@contextlib.contextmanager
+def _console():
+    """The log records the console prints: the root logger's handlers', and Dask's own
+    handler's when Dask configured its logging first (then its loggers do not propagate)."""
+    kept: list[logging.LogRecord] = []
+    keep = logging.Handler(logging.INFO)
+    keep.emit = kept.append
+    named = logging.root.manager.loggerDict.values()
+    loggers = [logging.root, *(logger for logger in named if isinstance(logger, logging.Logger)
+                               and logger.name.startswith("distributed") and not logger.propagate)]
+    for logger in loggers:
+        logger.addHandler(keep)
+    try:
+        yield kept
+    finally:
+        for logger in loggers:
+            logger.removeHandler(keep)
+
+
+def _tracebacks(records: list) -> list[str]:
+    return [f"{record.name}: {record.getMessage()}" for record in records
+            if record.exc_info or record.exc_text]
+
+
+def test_a_busy_machine_does_not_fail_a_run_as_its_cluster_closes(tmp_path, mirror,
+                                                                   prefect_harness):
+    """The user's case: `lingtest test` ran capabilities on a local cluster, then adaptive on
+    threads, on a machine loaded past its cores. Busy loops run through both flows; the
+    cluster runs with the busy-machine timeouts and its close ends neither run."""
+    import subprocess
+    import sys
+
+    from prefect import flow, task
+    from prefect.cache_policies import NO_CACHE
+    from prefect.context import FlowRunContext
+
+    from flows.dask_runner import BUSY_MACHINE
+    from flows.stage import resolved_runner, task_runner
+
+    params, _ = _project(tmp_path, mirror, "runtime.task_runner=auto", "runtime.max_workers=1")
+    unit = task(_worker_config, cache_policy=NO_CACHE)
+
+    def capabilities() -> tuple[dict, float]:
+        client = FlowRunContext.get().task_runner.client
+        return unit.submit(0).result(), client.run_on_scheduler(_scheduler_ttl)
+
+    burn = "import time\nend = time.time() + 300\nwhile time.time() < end: pass"
+    burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(2 * os.cpu_count())]
+    try:
+        with _console() as printed:
+            first = flow(capabilities, task_runner=task_runner(
+                resolved_runner(params, "capabilities")))(return_state=True)
+            after = flow(lambda: "adaptive ran", name="adaptive", task_runner=task_runner(
+                resolved_runner(params, "adaptive")))()
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert first.is_completed() and after == "adaptive ran"
+    worker, ttl = first.result()
+    assert worker == {key: BUSY_MACHINE[key] for key in worker}
+    assert ttl == 15 * 60
+    assert _tracebacks(printed) == []
+    assert not [r for r in printed if "did not close cleanly" in r.getMessage()]
+
+
+@pytest.mark.parametrize("how", ["scheduler killed", "worker frozen"])
+def test_a_cluster_that_fails_to_close_is_one_line_and_the_next_run_goes_on(
+        how, tmp_path, mirror, prefect_harness):
+    """A remote scheduler killed before the close (Dask logged its client's reconnect with a
+    traceback), and a local worker frozen past the close's bound (the close waits for it):
+    the run is Completed, nothing raises, no traceback; an overrun close is one warning line
+    and its worker processes are killed."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+    from prefect import flow
+    from prefect.context import FlowRunContext
+
+    from flows.stage import _check_scheduler, task_runner
+
+    scheduler = None
+    if how == "scheduler killed":
+        port = _free_port()
+        scheduler = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+             "--port", str(port), "--no-dashboard"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(120):
+            try:
+                _check_scheduler(f"tcp://127.0.0.1:{port}", 1)
+                break
+            except LingtestError:
+                time.sleep(0.5)
+        overrides = (f"runtime.dask_address=tcp://127.0.0.1:{port}",
+                     f"runtime.result_storage={tmp_path / 'results'}")
+    else:
+        overrides = ("runtime.max_workers=1",)
+    params, _ = _project(tmp_path, mirror, "runtime.task_runner=dask", *overrides)
+    runner = task_runner(params)
+    runner.close_timeout_s = 3
+    workers = []
+
+    def finished() -> str:
+        client = FlowRunContext.get().task_runner.client  # connected, as a unit's submit does
+        if scheduler is not None:
+            os.kill(scheduler.pid, signal.SIGKILL)
+        else:
+            workers.extend(psutil.Process(pid) for pid in client.run(os.getpid).values())
+            for worker in workers:
+                worker.suspend()  # a worker the machine starves: it never answers the close
+        return "done"
+
+    try:
+        with _console() as printed:
+            start = time.monotonic()
+            state = flow(finished, task_runner=runner)(return_state=True)
+            took = time.monotonic() - start
+            after = flow(lambda: "next ran", name="next-stage")()
+    finally:
+        if scheduler is not None:
+            scheduler.kill()
+            scheduler.wait()
+    assert state.is_completed() and state.result() == "done" and after == "next ran"
+    assert _tracebacks(printed) == []
+    warnings = [r.getMessage() for r in printed if "did not close cleanly" in r.getMessage()]
+    if scheduler is None:
+        assert len(warnings) == 1 and "not closed after 3 s" in warnings[0]
+        assert "1 worker process(es) were killed" in warnings[0]
+        assert took < 60 and all(_ended(worker) for worker in workers)
+
+
+def _ended(process, within_s: float = 10.0) -> bool:
+    """Whether a killed process is gone (or dead, waiting for its parent to reap it)."""
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.2)
+    return False
