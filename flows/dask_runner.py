@@ -2,6 +2,7 @@
 close that cannot fail a run whose flow has already finished."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from typing import Any
@@ -20,16 +21,23 @@ BUSY_MACHINE = {
     "distributed.scheduler.worker-ttl": "15 minutes",  # default 5: a worker missing heartbeats
     "distributed.deploy.lost-worker-timeout": "60s",  # default 15 s: before a lost worker is closed
 }
-WORKER_CLOSE_S = 20.0  # a worker's own close: 0.8× to stop, then killed and joined (Dask: 5 s)
 CLOSE_TIMEOUT_S = 90.0  # the whole close, after which the run goes on without it
 
 
 class PatientNanny(Nanny):
-    """A local worker's nanny that gives its worker ``WORKER_CLOSE_S`` to stop: Dask's 5 s
-    (then SIGKILL and a 5 s join) raises TimeoutError when the kernel is slow to reap."""
+    """A local worker's nanny whose close survives a worker slow to die. Dask waits 4 s for
+    the worker to stop, kills it, waits 5 s more for the kernel to reap it and then raises
+    TimeoutError: on a loaded machine, a killed worker holding a model takes longer, and that
+    error failed the whole close. The worker is killed either way; the nanny is closed."""
 
-    async def close(self, timeout: float = WORKER_CLOSE_S, reason: str = "nanny-close"):
-        return await super().close(timeout=timeout, reason=reason)
+    async def close(self, timeout: float = 5, reason: str = "nanny-close"):
+        try:
+            return await super().close(timeout=timeout, reason=reason)
+        except asyncio.TimeoutError:
+            logging.getLogger("distributed.nanny").warning(
+                "Worker process of %s killed but not yet reaped after %g s; closing anyway",
+                self.address_safe, timeout)
+            return "OK"
 
 
 class BoundedDaskTaskRunner(DaskTaskRunner):

@@ -127,7 +127,7 @@ def task_runner(params: Params):
             return BoundedDaskTaskRunner(address=runtime.dask_address)
         threads = str(runtime.threads)  # the workers' torch threads (runtime.threads)
         cluster = {"n_workers": runtime.max_workers, "threads_per_worker": 1,
-                   "worker_class": PatientNanny,  # slow to stop on a busy machine, not failed
+                   "worker_class": PatientNanny,  # a worker slow to die does not fail the close
                    "env": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}}
         if runtime.device == "cuda" and _cuda_devices():
             cluster["resources"] = {"GPU": 1}

@@ -289,7 +289,7 @@ def test_a_cluster_that_fails_to_close_is_one_line_and_the_next_run_goes_on(
         overrides = ("runtime.max_workers=1",)
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=dask", *overrides)
     runner = task_runner(params)
-    runner.close_timeout_s = 3
+    runner.close_timeout_s = 2  # a frozen worker is waited for 4 s, then killed
     workers = []
 
     def finished() -> str:
@@ -316,7 +316,7 @@ def test_a_cluster_that_fails_to_close_is_one_line_and_the_next_run_goes_on(
     assert _tracebacks(printed) == []
     warnings = [r.getMessage() for r in printed if "did not close cleanly" in r.getMessage()]
     if scheduler is None:
-        assert len(warnings) == 1 and "not closed after 3 s" in warnings[0]
+        assert len(warnings) == 1 and "not closed after 2 s" in warnings[0]
         assert "1 worker process(es) were killed" in warnings[0]
         assert took < 60 and all(_ended(worker) for worker in workers)
 
@@ -336,3 +336,20 @@ def _ended(process, within_s: float = 10.0) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+def test_a_killed_worker_slow_to_be_reaped_does_not_fail_its_nannys_close(tmp_path, mirror):
+    """Dask's nanny kills a worker that did not stop, then raises TimeoutError when the kernel
+    has not reaped it in time (on a busy machine, seconds): a timeout too short for any
+    machine shows the same. The local cluster lingtest starts closes the worker anyway."""
+    import psutil
+    from distributed import LocalCluster
+
+    from flows.stage import task_runner
+
+    params, _ = _project(tmp_path, mirror, "runtime.task_runner=dask", "runtime.max_workers=1")
+    with LocalCluster(**task_runner(params).cluster_kwargs, dashboard_address=":0") as cluster:
+        nanny = next(iter(cluster.workers.values()))
+        worker = psutil.Process(nanny.pid)
+        assert cluster.sync(nanny.close, timeout=0.001) == "OK"
+        assert _ended(worker)
