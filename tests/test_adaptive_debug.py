@@ -280,25 +280,25 @@ def test_debugging_stage_runs_the_protocol_end_to_end(data_project, debugging_ru
 def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
         data_project, base_classifier, debugging_run, tmp_path, dask_cluster) -> None:
     """The AdaTest loop runs in the flow's process while the suite is built; the units
-    (one fine-tuning per model) on two worker processes give the thread run's revisions,
-    result rows and training tests byte for byte."""
+    (one fine-tuning per model and shard) on two worker processes, at ``runtime.shards=3``,
+    give the thread run's revisions, result rows, training tests and tables byte for byte."""
     pytest.importorskip("prefect_dask")
     from flows.stage import run_stage
     from flows.registry import load_params
-    from projects import dask_overrides, sibling_project
+    from projects import changed_tables, dask_overrides, report_tables, sibling_project
 
     threads, overrides = data_project
     dask = sibling_project(threads, tmp_path / "dask")
     (dask.root / "inputs").mkdir(parents=True, exist_ok=True)
     (dask.root / "inputs" / CORRECTIONS.name).write_bytes(CORRECTIONS.read_bytes())
     run_stage("adaptive-debug", load_params(dask.root, [
-        *overrides, *small_debugging(base_classifier), *dask_overrides(tmp_path / "results", dask_cluster)]),
-        dask)
+        *overrides, *small_debugging(base_classifier), "runtime.shards=3",
+        *dask_overrides(tmp_path / "results", dask_cluster)]), dask)
     expected, found = (pd.read_parquet(w.interim / "adaptive-debug" / "results.parquet")
                        for w in (threads, dask))
     assert found["revision"].nunique() == 4
     pd.testing.assert_frame_equal(expected.reset_index(drop=True),
                                   found.reset_index(drop=True), check_exact=True)
-    name = "adaptive-debug-training-tests.csv"
-    assert ((dask.reports / "adaptive-debug" / name).read_bytes()
-            == (threads.reports / "adaptive-debug" / name).read_bytes()), name
+    tables = report_tables(threads, "adaptive-debug")
+    assert "adaptive-debug-training-tests.csv" in tables
+    assert changed_tables(tables, report_tables(dask, "adaptive-debug")) == []

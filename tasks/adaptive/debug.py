@@ -40,7 +40,7 @@ from tasks.capabilities.checklist_run import run_checklist, sample_suite
 from tasks.core.cases import case_id, provenance_json
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
-from tasks.core.method import Method, Unit, UnitResult
+from tasks.core.method import Method, Unit, UnitResult, by_model
 from tasks.core.metrics import SETTING
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report
@@ -424,4 +424,4 @@ class DebuggingLoop(Method):
 
     def summary(self, suite: pd.DataFrame, results: pd.DataFrame,
                 runs: list[UnitResult]) -> dict:
-        return {"cases": len(suite), "models": len(runs), **self.headline}
+        return {"cases": len(suite), "models": len(by_model(runs)), **self.headline}

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.core.io import atomic_path
+from tasks.core.method import by_model
 from tasks.core.metrics import stage_metrics
 from tasks.core.publish import Figure, Report, provenance
 from tasks.core.stats import fdr, paired_change
@@ -300,10 +301,11 @@ def debugging_report(loop, suite: pd.DataFrame, results: pd.DataFrame, runs) -> 
     d, params = loop.debug, loop.params
     changes = topic_changes(results, d.threshold, d.bootstrap, d.fdr, params.seed)
     topic_tests = {}
-    for r in runs:
-        condition, tag, _ = loop.variant(r.unit.model_id)
+    per_model = {model_id: its_runs[0] for model_id, its_runs in by_model(runs).items()}
+    for model_id, run in per_model.items():  # a model's shards share its by-products
+        condition, tag, _ = loop.variant(model_id)
         if condition != "before":
-            topic_tests.setdefault((condition, tag), []).append(r.extra["topic_tests"])
+            topic_tests.setdefault((condition, tag), []).append(run.extra["topic_tests"])
     topic_tests = {key: float(np.mean(v)) for key, v in topic_tests.items()}
     rounds = (pd.concat([run.rounds for run in loop.topic_runs.values()], ignore_index=True)
               .assign(train_seed=[s for (_, s), run in loop.topic_runs.items()
@@ -315,7 +317,7 @@ def debugging_report(loop, suite: pd.DataFrame, results: pd.DataFrame, runs) -> 
     summary = condition_summary(table, changes, topic_tests)
     fig7 = figure7_table(changes, list(d.topics))
     tests = training_tests(loop)
-    revisions = [f"{r.unit.model_id} ({r.extra['revision']})" for r in runs]
+    revisions = [f"{model_id} ({run.extra['revision']})" for model_id, run in per_model.items()]
     splits = pd.DataFrame([{"topic": s.topic, "seed_tests": len(s.seeds), "pool": len(s.pool),
                             "held_out": s.held_out} for s in loop.splits.values()])
     inputs = [loop.workspace.processed / f"{t}.parquet"
