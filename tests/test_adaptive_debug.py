@@ -280,7 +280,7 @@ def test_debugging_stage_runs_the_protocol_end_to_end(data_project, debugging_ru
 def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
         data_project, base_classifier, debugging_run, tmp_path, dask_cluster) -> None:
     """The AdaTest loop runs in the flow's process while the suite is built; the units
-    (one fine-tuning per model and shard) on two worker processes, at ``runtime.shards=3``,
+    (one fine-tuning per model: ``runtime.shards=3`` splits none) on two worker processes
     give the thread run's revisions, result rows, training tests and tables byte for byte."""
     pytest.importorskip("prefect_dask")
     from flows.stage import run_stage
@@ -291,9 +291,13 @@ def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
     dask = sibling_project(threads, tmp_path / "dask")
     (dask.root / "inputs").mkdir(parents=True, exist_ok=True)
     (dask.root / "inputs" / CORRECTIONS.name).write_bytes(CORRECTIONS.read_bytes())
-    run_stage("adaptive-debug", load_params(dask.root, [
-        *overrides, *small_debugging(base_classifier), "runtime.shards=3",
-        *dask_overrides(tmp_path / "results", dask_cluster)]), dask)
+    params = load_params(dask.root, [*overrides, *small_debugging(base_classifier),
+                                     "runtime.shards=3",
+                                     *dask_overrides(tmp_path / "results", dask_cluster)])
+    from tasks.adaptive.debug import DebuggingLoop
+    units = DebuggingLoop(params, dask).units(pd.DataFrame())
+    assert len(units) == 4 and {unit.shards for unit in units} == {1}  # no model trained twice
+    run_stage("adaptive-debug", params, dask)
     expected, found = (pd.read_parquet(w.interim / "adaptive-debug" / "results.parquet")
                        for w in (threads, dask))
     assert found["revision"].nunique() == 4

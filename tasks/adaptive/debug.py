@@ -393,6 +393,11 @@ class DebuggingLoop(Method):
         suite["example_id"] = suite["example_id"].fillna(-1).astype("int64")
         return suite
 
+    def units(self, suite: pd.DataFrame) -> list[Unit]:
+        """One unit per condition, whatever ``runtime.shards`` says: a unit fine-tunes its
+        model before it evaluates, so shards of the evaluation would train it once each."""
+        return [Unit(model_id) for model_id in self.model_ids()]
+
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
         d = self.debug
         condition, tag, seed = self.variant(unit.model_id)
