@@ -295,11 +295,11 @@ def serve(cron: str = typer.Option("0 3 * * *", help="When to rerun (cron, serve
                                 "https://hooks.slack.com/services/...") from None
         os.environ[alerts.NOTIFY_ENV] = notify
     alerts.check_rules(params.runtime.alerts, workspace.root)
-    from flows.repro import uses_git
-    uses_git(str(workspace.root))  # a folder DVC cannot rerun in: refused before anything else
-    if not configure_environment(workspace):
+    if not configure_environment(workspace):  # before Prefect is imported: it reads the URL
         raise LingtestError("no Prefect server: start `lingtest ui` first (schedules only fire "
                             "with a real server), or set PREFECT_API_URL")
+    from flows.repro import uses_git
+    uses_git(str(workspace.root))  # a folder DVC cannot rerun in: refused before serving
     from flows.serving import serve_schedule
 
     schedule = {"interval": interval} if interval is not None else {"cron": cron}
