@@ -29,6 +29,20 @@ def run(params: Params, workspace: Workspace) -> dict:
     return flow(name="adaptive-test")(lambda: compose(AdaptiveMethod(params, workspace)))()
 
 
+def latest_table(key: str) -> pd.DataFrame:
+    """The rows of the newest table artifact ``key`` (this test process's Prefect server)."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    with get_client(sync_client=True) as client:
+        [artifact] = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+            sort=ArtifactSort.CREATED_DESC, limit=1)
+    data = artifact.data
+    return pd.DataFrame(json.loads(data) if isinstance(data, str) else data)
+
+
 def _params(mirror, models, **extra) -> Params:
     return Params(adaptive={"trees": [str(mirror / "adatest" / HOTEL)], "models": models,
                             "bootstrap": 200, **extra})
@@ -76,8 +90,9 @@ def test_one_model_report_by_hand(mirror, tmp_path, prefect_harness):
     assert row["fail %"] == pytest.approx(100 * fails / len(price))
     assert row["low %"] <= row["fail %"] <= row["high %"]
 
-    diff = pd.read_csv(tmp_path / "reports/adaptive/adaptive-diff.csv")
+    diff = latest_table("adaptive-diff")
     assert diff.iloc[0][["added", "unchanged"]].tolist() == [190, 0]  # first run
+    assert not (tmp_path / "reports/adaptive/adaptive-diff.csv").exists()  # history: no file
     scored = read_tree(tmp_path / "data/interim/adaptive/trees" / HOTEL)
     assert "vader score" in scored.frame.columns
     metrics = json.loads((tmp_path / "reports/adaptive/metrics.json").read_text())
@@ -105,7 +120,7 @@ def test_two_models_cross_table_and_diff_with_the_previous_run(mirror, tmp_path,
     by_topic = rates.set_index(["topic", "model_id"])["fail %"]
     assert np.allclose(cross.set_index("topic")["vader"],
                        by_topic.xs("vader", level="model_id").loc[cross["topic"]])
-    diff = pd.read_csv(tmp_path / "reports/adaptive/adaptive-diff.csv").set_index("model_id")
+    diff = latest_table("adaptive-diff").set_index("model_id")
     assert diff.loc["vader", "unchanged"] == 190 and diff.loc["vader", "added"] == 0
     assert diff.loc[Path(tiny_classifier).name, "added"] == 190  # new model: all cases new
 

@@ -179,8 +179,10 @@ class AdaptiveMethod(Method):
                 notes="Rates over pass/fail verdicts; undefined verdicts counted apart.")
         out.add("adaptive-models", cross_model(rates, models),
                 "AdaTest: failure rate (%) per topic × model (paper §2.3)")
+        # an artifact, no file: it depends on which run came before (a fresh clone has none),
+        # so a committed copy could not be reproduced
         out.add("adaptive-diff", diff,
-                "AdaTest: verdict changes against the previous run, per model",
+                "AdaTest: verdict changes against the previous run, per model", files=False,
                 notes="First run: every case is added." if self.previous is None else "")
         decided = results[results["verdict"].isin(["pass", "fail"])]
         # no change counts here: a metric's delta between two runs would read as changes
