@@ -15,7 +15,6 @@ credentials, the key under which a result store keeps its answers.
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import time
@@ -380,9 +379,8 @@ def check_llm(ref: ModelRef, offline: bool, root: Path, key: str = "consistency.
             raise LingtestError(f"{key}: {error}") from None
         path = user.file
         if ref.is_file_module:  # shown relative to the project, as the database is
-            with contextlib.suppress(ValueError):
-                path = "<root>/" + Path(path).resolve().relative_to(
-                    Path(root).resolve()).as_posix()
+            from tasks.core.paths import root_marked
+            path = root_marked(str(Path(path).resolve()), Path(root))
         return {**row, "kind": "llm:python", "source": "python", "revision": user.revision,
                 "path": path}
     from tasks.models.registry import resolve
