@@ -11,11 +11,19 @@ A model spec is what a user writes in ``params.yaml``, ``--set`` or a command's 
 ``predictions:PATH``                 scores computed elsewhere (classifiers only)
 ``openai:MODEL[@BASE_URL]``          an OpenAI-compatible server (``openai-chat:``: its chat API)
 ``ollama:MODEL[@BASE_URL]``          an Ollama server
+``tei:[MODEL]@BASE_URL``             a Text Embeddings Inference server (an encoder)
 ``hf:ID_OR_FOLDER``                  a local causal LM, explicitly
 ==================================  =====================================================
 
+What a served or local LLM is asked depends on the method that names it: consistency asks
+it its questions; contrastive embeds through its embeddings API (``openai:`` →
+``/embeddings``, ``ollama:`` → ``/api/embed``); capabilities and adaptive ask it to classify
+each text (a prompt template and label words, ``tasks.models.llm_classifier``).
+
 Options follow a ``#`` (as a URL fragment, never sent anywhere): ``#name=lexicon`` sets the display name and, for the
-HTTP forms, ``key_env=MY_KEY`` names the variable holding the API key; AdaTest's review and
+HTTP forms, ``key_env=MY_KEY`` names the variable holding the API key; an LLM tested as a
+classifier reads ``template=FILE`` (its prompt template) and ``scoring=`` (how label
+probabilities are obtained); an embedding endpoint reads ``dimensions=N``; AdaTest's review and
 ``adapt`` read ``scorer=`` / ``fail_label=`` on a generation model (``tasks.adaptive
 .tested_models``). Every model has a
 display **name** — ``#name=``, else ``models.names``, else a short default (a hub or built-in
@@ -33,18 +41,24 @@ from urllib.parse import parse_qsl
 from tasks.core.errors import LingtestError
 
 FORMS = ("builtin", "hub", "folder", "python", "predictions", "openai", "openai-chat", "ollama",
-         "hf", "seq2seq")
+         "tei", "hf", "seq2seq")
+# Forms that name a model behind an HTTP endpoint (``@URL``, ``#key_env=``).
+ENDPOINT_FORMS = ("openai", "openai-chat", "ollama", "tei")
 BUILTIN = ("vader", "lingtest/minilm-sst2")
 OPTION_KEYS = {"name": "the display name", "key_env": "the API key's environment variable",
                "scorer": "a generation model's scoring function (AdaTest raw-score tests)",
-               "fail_label": "the scorer classifier's label that counts as a failure"}
-PREFIXES = ("python", "predictions", "openai", "openai-chat", "ollama", "hf", "seq2seq")
+               "fail_label": "the scorer classifier's label that counts as a failure",
+               "template": "an LLM classifier's prompt template file",
+               "scoring": "how an LLM classifier's label probabilities are obtained",
+               "dimensions": "an embedding endpoint's output dimensions"}
+PREFIXES = ("python", "predictions", "openai", "openai-chat", "ollama", "tei", "hf", "seq2seq")
 # A display name: what report files and metric keys carry. Hub and built-in ids keep their
 # "org/name" form (portable across machines); every other name is one path segment.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+@-]*(/[A-Za-z0-9][A-Za-z0-9._+@-]*)?$")
 SPEC_TABLE = ", ".join(("a hub id", "a local folder", "python:MODULE:ATTR",
                         "python:path/file.py:ATTR", "predictions:PATH", "openai:MODEL[@URL]",
-                        "ollama:MODEL[@URL]", "hf:ID_OR_FOLDER", "seq2seq:ID_OR_FOLDER"))
+                        "ollama:MODEL[@URL]", "tei:[MODEL]@URL", "hf:ID_OR_FOLDER",
+                        "seq2seq:ID_OR_FOLDER"))
 
 
 @dataclass(frozen=True)
@@ -128,6 +142,8 @@ def _default_name(form: str, target: str) -> str:
         folder = Path(target).expanduser()
         return re.sub(r"[^A-Za-z0-9._+@-]+", "-", folder.resolve().name) if folder.is_dir() \
             else target
+    elif form == "tei" and not target:  # the server serves one model: named by its host
+        return "tei"
     else:  # openai / ollama / a hub id as hf:: the served model's name
         name = target.rsplit("/", 1)[-1]
     return re.sub(r"[^A-Za-z0-9._+@-]+", "-", name).strip("-.") or form
@@ -168,8 +184,14 @@ def parse_model(spec: str, key: str = "model", names: dict[str, str] | None = No
                 raise LingtestError(
                     f"{key}: model spec `{spec}`: expected python:MODULE:ATTR or "
                     f"python:path/to/file.py:ATTR (ATTR a function, class or object)")
-        elif form in ("openai", "openai-chat", "ollama"):
+        elif form in ENDPOINT_FORMS:
             target, base_url = _endpoint(key, spec, rest)
+            if form == "tei" and base_url is None:
+                raise LingtestError(f"{key}: model spec `{spec}`: a TEI server has no default "
+                                    f"address; fix: tei:@http://HOST:PORT (the server's URL)")
+            if not target and form != "tei":
+                raise LingtestError(f"{key}: model spec `{spec}` names no model before `@`; "
+                                    f"fix: {form}:MODEL@URL")
     elif sep and len(prefix) > 1 and "/" not in prefix and not local.expanduser().exists():
         raise LingtestError(f"{key}: model spec `{spec}`: unknown prefix `{prefix}:`; forms: "
                             f"{SPEC_TABLE}")
@@ -184,9 +206,9 @@ def parse_model(spec: str, key: str = "model", names: dict[str, str] | None = No
                             f"or a hub id org/name")
     else:
         form, target = "hub", head
-    if form not in ("openai", "openai-chat", "ollama") and "key_env" in options:
-        raise LingtestError(f"{key}: model spec `{spec}`: key_env applies to openai: and "
-                            f"ollama: models only")
+    if form not in ENDPOINT_FORMS and "key_env" in options:
+        raise LingtestError(f"{key}: model spec `{spec}`: key_env applies to openai:, ollama: "
+                            f"and tei: models only")
     name = options.get("name") or (names or {}).get(head) or (names or {}).get(spec) \
         or _default_name(form, target)
     hub_like = form in ("builtin", "hub") or (form in ("hf", "seq2seq") and name == target)
