@@ -8,10 +8,19 @@ past the client's timeout, answer empty text, answer with an HTML error page and
 small token cap cuts (``long_answer``: that many filler words, one token each, cut at the
 request's max_tokens / num_predict, finish reason "length"), and tracks the peak of
 in-flight requests.
+
+The same servers embed (``protocol`` "openai": ``POST /v1/embeddings``, ``GET /v1/models``;
+"ollama": ``POST /api/embed``; "tei": Text Embeddings Inference's ``POST /embed`` and
+``GET /info``): deterministic vectors (``bag_of_words``: similar texts are similar), token
+counts unless ``usage`` is off, the same failure modes, and ``replied`` counts the embedding
+replies sent.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,11 +53,35 @@ def verdict(prompt: str) -> str:
                        "prompt": prompt})
 
 
+EMBED_ROUTES = {"openai": "/v1/embeddings", "ollama": "/api/embed", "tei": "/embed"}
+GENERATE_ROUTES = {"openai": "/v1/chat/completions", "ollama": "/api/generate"}
+OPENAI_MODELS = [{"id": "gpt-4o-mini", "object": "model", "created": 1721172741,
+                  "owned_by": "system"},
+                 {"id": "text-embedding-3-small", "object": "model", "created": 1705948997,
+                  "owned_by": "system"}]
+TEI_INFO = {"model_id": "BAAI/bge-small-en-v1.5", "model_sha": "5c38ec7c405ec4b44b94cc5a9bb96e73",
+            "model_dtype": "float16", "max_client_batch_size": 32}
+
+
+def bag_of_words(text: str, dim: int = 64) -> list[float]:
+    """The fake model's vector: each word hashed into one of ``dim`` columns, L2-normalised
+    (a text without words: the first column)."""
+    vector = [0.0] * dim
+    for word in re.findall(r"\w+", text.lower()):
+        vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % dim] += 1.0
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector] if norm else [1.0] + [0.0] * (dim - 1)
+
+
+def token_count(texts: list[str]) -> int:
+    return sum(len(re.findall(r"\w+|[^\w\s]", t)) for t in texts)
+
+
 @dataclass
 class FakeLLMServer:
     """A protocol server in a background thread; use as a context manager."""
 
-    protocol: str  # "ollama" or "openai"
+    protocol: str  # "ollama", "openai" or "tei" (embeddings only)
     fail_first: int = 0
     fail_status: int = 500
     retry_after: str | None = None
@@ -56,7 +89,11 @@ class FakeLLMServer:
     html_page: bool = False
     digest: str = DIGEST
     long_answer: int = 0
+    dim: int = 64
+    usage: bool = True
+    info: dict = field(default_factory=lambda: dict(TEI_INFO))
     requests: list[Recorded] = field(default_factory=list, init=False)
+    replied: int = field(default=0, init=False)
     max_in_flight: int = field(default=0, init=False)
     _in_flight: int = field(default=0, init=False)
     _generations: int = field(default=0, init=False)
@@ -73,6 +110,15 @@ class FakeLLMServer:
     def generations(self) -> list[Recorded]:
         """The generation requests only (not metadata look-ups)."""
         return [r for r in self.requests if r.method == "POST"]
+
+    def embeddings(self) -> list[Recorded]:
+        """The embedding requests only."""
+        return [r for r in self.requests if r.path == EMBED_ROUTES[self.protocol]]
+
+    def embedded_texts(self) -> list[str]:
+        """Every text the embedding requests carried, in request order."""
+        key = "inputs" if self.protocol == "tei" else "input"
+        return [t for r in self.embeddings() for t in r.body[key]]
 
     def __enter__(self) -> Self:
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
@@ -94,12 +140,15 @@ class FakeLLMServer:
             self.requests.append(Recorded(method, path, headers, body))
         if method == "GET":
             if self.protocol == "ollama" and path == "/api/tags":
-                return 200, {}, {"models": [{"name": "llama3.2:latest",
-                                             "model": "llama3.2:latest",
-                                             "digest": self.digest}]}
+                return 200, {}, {"models": [{"name": name, "model": name, "digest": self.digest}
+                                            for name in ("llama3.2:latest",
+                                                         "nomic-embed-text:latest")]}
+            if self.protocol == "openai" and path == "/v1/models":
+                return 200, {}, {"object": "list", "data": OPENAI_MODELS}
+            if self.protocol == "tei" and path == "/info":
+                return 200, {}, self.info
             return 404, {}, {"error": f"no route {path}"}
-        expected = "/api/generate" if self.protocol == "ollama" else "/v1/chat/completions"
-        if path != expected:
+        if path not in (GENERATE_ROUTES.get(self.protocol), EMBED_ROUTES[self.protocol]):
             return 404, {}, {"error": f"no route {path}"}
         with self._lock:
             self._generations += 1
@@ -118,7 +167,26 @@ class FakeLLMServer:
             return self.fail_status, extra, {"error": f"planned failure (auth: {echo})"}
         if self.html_page:
             return 200, {"Content-Type": "text/html"}, HTML_PAGE
+        if path == EMBED_ROUTES[self.protocol]:
+            return self._embed(body)
         return 200, {}, self._reply(body)
+
+    def _embed(self, body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        texts = body["inputs" if self.protocol == "tei" else "input"]
+        vectors = [bag_of_words(t, body.get("dimensions") or self.dim) for t in texts]
+        tokens = token_count(texts)
+        with self._lock:
+            self.replied += 1
+        if self.protocol == "tei":
+            return 200, {"x-compute-tokens": str(tokens)} if self.usage else {}, vectors
+        if self.protocol == "ollama":
+            return 200, {}, {"model": body["model"], "embeddings": vectors,
+                             **({"prompt_eval_count": tokens} if self.usage else {})}
+        data = [{"object": "embedding", "index": i, "embedding": v}
+                for i, v in enumerate(vectors)][::-1]  # out of order: the client sorts
+        return 200, {}, {"object": "list", "data": data, "model": body["model"],
+                         **({"usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+                            if self.usage else {})}
 
     def _reply(self, body: dict[str, Any]) -> dict[str, Any]:
         if self.protocol == "ollama":

@@ -104,7 +104,8 @@ def user_root(tmp_path_factory) -> Path:
     ("someorg/no-such-encoder", r"`someorg/no-such-encoder` \(encoder\) is missing: offline"
                                 r".*fix: "),
     ("vader", r"`vader` is a built-in classifier, not a sentence encoder; fix: encoder specs"),
-    ("openai:gpt-4o", r"is a `openai:` model, not a sentence encoder"),
+    ("openai-chat:gpt-4o@http://127.0.0.1:9/v1", r"is a `openai-chat:` model \(a chat API\), "
+                                                 r"not a sentence encoder"),
 ])
 def test_each_bad_spec_is_one_clear_error_in_well_under_a_second(user_root, spec, match):
     ref = parse_model(spec, "contrastive.encoders", root=user_root)

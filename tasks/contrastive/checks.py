@@ -41,4 +41,4 @@ def check_encoder(key: str, model_id: str, params: Params, workspace: Workspace,
     ref = parse_model(model_id, key, params.models.names, workspace.root)
     return {**row, **check_contrastive_encoder(ref, params.models.offline, workspace.root,
                                                c.dictionary_file, c.pooling,
-                                               needs_dictionaries(c.thresholds))}
+                                               needs_dictionaries(c.thresholds), key)}

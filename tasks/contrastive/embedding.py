@@ -9,6 +9,7 @@ Layout under ``root``::
 
     <model id with / replaced by __>/<key>/meta.json      model id, revision, pooling, dim
     <model id with / replaced by __>/<key>/shard-<hex>.npz  hashes (S64) + vectors float32
+    <model id with / replaced by __>/<key>/journal-<hex>.bin  records not yet compacted
 
 ``key`` is a hash of model id, revision, pooling and the store format, so a new revision,
 another pooling or another way of batching never reads old vectors. A text's shard is given
@@ -16,6 +17,14 @@ by the first hex characters of its sha256 (``shard_of``): 16 shards use one char
 only writer of that file, so a cluster can split the work by shard (``embed_shard``); a
 writer in the same process or on the same machine takes a per-shard file lock as well. Each
 shard file is replaced atomically (``tasks.core.io.atomic_path``).
+
+An encoder behind a service (``EndpointEncoder``: each request costs money and time) stores
+each request's vectors the moment it returns (``append``): fixed-size records (the text's hash,
+its float32 vector, a CRC32 of both) appended to ``journal-<hex>.bin`` beside the shard with one
+``O_APPEND`` write, so a run killed with ``kill -9`` keeps every vector whose request had
+returned; reads take the shard and its journal (a torn last record or one whose CRC fails is
+skipped: that text is embedded again), and ``compact`` folds the journals into the shards at
+the end of an embed call. Local encoders never write a journal: their shards are as before.
 
 What is not in the key: the device (CPU and GPU vectors differ by float rounding), the thread
 count and ``batch_size``. The encoder runs passes of one exact token count without padding,
@@ -31,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import zipfile
 import zlib
@@ -128,6 +138,13 @@ class EmbeddingStore:
         """Shard files present on disk, in shard order."""
         return sorted(self.path.glob("shard-*.npz"))
 
+    def journal_path(self, shard: int) -> Path:
+        return self.path / f"journal-{shard:0{self._width}x}.bin"
+
+    def journal_files(self) -> list[Path]:
+        """Journals not yet compacted into their shards, in shard order."""
+        return sorted(self.path.glob("journal-*.bin"))
+
     def read_meta(self) -> dict | None:
         if not self.meta_path.is_file():
             return None
@@ -192,8 +209,120 @@ class EmbeddingStore:
 
     def _shard(self, shard: int) -> tuple[dict[bytes, int], np.ndarray]:
         if shard not in self._shards:
-            self._shards[shard] = self._read_shard(shard)
+            self._shards[shard] = self._with_journal(shard, *self._read_shard(shard))
         return self._shards[shard]
+
+    # ----------------------------------------------------------------- journal
+    def _record(self) -> np.dtype:
+        """One journal record: the text's hash, its vector and a CRC32 of both."""
+        return np.dtype([("hash", HASH_DTYPE), ("vector", "<f4", (self.dim,)), ("crc", "<u4")])
+
+    def _read_journal(self, shard: int) -> np.ndarray:
+        """The shard's journal records whose CRC holds and whose vector is finite; a torn
+        last record (a write cut short) is left out."""
+        path = self.journal_path(shard)
+        if self.dim is None or not path.is_file():
+            return np.empty(0, dtype=self._record() if self.dim else "u1")
+        record = self._record()
+        raw = path.read_bytes()
+        rows = np.frombuffer(raw, dtype=record, count=len(raw) // record.itemsize)
+        if not len(rows):
+            return rows
+        good = np.array([zlib.crc32(row.tobytes()[:record.itemsize - 4]) == row["crc"]
+                         for row in rows])
+        return rows[good & np.isfinite(rows["vector"]).all(axis=1)]
+
+    def _with_journal(self, shard: int, index: dict[bytes, int], vectors: np.ndarray
+                      ) -> tuple[dict[bytes, int], np.ndarray]:
+        """A shard's index and vectors with its journal's texts the shard lacks added (the
+        shard's vector wins; the first record of a text wins)."""
+        records = self._read_journal(shard)
+        if not len(records):
+            return index, vectors
+        new: dict[bytes, int] = {}
+        for at, digest in enumerate(records["hash"].tolist()):
+            if digest not in index and digest not in new:
+                new[digest] = at
+        if not new:
+            return index, vectors
+        merged = np.concatenate([vectors.reshape(-1, self.dim),
+                                 records["vector"][list(new.values())]])
+        return {**index, **{h: len(index) + i for i, h in enumerate(new)}}, merged
+
+    def _checked(self, texts: Sequence[str], vectors: np.ndarray, what: str) -> np.ndarray:
+        """``vectors`` if they fit ``texts`` and the store (the first ones set its dim)."""
+        vectors = np.asarray(vectors)
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            raise LingtestError(f"{what}(): {len(texts)} texts but vectors of shape "
+                                f"{vectors.shape}")
+        if not np.isfinite(vectors).all():
+            raise LingtestError(f"{what}(): model `{self.model_id}` gave non-finite embeddings")
+        if self.dim is None:
+            self.dim = int(vectors.shape[1])
+            self._write_meta(self.dim)
+        elif vectors.shape[1] != self.dim:
+            raise LingtestError(f"{what}(): vectors of dim {vectors.shape[1]}, but {self.path} "
+                                f"holds dim {self.dim}")
+        return vectors
+
+    def append(self, texts: Sequence[str], vectors: np.ndarray) -> int:
+        """Store vectors at once and cheaply: one ``O_APPEND`` write of fixed-size records
+        per touched shard's journal, under the shard's lock (a torn record a killed writer
+        left at the end is cut off first, so records stay aligned). The kernel holds the
+        bytes once ``write`` returns, so a ``kill -9`` loses nothing appended; a power cut may
+        lose the last requests (their texts are embedded again). How many records were
+        written (``compact`` later drops those the shard already holds)."""
+        if len(texts) == 0:
+            return 0
+        vectors = self._checked(texts, vectors, "append").astype(np.float32)
+        record = self._record()
+        digests = self._hashes(texts)
+        by_shard: dict[int, list[int]] = {}
+        for row, digest in enumerate(digests):
+            by_shard.setdefault(self._shard_no(digest), []).append(row)
+        hashes = np.array(digests, dtype=HASH_DTYPE)
+        for shard, rows in sorted(by_shard.items()):
+            out = np.zeros(len(rows), dtype=record)
+            out["hash"], out["vector"] = hashes[rows], vectors[rows]
+            out["crc"] = [zlib.crc32(row.tobytes()[:record.itemsize - 4]) for row in out]
+            with self._locked(shard):
+                fd = os.open(self.journal_path(shard), os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                             0o644)
+                try:
+                    size = os.fstat(fd).st_size
+                    if size % record.itemsize:  # a killed writer's torn record
+                        os.ftruncate(fd, size - size % record.itemsize)
+                    data = memoryview(out.tobytes())
+                    while data:
+                        data = data[os.write(fd, data):]
+                finally:
+                    os.close(fd)
+            self._shards.pop(shard, None)  # read again, journal included, when asked
+        return len(texts)
+
+    def compact(self) -> int:
+        """Fold every journal into its shard (merged and rewritten atomically, as ``add``
+        writes it, then the journal removed), each under the shard's lock; how many texts
+        moved. A kill between the two steps leaves records the shard already holds: read
+        past, removed by the next compaction."""
+        moved = 0
+        for path in self.journal_files():
+            shard = int(path.stem[len("journal-"):], 16)
+            with self._locked(shard):
+                index, stored = self._read_shard(shard)
+                merged_index, merged = self._with_journal(shard, index, stored)
+                if len(merged_index) > len(index):
+                    self._write_shard(shard, np.array(list(merged_index), dtype=HASH_DTYPE),
+                                      merged)
+                    moved += len(merged_index) - len(index)
+                path.unlink()
+                self._shards[shard] = (merged_index, merged)
+        return moved
+
+    def _write_shard(self, shard: int, hashes: np.ndarray, vectors: np.ndarray) -> None:
+        with atomic_path(self.shard_path(shard)) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, hashes=hashes, vectors=vectors,
+                     checksum=np.array(_checksum(hashes, vectors), dtype="S64"))
 
     # ----------------------------------------------------------------- API
     def _hashes(self, texts: Sequence[str]) -> list[bytes]:
@@ -220,19 +349,9 @@ class EmbeddingStore:
         Returns how many texts were new. Each touched shard is re-read under its lock,
         merged and rewritten atomically, so concurrent writers on one machine lose nothing.
         """
-        vectors = np.asarray(vectors)
         if len(texts) == 0:
             return 0
-        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-            raise LingtestError(f"add(): {len(texts)} texts but vectors of shape {vectors.shape}")
-        if not np.isfinite(vectors).all():
-            raise LingtestError(f"add(): model `{self.model_id}` gave non-finite embeddings")
-        if self.dim is None:
-            self.dim = int(vectors.shape[1])
-            self._write_meta(self.dim)
-        elif vectors.shape[1] != self.dim:
-            raise LingtestError(f"add(): vectors of dim {vectors.shape[1]}, but {self.path} "
-                                f"holds dim {self.dim}")
+        vectors = self._checked(texts, vectors, "add")
         by_shard: dict[int, dict[bytes, int]] = {}
         for row, digest in enumerate(self._hashes(texts)):
             by_shard.setdefault(self._shard_no(digest), {}).setdefault(digest, row)
@@ -246,13 +365,11 @@ class EmbeddingStore:
                     merged = np.concatenate(
                         [stored.reshape(-1, self.dim),
                          vectors[[r for _, r in new]].astype(np.float32)])
-                    with atomic_path(self.shard_path(shard)) as tmp, open(tmp, "wb") as fh:
-                        np.savez(fh, hashes=hashes, vectors=merged,
-                                 checksum=np.array(_checksum(hashes, merged), dtype="S64"))
+                    self._write_shard(shard, hashes, merged)
                     index = {h: i for i, h in enumerate(hashes.tolist())}
                     stored = merged
                     added += len(new)
-                self._shards[shard] = (index, stored)
+                self._shards[shard] = self._with_journal(shard, index, stored)
         return added
 
     def get(self, texts: Sequence[str]) -> np.ndarray:
@@ -291,8 +408,9 @@ class EmbeddingStore:
 
     def __len__(self) -> int:
         """Number of texts stored (all shards on disk)."""
-        return sum(len(self._shard(int(f.stem[len("shard-"):], 16))[0])
-                   for f in self.shard_files())
+        shards = {int(f.stem.split("-", 1)[1], 16)
+                  for f in [*self.shard_files(), *self.journal_files()]}
+        return sum(len(self._shard(shard)[0]) for shard in shards)
 
     def __repr__(self) -> str:
         return (f"EmbeddingStore({self.model_id!r}, revision={self.revision!r}, "
@@ -329,6 +447,13 @@ def _embed_missing(encoder: SupportsEncode, todo: list[str], store: EmbeddingSto
     if batch_size < 1 or flush_every < 1:
         raise LingtestError(f"batch_size and flush_every must be >= 1 (got {batch_size}, "
                             f"{flush_every})")
+    if hasattr(encoder, "encode_each"):  # a service: each request's vectors stored at once
+        try:
+            if todo:
+                encoder.encode_each(todo, batch_size, store.append)
+        finally:
+            store.compact()  # a killed run's journal too
+        return len(todo)
     if not todo:
         return 0
     counts = encoder.token_counts(todo) if hasattr(encoder, "token_counts") else None  # Encoder

@@ -32,10 +32,11 @@ class Embedded:
 
 def _encoder(model: ModelRef, offline: bool, device: str, params: ContrastiveParams,
              pass_tokens: int | None, precision: str | None = None, backend: str | None = None,
-             root: str | None = None):
+             root: str | None = None, http=None):
     """``model``'s encoder (``any_encoder.load_any_encoder``: lingtest's own, a
-    sentence-transformers model's own encode, or a python: object): the stage's pooling and
-    max_length, ``runtime.encoder_*``'s path; python: files relative to ``root``."""
+    sentence-transformers model's own encode, a python: object or an embedding service):
+    the stage's pooling and max_length, ``runtime.encoder_*``'s path; python: files
+    relative to ``root``; a service's HTTP settings ``http``."""
     from tasks.models.any_encoder import load_any_encoder
     from tasks.models.pooling import parse_pooling
 
@@ -48,7 +49,7 @@ def _encoder(model: ModelRef, offline: bool, device: str, params: ContrastivePar
     return load_any_encoder(model, offline=offline, device=device, pooling=params.pooling,
                             max_length=params.max_length, pass_tokens=pass_tokens,
                             precision=precision, backend=backend,
-                            root=Path(root) if root else None)
+                            root=Path(root) if root else None, http=http)
 
 
 NO_VOCABULARY_NOTE = "contrastive.dictionary_file's words (the model has no vocabulary)"
@@ -93,13 +94,18 @@ def _to_embed(encoder, texts: list[str], params: ContrastiveParams, seed: int,
 def embed(model: ModelRef, texts: list[str], store_root: str, offline: bool, device: str,
           params: ContrastiveParams, seed: int,
           dictionaries: dict[str, list[str]], pass_tokens: int | None = None,
-          precision: str | None = None, backend: str | None = None, root: str | None = None
-          ) -> tuple[dict, Embedded]:
+          precision: str | None = None, backend: str | None = None, root: str | None = None,
+          http=None) -> tuple[dict, Embedded]:
     """Embed ``texts`` and the dictionaries (the model's vocabulary, plus ``dictionaries``:
     name → words), each distinct text once, each dictionary deduplicated by the model's
     normal form (``thresholds.distinct_forms``). ``pass_tokens``: ``runtime.pass_tokens``;
     ``precision`` / ``backend``: ``runtime.encoder_precision`` / ``encoder_backend``;
-    ``root``: the project root (python: files).
+    ``root``: the project root (python: files); ``http``: an embedding service's
+    ``LLMSettings`` (``embedding_endpoints.endpoint_settings``).
+
+    An embedding service embeds here, never in shard tasks, ``http.concurrency`` requests
+    at a time, each request's vectors stored as it returns; its facts add ``endpoint``:
+    requests made, input tokens, vectors embedded now and served from the store.
 
     The on-disk store is the cache: a rerun embeds nothing (it is keyed by the model's
     display name, revision — a python: module's file hash — and ``cache_key``). Returns the
@@ -108,13 +114,15 @@ def embed(model: ModelRef, texts: list[str], store_root: str, offline: bool, dev
     """
     from tasks.models.any_encoder import describe_encoder
 
-    encoder = _encoder(model, offline, device, params, pass_tokens, precision, backend, root)
+    encoder = _encoder(model, offline, device, params, pass_tokens, precision, backend, root,
+                       http)
     words, everything = _to_embed(encoder, texts, params, seed, dictionaries)
     store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)
     missing = len(store.missing(everything))
     matrix = embedding.embed_texts(encoder, everything, store, params.batch_size)
-    get_run_logger().info("%s: %d distinct texts, %d embedded now, %d from the cache",
-                          encoder.model_id, len(everything), missing, len(everything) - missing)
+    logger = get_run_logger()
+    logger.info("%s: %d distinct texts, %d embedded now, %d from the cache",
+                encoder.model_id, len(everything), missing, len(everything) - missing)
     parameters = encoder.parameters()
     info = {"model_id": encoder.model_id, "spec": model.bare, "form": model.form,
             "source": parameters.get("source"), "revision": encoder.revision,
@@ -123,6 +131,13 @@ def embed(model: ModelRef, texts: list[str], store_root: str, offline: bool, dev
             "vocabulary": vocabulary_note(encoder) if words else None,  # None: no θ search
             "dim": int(matrix.shape[1]), "dictionaries": words, "embedded_now": missing,
             "parameters": parameters}
+    if hasattr(encoder, "usage"):  # an embedding service: what this run asked of it
+        info["endpoint"] = {**encoder.usage(), "from_store": len(everything) - missing}
+        logger.info("%s at %s: %d requests, %d input tokens (%s), %d vectors from the store",
+                    encoder.model_id, info["endpoint"]["endpoint"],
+                    info["endpoint"]["requests"], info["endpoint"]["input_tokens"],
+                    info["endpoint"]["tokens"], info["endpoint"]["from_store"])
+        encoder.close()
     return info, Embedded(everything, matrix)
 
 
@@ -133,7 +148,12 @@ def shard_calls(model: ModelRef, texts: list[str], store_root: str, offline: boo
                 root: str | None = None) -> list[tuple]:
     """The arguments of ``embed_store_shards`` calls that embed what ``embed`` would for
     ``model``: the store's shards holding a missing text, dealt into ``groups`` sets
-    (one per worker: every call pays its own fill-up copies and model load)."""
+    (one per worker: every call pays its own fill-up copies and model load). None for an
+    embedding service: it embeds in ``embed``, with its own concurrency."""
+    from tasks.models.embedding_endpoints import is_endpoint
+
+    if is_endpoint(model):
+        return []
     encoder = _encoder(model, offline, device, params, pass_tokens, precision, backend, root)
     _, everything = _to_embed(encoder, texts, params, seed, dictionaries)
     store = embedding.EmbeddingStore.for_encoder(Path(store_root), encoder)

@@ -25,6 +25,7 @@ from tasks.core.method import Method, Preparation, Unit, UnitResult, by_model
 from tasks.core.publish import Figure, Report, provenance, slug
 from tasks.core.schema import Contract
 from tasks.core.validate import param_path
+from tasks.models.embedding_endpoints import endpoint_settings, is_endpoint
 from tasks.models.model_spec import ModelRef, parse_model, parse_models
 
 SUBSTITUTES = ("Substitutes: the paper's 42 hub encoders → the packaged all-MiniLM-L6-v2 "
@@ -136,7 +137,8 @@ class ContrastiveMethod(Method):
         for ref in self.refs():
             check_contrastive_encoder(ref, self.params.models.offline, self.workspace.root,
                                       c.dictionary_file, c.pooling,
-                                      thresholds.needs_dictionaries(c.thresholds))
+                                      thresholds.needs_dictionaries(c.thresholds),
+                                      self.encoders_key)
 
     def build_suite(self) -> pd.DataFrame:
         params = self.params
@@ -197,7 +199,8 @@ class ContrastiveMethod(Method):
         """The units' costly steps in two phases: every model's missing embeddings, one call
         per worker (some store shards each); then its nearest-neighbour searches and
         classifier banks side by side (cached tasks: the units find their results cached and
-        the embeddings stored)."""
+        the embeddings stored). An embedding service has no share here: its unit embeds
+        (its own concurrency) and so counts every request of the run."""
         params, (data, texts, extra) = self.params, self._embedding_inputs(suite)
         run = (params.models.offline, params.runtime.device, params.contrastive, params.seed,
                extra, params.runtime.pass_tokens, params.runtime.encoder_precision,
@@ -208,6 +211,8 @@ class ContrastiveMethod(Method):
                                           groups=params.runtime.max_workers, root=root)]
         steps = []
         for ref in self.refs():
+            if is_endpoint(ref):  # a service's unit embeds, counts its requests and searches
+                continue
             info, embedded = embedding_tasks.embed(ref, texts, self.store_root, *run, root=root)
             steps += [(validation.nearest_neighbour_distances, args)
                       for args in self._nearest_neighbour_calls(info, embedded)]
@@ -231,7 +236,8 @@ class ContrastiveMethod(Method):
                                   params.models.offline, params.runtime.device, c, params.seed,
                                   extra, params.runtime.pass_tokens,
                                   **params.runtime.encoder_path(),
-                                  root=str(self.workspace.root))
+                                  root=str(self.workspace.root),
+                                  http=endpoint_settings(params))
         thetas, nn_rows = self._thresholds(info, embedded)
         banks = {args[0]: classifier_tasks.train_classifiers(*args)
                  for args in self._classifier_calls(data, embedded)}
@@ -314,6 +320,10 @@ class ContrastiveMethod(Method):
                                                    for i in infos)}))
         out.add("contrastive-table1", table1(suite),
                 "COSTELLO Table 1: triples per contrastive relation")
+        if any("endpoint" in i for i in infos):  # only runs with an embedding service
+            out.add("contrastive-endpoints", report.endpoint_usage(infos),
+                    "Embedding services: what this run asked (requests, input tokens) and "
+                    "what the embedding store served")
         accuracy = pd.concat([run.extra["accuracy"] for run in models], ignore_index=True)
         out.add("contrastive-classifiers", report.classifier_summary(accuracy),
                 "Downstream classifiers: test accuracy (SST-2 sentiment, MRPC paraphrase)")
@@ -351,13 +361,20 @@ class ContrastiveMethod(Method):
     def _encoder_notes(infos: list[dict]) -> dict[str, str]:
         """Provenance lines only a run with other encoders than lingtest's own needs (so the
         default reports stay as they were): which models ran without exact-length passes,
-        and a ``vocab`` dictionary not taken from a tokenizer."""
+        an embedding service's endpoint, revision and requests, and a ``vocab`` dictionary
+        not taken from a tokenizer."""
         notes = {}
         own = [i for i in infos if not i.get("exact_length", True)]
         if own:
             notes[EXACT_LENGTH_KEY] = "; ".join(
                 f"{i['model_id']}: not applied ({i['pooling']}: a vector may depend on its "
                 f"batch's company in the last bits)" for i in own)
+        served = [i for i in infos if "endpoint" in i]
+        if served:
+            notes["embedding services"] = "; ".join(
+                f"{i['model_id']}: {i['endpoint']['endpoint']}, revision "
+                f"{i['endpoint']['revision']} (stated by the server), "
+                f"{report.usage_text(i['endpoint'])}" for i in served)
         odd = [i for i in infos if i.get("vocabulary", "the model's tokenizer")
                not in ("the model's tokenizer", None)]
         if odd:
@@ -367,7 +384,11 @@ class ContrastiveMethod(Method):
 
     def summary(self, suite: pd.DataFrame, results: pd.DataFrame,
                 runs: list[UnitResult]) -> dict:
-        return {"triples": len(suite), "violations": int(results["verdict"].eq("fail").sum()),
-                "embedded_now": {run.extra["info"]["model_id"]: run.extra["info"]["embedded_now"]
-                                 for run in self._per_model(runs)}}
+        infos = [run.extra["info"] for run in self._per_model(runs)]
+        out = {"triples": len(suite), "violations": int(results["verdict"].eq("fail").sum()),
+               "embedded_now": {info["model_id"]: info["embedded_now"] for info in infos}}
+        if any("endpoint" in info for info in infos):
+            out["endpoint_requests"] = {info["model_id"]: info["endpoint"]["requests"]
+                                        for info in infos if "endpoint" in info}
+        return out
 

@@ -199,3 +199,22 @@ def precision_figure(table: pd.DataFrame, path: Path, title: str) -> Path:
         fig.savefig(tmp, format="png")
     plt.close(fig)
     return path
+
+
+def usage_text(usage: dict) -> str:
+    """One embedding service's counts in words (``EndpointEncoder.usage`` + from_store)."""
+    return (f"{usage['requests']} requests, {usage['input_tokens']} input tokens "
+            f"({usage['tokens']}), {usage['from_store']} vectors from the embedding store")
+
+
+def endpoint_usage(infos: list[dict]) -> pd.DataFrame:
+    """Per embedding service of the run: its endpoint (public URL), the revision the server
+    stated, the requests made, input tokens (server-stated or estimated), vectors embedded
+    now and served from the store. A rerun on the same texts shows 0 requests."""
+    rows = [{"model_id": i["model_id"], "endpoint": u["endpoint"], "revision": u["revision"],
+             "requests": u["requests"], "input_tokens": u["input_tokens"],
+             "tokens": u["tokens"], "embedded_now": u["embedded_now"],
+             "from_store": u["from_store"],
+             "system_fingerprints": ", ".join(u["fingerprints"]) or ""}
+            for i in infos if (u := i.get("endpoint"))]
+    return pd.DataFrame(rows)

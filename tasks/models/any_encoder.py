@@ -24,6 +24,10 @@ sentence-transformers models take it from their tokenizer; a python: object from
 with neither has no vocabulary, and then ``contrastive.dictionary_file`` must be set: its words
 are that model's ``vocab`` dictionary (``vocabulary_source`` says which; the stage records it).
 
+An embedding **service** (``openai:MODEL@URL``, ``ollama:MODEL@URL``, ``tei:[MODEL]@URL``) is
+an encoder too (``embedding_endpoints.EndpointEncoder``): pooling "endpoint", its revision what
+the server states, no vocabulary (``contrastive.dictionary_file`` then), never repaired.
+
 Every encoder's ``model_id`` is the spec's display name (``ModelRef.name``), never a path:
 report files, metric keys, result rows and task names carry it.
 """
@@ -84,12 +88,22 @@ def _can_encode(obj: Any) -> bool:
     return callable(getattr(obj, "encode", None)) or callable(obj)
 
 
-def check_encoder(ref: ModelRef, offline: bool = True, root: Path | None = None) -> dict:
+def check_encoder(ref: ModelRef, offline: bool = True, root: Path | None = None,
+                  key: str = "contrastive.encoders") -> dict:
     """One ``lingtest models`` row of an encoder spec, without loading weights: id (the spec),
     name, kind, source, revision, pooling ("own encode" for a model lingtest does not run
     itself) and path. Raises one LingtestError naming the problem and the fix: a form that is
     not an encoder, a hub id missing offline, a folder without weights, a python: module or
-    attribute that is missing, or an object with neither ``encode`` nor a call."""
+    attribute that is missing, or an object with neither ``encode`` nor a call; an
+    endpoint spec (``embedding_endpoints.check_endpoint_encoder``, errors naming ``key``)
+    without contacting its server."""
+    from tasks.models import embedding_endpoints as endpoints
+
+    if endpoints.is_endpoint(ref):
+        return endpoints.check_endpoint_encoder(ref, key)
+    if "dimensions" in ref.options:
+        raise LingtestError(f"{key}: model `{ref.name}`: dimensions= applies to an embedding "
+                            f"service (openai:, ollama:); fix: drop #dimensions=")
     if ref.form not in ENCODER_FORMS:
         what = ("a built-in classifier" if ref.form == "builtin" else f"a `{ref.form}:` model")
         raise LingtestError(f"model `{ref.spec}` is {what}, not a sentence encoder; "
@@ -117,6 +131,10 @@ def vocabulary_source(ref: ModelRef, root: Path | None = None) -> str | None:
     ``tokenizer`` (hub ids, folders), ``own vocabulary()`` (a python: object that defines
     it), ``tokenizer`` (a python: object or function with a ``tokenizer`` attribute), or None
     (a class may still set ``tokenizer`` in its ``__init__``: the loaded encoder decides)."""
+    from tasks.models.embedding_endpoints import is_endpoint
+
+    if is_endpoint(ref):
+        return None
     if ref.form != "python":
         return TOKENIZER
     obj = _light_user_attr(ref, root)[0]
@@ -141,16 +159,22 @@ def no_vocabulary(name: str, spec: str) -> LingtestError:
 def check_contrastive_encoder(ref: ModelRef, offline: bool = True, root: Path | None = None,
                               dictionary_file: str | None = None,
                               pooling: str | None = None,
-                              vocabulary_needed: bool = True) -> dict:
+                              vocabulary_needed: bool = True,
+                              key: str = "contrastive.encoders") -> dict:
     """``check_encoder``, then what the contrastive stage asks beyond it: a vocabulary (or
     ``contrastive.dictionary_file``) unless no θ needs one (``vocabulary_needed``: False for
     ``thresholds: [zero]``), and no ``contrastive.pooling`` override for a model that runs
     its own encode. The row, as ``check_encoder``'s."""
-    row = check_encoder(ref, offline, root)
-    if pooling is not None and row["pooling"] == OWN_ENCODE:
+    from tasks.models import embedding_endpoints as endpoints
+
+    row = check_encoder(ref, offline, root, key)
+    if pooling is not None and (row["pooling"] == OWN_ENCODE or endpoints.is_endpoint(ref)):
         raise LingtestError(f"contrastive.pooling `{pooling}`: model `{ref.name}` "
-                            f"({ref.bare}) runs its own encode, whose pooling lingtest cannot "
-                            f"change; fix: contrastive.pooling: null, or test it alone")
+                            f"({endpoints._shown(ref)}) runs its own encode, whose pooling "
+                            f"lingtest cannot change; fix: contrastive.pooling: null, or test "
+                            f"it alone")
+    if vocabulary_needed and dictionary_file is None and endpoints.is_endpoint(ref):
+        raise endpoints.no_vocabulary(ref)
     if vocabulary_needed and dictionary_file is None and ref.form == "python":
         obj = _light_user_attr(ref, root)[0]
         if vocabulary_source(ref, root) is None and not (
@@ -173,7 +197,15 @@ def check_repairable(ref: ModelRef, offline: bool = True, root: Path | None = No
     """``check_encoder``'s row when lingtest's repair can fine-tune the model; otherwise one
     error naming ``key`` and the reason: repair trains the weights of a transformers encoder
     through lingtest's own forward pass (Transformer + Pooling (+ Normalize)), which a
-    python: object or a model with other sentence-transformers modules does not have."""
+    python: object, a model with other sentence-transformers modules or an embedding
+    service does not have."""
+    from tasks.models import embedding_endpoints as endpoints
+
+    if endpoints.is_endpoint(ref):
+        raise LingtestError(
+            f"{key}: `{endpoints._shown(ref)}` ({ref.name}) is an embedding service; lingtest's "
+            f"repair fine-tunes an encoder's weights, which a service does not expose; fix: "
+            f"remove it from {key} (the contrastive stage can still test it)")
     row = check_encoder(ref, offline, root)
     if ref.form == "python":
         raise LingtestError(
@@ -453,13 +485,21 @@ def load_any_encoder(spec_or_ref: str | ModelRef, offline: bool = True, device: 
                      pooling: str | None = None, max_length: int | None = None,
                      pass_tokens: int | None = None, precision: str | None = None,
                      backend: str | None = None, names: dict | None = None,
-                     root: Path | None = None, key: str = "model"):
+                     root: Path | None = None, key: str = "model", http=None):
     """The encoder a spec names (see the module docstring for the three paths), its
     ``model_id`` the display name. ``pooling``, ``pass_tokens``, ``precision`` and
     ``backend`` reach lingtest's own encoder only (a pooling override on an own-encode model
     is an error); ``max_length`` also caps a sentence-transformers model's own encode;
-    a python: encoder takes none of them."""
+    a python: encoder takes none of them; an embedding service takes ``http`` (its
+    ``LLMSettings``: concurrency, timeout, retries) and reads its revision from the server."""
+    from tasks.models import embedding_endpoints as endpoints
+
     ref = as_ref(spec_or_ref, key, names, root)
+    if endpoints.is_endpoint(ref):
+        if pooling is not None:
+            check_contrastive_encoder(ref, offline, root, "", pooling)  # the pooling error
+        return endpoints.load_endpoint_encoder(ref, http, key if key != "model" else
+                                               endpoints.KEY)
     if ref.form == "python":
         from tasks.models.user_code import load_user_object
 

@@ -26,7 +26,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import httpx
 
@@ -52,9 +52,10 @@ ERROR_BODY_CHARS = 300
 class _Failure(Exception):
     """A failed attempt; ``retry`` says whether another attempt may succeed."""
 
-    def __init__(self, message: str, retry: bool, retry_after: float | None = None):
+    def __init__(self, message: str, retry: bool, retry_after: float | None = None,
+                 status: int | None = None):
         super().__init__(message)
-        self.retry, self.retry_after = retry, retry_after
+        self.retry, self.retry_after, self.status = retry, retry_after, status
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -105,16 +106,20 @@ class Endpoint:
 
 def resolve_endpoint(ref: "ModelRef", base_url: str | None = None,
                      key: str = "consistency.llms") -> Endpoint:
-    """The endpoint of an ``openai:``/``openai-chat:``/``ollama:`` spec: its ``@URL``, else
+    """The endpoint of an ``openai:``/``openai-chat:``/``ollama:``/``tei:`` spec: its ``@URL``, else
     ``base_url`` (a command's ``--base-url``), else the protocol's environment variable.
     An ``openai:`` model with none of them is refused: it would silently go to the public
     API (and spend the key there); ``@https://api.openai.com/v1`` says so explicitly. A
-    ``#key_env=VAR`` whose variable is unset is refused too (the user said a key exists)."""
+    ``tei:`` spec always names its server. A ``#key_env=VAR`` whose variable is unset is
+    refused too (the user said a key exists)."""
     if ref.base_url and base_url and public_url(ref.base_url) != public_url(base_url):
         raise LingtestError(f"{key}: model `{ref.name}` names its endpoint "
                             f"{public_url(ref.base_url)} and --base-url names "
                             f"{public_url(base_url)}; fix: keep one of them")
     url, source = (ref.base_url, "spec") if ref.base_url else (base_url, "option")
+    if not url and ref.form == "tei":
+        raise LingtestError(f"{key}: model `{ref.name}` ({ref.bare}): a TEI server has no "
+                            f"default address; fix: tei:@http://HOST:PORT (the server's URL)")
     if not url and ref.form == "ollama":
         host = os.environ.get("OLLAMA_HOST")
         url, source = (host, "OLLAMA_HOST") if host else (OLLAMA_DEFAULT, "default")
@@ -290,20 +295,29 @@ class HTTPBackend:
         is sent and the requests in flight are awaited and handed over before the
         exception goes on (a second Ctrl-C stops the wait); so after a stop request
         (``tasks.core.stopping``: SIGTERM)."""
-        if not prompts:
+        return self._each(prompts, self._ask, on_answer, "prompts")
+
+    def _each(self, items: list, ask: Callable[[Any, contextlib.ExitStack | None,
+                                                   threading.Event], Any],
+              on_result: Callable[[list[tuple[int, Any]]], None] | None = None,
+              what: str = "requests") -> list:
+        """``answer``'s loop for any request kind: ``ask(item, keep, halt)`` per item on up
+        to ``concurrency`` threads, each result handed to ``on_result`` in this thread while
+        its endpoint slot is held (see ``answer``); results in item order."""
+        if not items:
             return []
-        out: list[LLMResponse | None] = [None] * len(prompts)
-        workers = min(self.settings.concurrency, len(prompts))
+        out: list[Any] = [None] * len(items)
+        workers = min(self.settings.concurrency, len(items))
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-http")
-        keep = on_answer is not None
+        keep = on_result is not None
 
-        halt = threading.Event()  # set when interrupted: a queued prompt is not sent
+        halt = threading.Event()  # set when interrupted: a queued item is not sent
 
-        def ask(prompt: str) -> tuple[LLMResponse | None, contextlib.ExitStack]:
+        def run(item: Any) -> tuple[Any, contextlib.ExitStack]:
             held = contextlib.ExitStack()
-            return self._ask(prompt, held if keep else None, halt), held
+            return ask(item, held if keep else None, halt), held
 
-        futures = {pool.submit(ask, prompt): i for i, prompt in enumerate(prompts)}
+        futures = {pool.submit(run, item): i for i, item in enumerate(items)}
         handed: set[Future] = set()
 
         def hand_over(future: Future) -> None:
@@ -311,15 +325,15 @@ class HTTPBackend:
             response, held = future.result()
             if response is None:  # never sent: the call was interrupted first
                 return
-            with held:  # the slot, released once the answer is stored
+            with held:  # the slot, released once the result is stored
                 out[futures[future]] = response
-                if on_answer is not None:
-                    on_answer([(futures[future], response)])
+                if on_result is not None:
+                    on_result([(futures[future], response)])
 
         try:
             for future in as_completed(futures):
                 hand_over(future)
-                stopping.check("sending the remaining prompts")  # a SIGTERM: send no more
+                stopping.check(f"sending the remaining {what}")  # a SIGTERM: send no more
         except BaseException:
             halt.set()  # a worker already waiting for a slot sends nothing either
             for future in futures:
@@ -334,7 +348,7 @@ class HTTPBackend:
                 if future not in handed:
                     future.add_done_callback(_free_slot)
             pool.shutdown(wait=False, cancel_futures=True)
-        return out  # type: ignore[return-value]
+        return out
 
     def close(self) -> None:
         """Release pooled connections."""
@@ -354,21 +368,31 @@ class HTTPBackend:
         """The prompt's answer after up to ``retries`` more attempts; ``keep``: takes over
         the endpoint slot of the attempt that answered (the caller frees it). None: not
         sent, because ``halt`` (the call interrupted) or a stop request came first."""
+        outcome = self._retrying(lambda: self._attempt(prompt, keep, halt))
+        return None if outcome is None else LLMResponse(*outcome)
+
+    def _retrying(self, attempt: Callable[[], Any]
+                  ) -> tuple[Any, str | None, float, int] | None:
+        """(value, None, seconds, attempts) once ``attempt`` succeeds, or (None, error,
+        seconds, attempts) after up to ``retries`` more attempts, waiting between them
+        (doubling from ``backoff_s``, or the server's Retry-After; both capped); a failure
+        that says it cannot succeed is not retried. None: ``attempt`` sent nothing (it
+        returned None: the call was interrupted first)."""
         began = time.perf_counter()
         attempts = 0
         while True:
             attempts += 1
             try:
-                text = self._attempt(prompt, keep, halt)
-                if text is None:
+                value = attempt()
+                if value is None:
                     return None
-                return LLMResponse(text, None, time.perf_counter() - began, attempts)
+                return value, None, time.perf_counter() - began, attempts
             except _Failure as failure:
                 message = self._scrub(str(failure))
                 if not failure.retry or attempts > self.settings.retries:
                     log.warning("%s: giving up after %d attempt(s): %s", self.model_id,
                                 attempts, message)
-                    return LLMResponse(None, message, time.perf_counter() - began, attempts)
+                    return None, message, time.perf_counter() - began, attempts
                 delay = min(self.settings.backoff_s * 2 ** (attempts - 1), MAX_DELAY_S)
                 if failure.retry_after is not None:
                     delay = min(failure.retry_after, MAX_DELAY_S)
@@ -381,20 +405,28 @@ class HTTPBackend:
         """One request in an endpoint slot; the text (``keep`` takes the slot), or a
         _Failure saying whether to retry (the slot freed); None, unsent, when the call was
         interrupted (or a stop requested) while this prompt waited for its slot."""
+        return self._in_slot(lambda: self._request(prompt), keep, halt)
+
+    def _in_slot(self, request: Callable[[], Any], keep: contextlib.ExitStack | None = None,
+                 halt: threading.Event | None = None) -> Any:
+        """``request()`` in an endpoint slot (``_attempt``'s rules, for any request kind)."""
         with contextlib.ExitStack() as slot:
             slot.enter_context(self._limit.slot())
             if (halt is not None and halt.is_set()) or stopping.requested():
                 return None
-            text = self._request(prompt)
+            value = request()
             if keep is not None:
                 keep.enter_context(slot.pop_all())
-            return text
+            return value
 
-    def _request(self, prompt: str) -> str:
-        """One request: the text, or a _Failure saying whether to retry."""
-        url = f"{self.base_url}{self._endpoint()}"
+    def _exchange(self, path: str, body: Any = None) -> tuple[Any, httpx.Headers]:
+        """One request to ``base_url + path`` (POST ``body``, or GET when it is None): its
+        decoded JSON and headers, or a _Failure saying whether to retry (connection errors,
+        timeouts, 429, 5xx and an HTML error page may pass; other errors will not)."""
+        url = f"{self.base_url}{path}"
         try:
-            response = self._client.post(url, json=self._body(prompt))
+            response = (self._client.get(url) if body is None
+                        else self._client.post(url, json=body))
         except httpx.TimeoutException as exc:
             raise _Failure(f"timeout after {self.settings.timeout_s} s "
                            f"({type(exc).__name__})", retry=True) from exc
@@ -409,17 +441,24 @@ class HTTPBackend:
             detail = response.text[:ERROR_BODY_CHARS]
             retry = status == 429 or status >= 500
             raise _Failure(f"HTTP {status} from {public_url(url)}: {detail}", retry,
-                           _retry_after(response.headers.get("Retry-After")) if retry else None)
+                           _retry_after(response.headers.get("Retry-After")) if retry else None,
+                           status)
         try:
             payload = response.json()
         except ValueError as exc:
             raise _Failure(f"invalid JSON from {public_url(url)}: "
                            f"{response.text[:ERROR_BODY_CHARS]}", retry=False) from exc
+        if isinstance(payload, dict) and payload.get("error"):
+            raise _Failure(f"server error from {public_url(url)}: {payload['error']}",
+                           retry=False)
+        return payload, response.headers
+
+    def _request(self, prompt: str) -> str:
+        """One request: the text, or a _Failure saying whether to retry."""
+        url = f"{self.base_url}{self._endpoint()}"
+        payload, _ = self._exchange(self._endpoint(), self._body(prompt))
         if not isinstance(payload, dict):
             raise _Failure(f"unexpected response from {public_url(url)}: {payload!r:.300}",
-                           retry=False)
-        if payload.get("error"):
-            raise _Failure(f"server error from {public_url(url)}: {payload['error']}",
                            retry=False)
         text = self._text(payload)
         if text is None or not text.strip():
