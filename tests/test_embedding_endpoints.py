@@ -25,7 +25,7 @@ from tasks.contrastive.embedding import EmbeddingStore, embed_texts
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT
 from tasks.models.any_encoder import (check_contrastive_encoder, check_encoder,
-                                      check_repairable, load_any_encoder)
+                                      check_repairable, describe_encoder, load_any_encoder)
 from tasks.models.llm import LLMSettings
 from tasks.models.model_spec import parse_model
 
@@ -103,8 +103,8 @@ def test_dimensions_key_and_url_password_reach_the_request_not_the_record(tmp_pa
         assert "dimensions" not in server.embeddings()[-1].body
         assert (EmbeddingStore.for_encoder(tmp_path, model).path
                 != EmbeddingStore.for_encoder(tmp_path, keyed).path)
-        shown = json.dumps([[m.revision, m.cache_key, m.parameters(), m.usage(), repr(m)]
-                            for m in (model, keyed)])
+        shown = json.dumps([[m.revision, m.cache_key, m.parameters(), m.usage(), repr(m),
+                             describe_encoder(m)] for m in (model, keyed)])
         assert "hunter2" not in shown and KEY not in shown
 
 

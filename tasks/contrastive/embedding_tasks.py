@@ -112,6 +112,7 @@ def embed(model: ModelRef, texts: list[str], store_root: str, offline: bool, dev
     model's facts (display name, spec, revision, pooling, each dictionary's words, what ran)
     and the embeddings.
     """
+    from tasks.core.secrets import redact_text
     from tasks.models.any_encoder import describe_encoder
 
     encoder = _encoder(model, offline, device, params, pass_tokens, precision, backend, root,
@@ -124,7 +125,7 @@ def embed(model: ModelRef, texts: list[str], store_root: str, offline: bool, dev
     logger.info("%s: %d distinct texts, %d embedded now, %d from the cache",
                 encoder.model_id, len(everything), missing, len(everything) - missing)
     parameters = encoder.parameters()
-    info = {"model_id": encoder.model_id, "spec": model.bare, "form": model.form,
+    info = {"model_id": encoder.model_id, "spec": redact_text(model.bare), "form": model.form,
             "source": parameters.get("source"), "revision": encoder.revision,
             "pooling": encoder.pooling, "exact_length": bool(encoder.exact_length),
             "describe": describe_encoder(encoder),

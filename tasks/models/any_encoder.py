@@ -534,8 +534,11 @@ def load_any_encoder(spec_or_ref: str | ModelRef, offline: bool = True, device: 
 def describe_encoder(encoder) -> str:
     """One provenance line of what ran: name, spec (when it differs), revision and pooling,
     or for an own-encode model what it is and that exact-length passes do not apply."""
+    from tasks.core.secrets import redact_text
+
     ref = getattr(encoder, "ref", None)
-    spec = f" = {ref.bare}" if ref is not None and ref.bare != encoder.model_id else ""
+    spec = f" = {redact_text(ref.bare)}" if ref is not None and ref.bare != encoder.model_id \
+        else ""
     head = f"{encoder.model_id}{spec} @ {encoder.revision}"
     if getattr(encoder, "exact_length", True):
         return f"{head} ({encoder.pooling})"
