@@ -123,7 +123,7 @@ class FakeLLMServer:
     def __enter__(self) -> Self:
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.fake = self
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -200,10 +200,14 @@ def test_kill_9_mid_embedding_keeps_every_returned_request(tmp_path):
         missing = store.missing(texts)
         assert len(texts) - len(missing) >= 2 * (replied - 2)  # at most 2 in flight lost
         assert 0 < len(missing) < len(texts)
+        while server._in_flight:  # the killed run's requests, still being served
+            time.sleep(0.02)
         server.requests.clear()
+        server.max_in_flight = 0
         embed_texts(model, texts, store, batch_size=2)
         assert sorted(server.embedded_texts()) == sorted(missing)
         assert len(store) == 40 and not store.journal_files()
+        assert server.max_in_flight == 2  # requests in parallel, up to the concurrency
 
 
 # --------------------------------------------------------------------------- checks
@@ -335,7 +339,8 @@ def stage_run(tmp_path_factory, prefect_harness):
         table = pd.read_csv(workspace.reports / "contrastive" / "contrastive-endpoints.csv")
         again = run_stage("contrastive", params, workspace)
         rerun = pd.read_csv(workspace.reports / "contrastive" / "contrastive-endpoints.csv")
-        yield {"workspace": workspace, "server_url": server.url, "first": first,
+        yield {"workspace": workspace, "params": params, "server_url": server.url,
+               "first": first,
                "again": again, "asked": asked, "sent": sent, "table": table, "rerun": rerun,
                "requests_after": len(server.embeddings())}
 
@@ -373,3 +378,13 @@ def test_the_report_counts_requests_tokens_and_store_hits(stage_run):
     assert "0 requests, 0 input tokens (server-stated)" in table2
     assert ("text-embedding-3-small: contrastive.dictionary_file's words (the model has no "
             "vocabulary)") in table2
+
+
+def test_a_service_has_no_share_in_the_process_runners_preparation(stage_run):
+    """Under Dask the local encoders embed in shard tasks first; a service embeds in its own
+    unit (its concurrency, its counts), so the preparation holds nothing for it."""
+    from tasks.contrastive.method import ContrastiveMethod
+
+    method = ContrastiveMethod(stage_run["params"], stage_run["workspace"])
+    phases = method.preparation(pd.read_parquet(method.suite_path))
+    assert next(phases) == [] and phases.send([]) == []
