@@ -57,8 +57,12 @@ PREDICTIONS = "tests/test_own_classifiers.py::test_predictions_file_round_trip"
 CLASSIFY = "tests/test_oracle.py::test_cli_adds_parsed_column_in_place"
 REVIEW_DEFAULTS = ("tests/test_adaptive_review_app.py::"
                    "test_review_as_documented_starts_without_the_trained_classifier")
+EMBEDDINGS = ("tests/test_embedding_endpoints.py::"
+              "test_the_stage_runs_on_a_service_and_a_rerun_asks_nothing")
 # not run here: (why, the test that runs what it does)
 LISTED = {
+    "lingtest test openai:nomic-embed-text@http://127.0.0.1:11434/v1 --methods contrastive "
+    "--set contrastive.dictionary_file=inputs/words.txt": (PLACEHOLDER, EMBEDDINGS),
     "make run": (PIPELINE, REMOTE),
     "make test": ("the test suite itself, this test among it",
                   "tests/test_doc_commands.py::test_doc_commands_run_as_written"),

@@ -221,8 +221,10 @@ class EmbeddingStore:
         """The shard's journal records whose CRC holds and whose vector is finite; a torn
         last record (a write cut short) is left out."""
         path = self.journal_path(shard)
+        if self.dim is None and path.is_file():  # another process began the store since
+            self.dim = (self.read_meta() or {}).get("dim")
         if self.dim is None or not path.is_file():
-            return np.empty(0, dtype=self._record() if self.dim else "u1")
+            return np.empty(0, dtype="u1")
         record = self._record()
         raw = path.read_bytes()
         rows = np.frombuffer(raw, dtype=record, count=len(raw) // record.itemsize)
@@ -475,7 +477,9 @@ def embed_texts(encoder: SupportsEncode, texts: Sequence[str], store: EmbeddingS
     encoder batches them by exact token count, at least ``encoder.pass_tokens`` tokens per pass;
     ``batch_size`` is the texts per call of an encoder that batches by count) and are
     stored every ``flush_every`` texts, so an interrupted run keeps what it finished. A rerun
-    on the same texts makes no model call.
+    on the same texts makes no model call. An encoder with ``encode_each`` (an embedding
+    service) instead hands over each request's vectors as it returns: they are appended to
+    the store's journals at once and compacted into the shards when the call ends.
     """
     _check_encoder(encoder, store)
     _embed_missing(encoder, store.missing(texts), store, batch_size, flush_every)
