@@ -12,6 +12,13 @@ from tasks.core.errors import LingtestError
 # The methods that test each kind of model, and the parameter that names their models.
 KIND_METHODS = {"classifier": ("capabilities", "adaptive"), "encoder": ("contrastive",),
                 "llm": ("consistency",)}
+# Methods that also take an LLM in another role, when --methods names them: asked to classify
+# each text through a prompt (tasks.models.llm_classifier), or embedding through its server's
+# embeddings API (served LLMs only).
+LLM_ROLES = {"capabilities": "a sentiment classifier (prompted)",
+             "adaptive": "a sentiment classifier (prompted)",
+             "contrastive": "an encoder (its server's embeddings API)"}
+SERVED_FORMS = ("openai", "openai-chat", "ollama")
 METHOD_MODELS = {"capabilities": "capabilities.models", "adaptive": "adaptive.models",
                  "contrastive": "contrastive.encoders", "consistency": "consistency.llms"}
 RUNS = "runs"  # under the project root, git-ignored
@@ -27,6 +34,7 @@ class Plan:
     name: str
     out: Path
     kinds: dict[str, tuple[str, str]] = field(default_factory=dict)
+    roles: dict[str, list[str]] = field(default_factory=dict)  # an LLM's other roles
 
 
 def plan(specs: list[str], methods: list[str] | None, name: str | None, params,
@@ -55,8 +63,14 @@ def plan(specs: list[str], methods: list[str] | None, name: str | None, params,
             kinds[ref.name] = next(iter(implied)), f"--methods {','.join(methods or [])}"
     fitting = list(dict.fromkeys(m for kind, _ in kinds.values() for m in KIND_METHODS[kind]))
     chosen = methods or fitting
+    forms = {ref.name: ref.form for ref in refs}
+    roles: dict[str, list[str]] = {}
     for method in chosen:
-        wrong = [n for n, (kind, _) in kinds.items() if method not in KIND_METHODS[kind]]
+        wrong = [n for n, (kind, _) in kinds.items() if method not in KIND_METHODS[kind]
+                 and not _llm_role(kind, forms[n], method)]
+        for n, (kind, _) in kinds.items():
+            if method not in KIND_METHODS[kind] and n not in wrong:
+                roles.setdefault(n, []).append(f"{method}: {LLM_ROLES[method]}")
         if wrong:
             kind, evidence = kinds[wrong[0]]
             raise LingtestError(f"lingtest test: {method} does not test {', '.join(wrong)} "
@@ -66,12 +80,20 @@ def plan(specs: list[str], methods: list[str] | None, name: str | None, params,
     if not run_name or "/" in run_name or run_name.startswith("."):
         raise LingtestError(f"lingtest test --name {run_name!r}: one folder name, e.g. my-model")
     return Plan(specs, [r.name for r in refs], chosen, run_name, root / RUNS / run_name,
-                kinds)
+                kinds, roles)
+
+
+def _llm_role(kind: str, form: str, method: str) -> bool:
+    """An LLM named for a method that tests it in another role (``LLM_ROLES``)."""
+    return kind == "llm" and method in LLM_ROLES and (
+        method != "contrastive" or form in SERVED_FORMS)
 
 
 def describe_kinds(the_plan: Plan) -> list[str]:
     """One line per model: the kind lingtest took it for, and why."""
     return [f"lingtest test: {name} is {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
-            f"(from {evidence})" for name, (kind, evidence) in the_plan.kinds.items()]
+            f"(from {evidence})" + "".join(f"; tested under {role}"
+                                           for role in the_plan.roles.get(name, []))
+            for name, (kind, evidence) in the_plan.kinds.items()]
 
 

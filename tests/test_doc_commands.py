@@ -36,11 +36,16 @@ RUN = {
 # a first report is minutes of capabilities and adaptive on 2 cores: started as written until
 # its checks passed and the first stage began; the whole run: the named test
 OWN = "tests/test_own_classifiers.py::test_lingtest_test_puts_a_new_model_beside_the_stored_baseline"
+LLM_LOCAL = ("tests/test_llm_classifier.py::"
+             "test_smollm2_as_the_classifier_through_capabilities_and_adaptive")
+LLM_SERVED = "tests/test_llm_classifier.py::test_a_served_chat_model_classifies_and_a_rerun_asks_nothing"
 STARTED = {
     "lingtest test python:inputs/models/lexicon.py:WordCount --profile quick":
         ("lingtest test [1/2]: capabilities on WordCount", OWN),
     "lingtest test 'python:inputs/models/lexicon.py:WordCount#name=lexicon' --profile quick":
         ("lingtest test [1/2]: capabilities on lexicon", OWN),
+    "lingtest test hf:HuggingFaceTB/SmolLM2-135M-Instruct --methods capabilities":
+        ("lingtest test [1/1]: capabilities on HuggingFaceTB/SmolLM2-135M-Instruct", LLM_LOCAL),
 }
 PIPELINE = "the whole pipeline, about an hour on 2 cores"
 PLACEHOLDER = "illustrative: names a model, file, host or server of the reader's"
@@ -63,6 +68,10 @@ EMBEDDINGS = ("tests/test_embedding_endpoints.py::"
 LISTED = {
     "lingtest test openai:nomic-embed-text@http://127.0.0.1:11434/v1 --methods contrastive "
     "--set contrastive.dictionary_file=inputs/words.txt": (PLACEHOLDER, EMBEDDINGS),
+    "lingtest test openai:my-model@http://127.0.0.1:8000/v1 --methods capabilities":
+        (PLACEHOLDER, LLM_SERVED),
+    "lingtest test openai:my-model@http://127.0.0.1:8000/v1 --methods adaptive":
+        (PLACEHOLDER, LLM_SERVED),
     "make run": (PIPELINE, REMOTE),
     "make test": ("the test suite itself, this test among it",
                   "tests/test_doc_commands.py::test_doc_commands_run_as_written"),

@@ -81,7 +81,8 @@ def test_queries_dedupe_prompts_and_keep_every_row(store: Store):
     assert pending["prompt"].tolist()[0] == "Q: is the sky blue? A:"
     assert pending["question_id"].tolist() == ["q1", "q1", "q2", "q2"]
     assert store.counts() == {"runs": 1, "models": 1, "questions": 2, "queries": 4,
-                              "query_rows": 5, "responses": 0, "verdicts": 0}
+                              "query_rows": 5, "responses": 0, "verdicts": 0,
+                              "classifier_answers": 0}
 
 
 def test_round_trip_to_results(store: Store):

@@ -36,6 +36,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from tasks.consistency.store_schema import (
     PARSED,
     Base,
+    ClassifierAnswer,
     Model,
     Query,
     QueryRow,
@@ -400,6 +401,24 @@ class Store:
         for chunk in _chunks(records):
             with self.engine.begin() as conn:
                 self._insert_ignore(conn, Response, chunk)
+
+    # An LLM classifier's answers (tasks.models.llm_classifier)
+
+    def classifier_answers(self, model_key: int, prompts: Sequence[str]) -> dict[str, str]:
+        """The stored answers among ``prompts``, by prompt."""
+        by_hash = {sha256(p): p for p in prompts}
+        stmt = select(ClassifierAnswer.prompt_sha256, ClassifierAnswer.answer).where(
+            ClassifierAnswer.model_id == model_key)
+        found = self._frame(stmt, ["sha", "answer"], ClassifierAnswer.prompt_sha256,
+                            list(by_hash))
+        return {by_hash[sha]: answer for sha, answer in zip(found["sha"], found["answer"])}
+
+    def save_classifier_answers(self, model_key: int, answers: dict[str, str]) -> None:
+        """Store answers (prompt → answer), committed at once; a stored one is kept."""
+        rows = [{"model_id": int(model_key), "prompt_sha256": sha256(prompt),
+                 "prompt": prompt, "answer": answer} for prompt, answer in answers.items()]
+        with self.engine.begin() as conn:
+            self._insert_ignore(conn, ClassifierAnswer, rows)
 
     # Oracle verdicts
 

@@ -120,6 +120,22 @@ class Response(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class ClassifierAnswer(Base):
+    """An LLM's answer to one classification prompt (``tasks.models.llm_classifier``): the
+    reply (text and any token log-probabilities, as JSON) or a local LM's label scores.
+    Only answers are kept; a failed call leaves the prompt to be asked again."""
+
+    __tablename__ = "classifier_answers"
+    __table_args__ = (UniqueConstraint("model_id", "prompt_sha256",
+                                       name="uq_classifier_answers_model_prompt"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    prompt_sha256: Mapped[str] = mapped_column(String(64))
+    prompt: Mapped[str] = mapped_column(Text)
+    answer: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class Verdict(Base):
     """The oracle's reading of a response; a new oracle version judges everything again."""
 

@@ -91,6 +91,38 @@ class DataParams(Section):
         description="raw assets the data stage imports")
 
 
+class LLMClassifierParams(Section):
+    """How one LLM is asked to classify a text (``tasks.models.llm_classifier``)."""
+
+    template: str | None = Field(
+        None, description="the prompt, with {text} where the text goes; null: the sentiment "
+        "default (docs/own-models.md)")
+    template_file: UserPath | None = Field(
+        None, description="a file holding the template (relative to the project root)")
+    labels: dict[Literal["neg", "neutral", "pos"], list[str]] | None = Field(
+        None, description="the words that name each label in an answer, e.g. {neg: [negative],"
+        " pos: [positive]} (no neutral: a binary classifier); null: negative / neutral / "
+        "positive")
+    scoring: Literal["auto", "logprobs", "text", "next-token"] = Field(
+        "auto", description="how label probabilities are obtained: auto (a local LM's next-"
+        "token distribution; a server's token log-probabilities where it returns them, else "
+        "the parsed answer); logprobs (refuse a server that returns none); text (the parsed "
+        "answer, probability 1); next-token (local LMs)")
+
+    @model_validator(mode="after")
+    def _one_template(self) -> "LLMClassifierParams":
+        if self.template is not None and self.template_file is not None:
+            raise ValueError("give template or template_file, not both")
+        if self.template is not None and self.template.count("{text}") != 1:
+            raise ValueError("the template must hold {text} exactly once, where the text goes")
+        if self.labels is not None and not {"neg", "pos"} <= set(self.labels):
+            raise ValueError("labels must name at least neg and pos, e.g. {neg: [negative], "
+                             "pos: [positive]}")
+        if self.labels is not None and not all(self.labels.values()):
+            raise ValueError("every label needs at least one word")
+        return self
+
+
 class ModelsParams(Section):
     offline: bool = Field(True, description="resolve ids to models that PyPI packages carry")
     encoders: list[str] = Field(
@@ -109,6 +141,11 @@ class ModelsParams(Section):
         default_factory=dict, description="per classifier (its display name or spec): its own "
         "labels onto neg / neutral / pos, e.g. {stars: {1 star: neg, 3 stars: neutral, "
         "5 stars: pos, ...}}; labels mapped to one target have their probabilities summed")
+    llm_classifier: dict[str, LLMClassifierParams] = Field(
+        default_factory=dict, description="per LLM tested as a sentiment classifier (its "
+        "display name or spec): its prompt template and label words, e.g. {my-llm: "
+        "{template_file: prompts/sentiment.txt, labels: {neg: [negative, bad], pos: "
+        "[positive, good]}}}; unnamed LLMs use the defaults")
 
 
 class AlertRule(Section):

@@ -20,10 +20,34 @@ def _row(ref: ModelRef, kind: str, source: str, revision: str | None = None,
             "revision": revision, "pooling": pooling, "path": path, "reason": ""}
 
 
+def check_llm_classifier(ref: ModelRef, offline: bool, root: Path,
+                         label_map: dict | None, llm_classifier: dict | None
+                         ) -> dict[str, str | None]:
+    """An LLM tested as a classifier: its template, label words and scoring read, its
+    endpoint's URL and key variable (no request), or its local weights resolved."""
+    from tasks.models.llm_classifier import prompting_for
+
+    if label_map:
+        raise LingtestError(f"models.label_map[{ref.name!r}]: an LLM classifier names its "
+                            f"labels by words; fix: models.llm_classifier: {{{ref.name}: "
+                            f"{{labels: {{neg: [...], pos: [...]}}}}}}")
+    prompting = prompting_for(ref, llm_classifier, root)
+    kind = f"classifier (LLM, {prompting.template_source} template)"
+    if ref.form in ("openai", "openai-chat", "ollama"):
+        from tasks.models.llm_http import resolve_endpoint
+
+        end = resolve_endpoint(ref, key="classifier models")
+        return _row(ref, kind, "endpoint", path=end.public)
+    from tasks.models.registry import resolve
+
+    found = resolve(ref.target, "causal_lm", offline=offline).require()
+    return _row(ref, kind, found.source, found.revision, found.path)
+
+
 def check_classifier(ref: ModelRef, offline: bool, root: Path,
                      label_maps: dict[str, dict[str, str]] | None = None,
-                     trainable: bool = False, own_labels: bool = False
-                     ) -> dict[str, str | None]:
+                     trainable: bool = False, own_labels: bool = False,
+                     llm_classifier: dict | None = None) -> dict[str, str | None]:
     """A sentiment classifier spec: built-in, folder, hub id, ``python:`` or
     ``predictions:``; ``trainable``: it must be a classifier lingtest fine-tunes (the
     debugging loop continues training one of lingtest's own classifier folders);
@@ -37,10 +61,15 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
         raise LingtestError(f"model `{ref.spec}`: the debugging loop fine-tunes lingtest's own "
                             f"classifier (lingtest/minilm-sst2 or a folder train-sentiment "
                             f"wrote, with {MINILM_CONFIG}); fix: name one of those")
-    if ref.form in ("openai", "openai-chat", "ollama", "hf"):
-        raise LingtestError(f"model `{ref.spec}` is an LLM spec, not a sentiment classifier; "
-                            f"classifiers: vader, lingtest/minilm-sst2, a hub id, a folder, "
-                            f"python:MODULE:ATTR or predictions:PATH")
+    if ref.form in ("tei", "seq2seq"):
+        raise LingtestError(f"model `{ref.spec}` is a `{ref.form}:` model, not a sentiment "
+                            f"classifier; classifiers: vader, lingtest/minilm-sst2, a hub id, "
+                            f"a folder, python:MODULE:ATTR, predictions:PATH, or an LLM "
+                            f"(openai:MODEL@URL, ollama:MODEL, hf:ID) asked through a prompt")
+    from tasks.models.llm_classifier import is_llm_classifier
+
+    if is_llm_classifier(ref, offline):
+        return check_llm_classifier(ref, offline, root, label_map, llm_classifier)
     if ref.form == "python":
         from tasks.models.label_maps import sentiment_labels
         from tasks.models.own_classifiers import declared_labels
@@ -176,6 +205,8 @@ def infer_kind(ref: ModelRef, root: Path) -> tuple[str, str]:
     if ref.form in ("predictions", "builtin"):
         return "classifier", ("a predictions file" if ref.form == "predictions"
                               else "a built-in classifier")
+    if ref.form == "tei":
+        return "encoder", "a `tei:` spec (an embedding server)"
     if ref.form in ("openai", "openai-chat", "ollama", "hf"):
         return "llm", f"a `{ref.form}:` spec"
     if ref.form == "python":
@@ -249,6 +280,7 @@ def check_configured(key: str, model_id: str, kind: str, models, root: Path) -> 
         ref = parse_model(model_id, key, names, root)
         return {**row, **check_classifier(ref, offline, root, models.label_map,
                                           trainable=kind == "trainable classifier",
-                                          own_labels=kind == "any classifier")}
+                                          own_labels=kind == "any classifier",
+                                          llm_classifier=models.llm_classifier)}
     found = resolve(model_id, kind, offline=offline).require()
     return {**row, **found.as_row(), "name": model_id, "kind": kind}

@@ -1,0 +1,538 @@
+"""An LLM as the sentiment classifier under test (capabilities, the CheckList comparison,
+adaptive, ``lingtest test``), served (``openai:``/``openai-chat:``/``ollama:``) or local
+(``hf:``, a causal LM's hub id or folder).
+
+Each text is put into a prompt template (``{text}``) and the model's answer is read against
+label words (default: negative / neutral / positive). The probabilities come from the
+model's own scores wherever it gives them (``scoring``):
+
+- **next-token** (a local causal LM): P(label word | prompt) by teacher forcing each spelling
+  of each label word (as written and capitalised) after the chat template's answer prompt,
+  summed per label, then normalised over the labels. Exact; the share the label words got
+  of the whole distribution is kept as the *label mass*.
+- **logprobs** (a server that returns token log-probabilities: OpenAI-compatible chat with
+  ``logprobs``/``top_logprobs``, Ollama's ``logprobs``): along the answer's greedy tokens,
+  each alternative token that singles out one label (its text starts a label word, or a word
+  starts with it) adds P(greedy prefix) · P(token) to that label; normalised over the labels.
+  Exact for the label the model chose, a lower bound for the others (a label reached only
+  through tokens outside the top ``TOP_LOGPROBS`` is missed); the label mass says how much.
+- **text** (a server without log-probabilities, or ``scoring=text``): the first label word in
+  the answer (whole word, any case) gets probability 1.
+
+An answer whose text names no label word (and a call that failed after its retries) is an
+``undefined`` verdict, whatever probability its alternative tokens gave the labels, with a NaN probability row: counted and shown, never read as a label. Answers go to
+the answer store (the consistency store's schema, ``data/cache/llm-answers.sqlite``) the
+moment they return, so a rerun asks nothing twice and a killed run loses no answer. (Not the
+consistency stage's own database: that file is the consistency stage's DVC output.)
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tasks.core.errors import LingtestError
+from tasks.models.label_maps import LABELS2, LABELS3
+from tasks.models.model_spec import ModelRef
+from tasks.models.sentiment import DEFAULT_BAND, SentimentModel, _check_texts
+
+log = logging.getLogger(__name__)
+
+UNDEFINED = "undefined"
+DEFAULT_TEMPLATE = ("What is the sentiment of the following text? Answer with one word: "
+                    "positive, negative or neutral.\n\nText: {text}")
+DEFAULT_WORDS = {"neg": ("negative",), "neutral": ("neutral",), "pos": ("positive",)}
+SCORINGS = ("auto", "logprobs", "text", "next-token")
+TOP_LOGPROBS = 20   # OpenAI's largest top_logprobs
+ANSWER_TOKENS = 8   # a one-word answer, with room for a leading space or quote
+ANSWERS_DB = Path("data") / "cache" / "llm-answers.sqlite"
+SERVED_FORMS = ("openai", "openai-chat", "ollama")
+LOCAL_LM_FORMS = ("hf", "hub", "folder")
+_OPENERS = " \t\n\"'*`([:"  # what may precede the label word in an answer
+_STORE_OPENING = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Prompting:
+    """What the model is asked and how its answer is read."""
+
+    template: str
+    words: dict[str, tuple[str, ...]]  # label → the words that name it, labels in order
+    template_source: str               # "default", "models.llm_classifier" or the file
+    scoring: str
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return LABELS3 if "neutral" in self.words else LABELS2
+
+    def prompt(self, text: str) -> str:
+        return self.template.replace("{text}", text)
+
+    def describe(self) -> dict[str, Any]:
+        return {"template": self.template_source, "template_sha256": _sha(self.template)[:16],
+                "label_words": {k: list(v) for k, v in self.words.items()},
+                "scoring": self.scoring}
+
+
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def prompting_for(ref: ModelRef, settings: dict | None, root: Path | None) -> Prompting:
+    """The model's template, label words and scoring: its spec's ``#template=`` /
+    ``#scoring=``, else ``models.llm_classifier`` under its name or spec, else the defaults."""
+    from tasks.core.sections import LLMClassifierParams
+
+    mine = (settings or {}).get(ref.name) or (settings or {}).get(ref.bare)
+    mine = mine if isinstance(mine, LLMClassifierParams) else LLMClassifierParams(**(mine or {}))
+    key = f"models.llm_classifier[{ref.name!r}]"
+    scoring = ref.options.get("scoring") or mine.scoring
+    if scoring not in SCORINGS:
+        raise LingtestError(f"model `{ref.spec}`: scoring={scoring!r}; expected one of "
+                            f"{', '.join(SCORINGS)}")
+    local = ref.form in LOCAL_LM_FORMS
+    if scoring == "next-token" and not local:
+        raise LingtestError(f"model `{ref.spec}`: scoring=next-token needs a local LM (hf:...); "
+                            f"a served model gives logprobs or text")
+    if scoring in ("logprobs", "text") and local:
+        raise LingtestError(f"model `{ref.spec}`: scoring={scoring} applies to served models; a "
+                            f"local LM is scored by its next-token distribution (scoring=auto)")
+    file = ref.options.get("template") or mine.template_file
+    if file:
+        path = Path(file).expanduser()
+        path = (root or Path.cwd()) / path if not path.is_absolute() else path
+        if not path.is_file():
+            raise LingtestError(f"model `{ref.spec}`: template file {file} does not exist "
+                                f"(relative paths start at the project root); fix: the path of "
+                                f"a text file holding the prompt with {{text}}")
+        template, source = path.read_text(encoding="utf-8"), str(file)
+        if template.count("{text}") != 1:
+            raise LingtestError(f"{file}: the template must hold {{text}} exactly once, where "
+                                f"the text goes (found {template.count('{text}')})")
+    else:
+        template = mine.template or DEFAULT_TEMPLATE
+        source = key if mine.template else "default"
+    words = {label: tuple(w.strip() for w in ws if w.strip())
+             for label, ws in (mine.labels or DEFAULT_WORDS).items()}
+    words = {label: words[label] for label in LABELS3 if label in words}
+    named = [w.lower() for ws in words.values() for w in ws]
+    clash = sorted({w for w in named if named.count(w) > 1})
+    if clash or not all(words.values()):
+        raise LingtestError(f"{key}.labels: {'word ' + repr(clash[0]) + ' names two labels' if clash else 'a label without words'}; "
+                            f"fix: one or more distinct words per label")
+    return Prompting(template, words, source, scoring)
+
+
+# --------------------------------------------------------------------------- reading answers
+
+def parse_label(text: str | None, words: dict[str, tuple[str, ...]]) -> str | None:
+    """The label whose word comes first in ``text`` (whole word, any case); None if none."""
+    if not text:
+        return None
+    found = []
+    for label, spellings in words.items():
+        for word in spellings:
+            match = re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text, re.IGNORECASE)
+            if match:
+                found.append((match.start(), -len(word), label))
+    return min(found)[2] if found else None
+
+
+def label_masses(tokens: list[dict], words: dict[str, tuple[str, ...]]) -> dict[str, float]:
+    """Per label, the probability of the answers that single it out, from the answer's
+    tokens (each ``{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}``): see the
+    module docstring. Labels no token reached get 0."""
+    spellings = [(label, w.lower()) for label, ws in words.items() for w in ws]
+    mass = dict.fromkeys(words, 0.0)
+    prefix, prefix_logp = "", 0.0
+    for position in tokens:
+        chosen = str(position.get("token", ""))
+        options = [(str(o.get("token", "")), o.get("logprob")) for o in
+                   position.get("top_logprobs") or [] if isinstance(o, dict)]
+        if chosen not in [t for t, _ in options]:
+            options.append((chosen, position.get("logprob")))
+        going_on = None
+        for token, logp in options:
+            if not isinstance(logp, (int, float)) or not math.isfinite(logp):
+                continue
+            candidate = (prefix + token.lower()).lstrip(_OPENERS)
+            if not candidate:  # a leading space or quote: the word is still to come
+                if token == chosen:
+                    going_on = candidate
+                continue
+            fits = {label for label, word in spellings
+                    if word.startswith(candidate) or candidate.startswith(word)}
+            if len(fits) == 1:
+                mass[next(iter(fits))] += math.exp(prefix_logp + logp)
+            elif len(fits) > 1 and token == chosen:  # e.g. "ne": negative or neutral
+                going_on = candidate
+        if going_on is None:
+            break
+        chosen_logp = position.get("logprob")
+        if not isinstance(chosen_logp, (int, float)):
+            break
+        prefix, prefix_logp = going_on, prefix_logp + chosen_logp
+    return mass
+
+
+@dataclass
+class Tally:
+    """How this model's answers were obtained in this process (for the report)."""
+
+    asked: int = 0          # prompts sent (or scored) now
+    stored: int = 0         # answers read from the answer store
+    failed: int = 0         # calls that failed after their retries (undefined, asked again)
+    by_method: dict[str, int] = field(default_factory=dict)  # logprobs / text / next-token
+    undefined: int = 0
+    label_mass: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        mass = [m for m in self.label_mass if m == m]
+        return {"asked now": self.asked, "from the answer store": self.stored,
+                "failed calls": self.failed, "undefined": self.undefined,
+                "probabilities from": dict(sorted(self.by_method.items())),
+                "mean label mass": round(float(np.mean(mass)), 4) if mass else None}
+
+
+class LLMClassifier(SentimentModel):
+    """An LLM asked to label each text (see the module docstring)."""
+
+    per_text = True
+
+    def __init__(self, ref: ModelRef, prompting: Prompting, root: Path, offline: bool = True,
+                 device: str = "auto", seed: int = 0,
+                 neutral_band: tuple[float, float] = DEFAULT_BAND):
+        super().__init__(ref.name, None, prompting.labels, neutral_band)
+        self.ref, self.prompting, self.root = ref, prompting, Path(root)
+        self.offline, self.device, self.seed = offline, device, seed
+        self.spec = ref.bare if ref.bare != ref.name else None
+        self.local = ref.form in LOCAL_LM_FORMS
+        self.tally = Tally()
+        self._backend: Any = None
+        self._store: Any = None
+        self._model_key: int | None = None
+        if self.local:
+            from tasks.models.registry import resolve
+
+            res = resolve(ref.target, "causal_lm", offline=offline).require()
+            self.revision = res.revision
+        else:
+            self.revision = self._served().revision()
+
+    # ------------------------------------------------------------------ backends
+
+    def _served(self):
+        if self._backend is None:
+            from tasks.models.llm import LLMSettings
+
+            settings = LLMSettings(max_new_tokens=ANSWER_TOKENS, temperature=0.0,
+                                   seed=self.seed, offline=self.offline)
+            kind = OllamaLabels if self.ref.form == "ollama" else ChatLabels
+            self._backend = kind(self.ref, settings, self.prompting.scoring != "text")
+        return self._backend
+
+    def _lm(self):
+        if self._backend is None:
+            from tasks.models.causal_lm import load_causal_lm
+
+            self._backend = load_causal_lm(self.ref.target, self.offline, self.device)
+        return self._backend
+
+    def identity(self) -> dict[str, Any]:
+        """What determines the answers: the answer store's model key."""
+        served = {} if self.local else self._served().parameters()
+        return {"spec": self.ref.bare if not served else served["spec"],
+                "revision": self.revision, **self.prompting.describe(), **served,
+                "answer_tokens": None if self.local else ANSWER_TOKENS,
+                "top_logprobs": None if self.local else TOP_LOGPROBS}
+
+    def _answers_store(self):
+        with _STORE_OPENING:  # two tasks' threads creating a new file's tables at once fail
+            if self._store is None:
+                from tasks.consistency.store import open_store
+
+                self._store = open_store(f"sqlite:///{self.root / ANSWERS_DB}")
+                self._model_key = self._store.upsert_model(self.ref.bare, self.identity())
+        return self._store
+
+    # ------------------------------------------------------------------ answering
+
+    def answers(self, texts: list[str]) -> list[str | None]:
+        """Each text's stored or new answer (None: the call failed; asked again next run)."""
+        prompts = [self.prompting.prompt(t) for t in texts]
+        store = self._answers_store()
+        distinct = list(dict.fromkeys(prompts))
+        known = store.classifier_answers(self._model_key, distinct)
+        todo = [p for p in distinct if p not in known]
+        self.tally.stored += len(distinct) - len(todo)
+        if todo:
+            self.tally.asked += len(todo)
+            known.update(self._local_answers(todo) if self.local else self._served_answers(todo))
+        return [known.get(p) for p in prompts]
+
+    def _served_answers(self, prompts: list[str]) -> dict[str, str]:
+        from tasks.models.llm import answer_each
+
+        got: dict[str, str] = {}
+
+        def keep(pairs) -> None:
+            fresh = {prompts[i]: r.text for i, r in pairs if r.text is not None}
+            self.tally.failed += sum(r.text is None for _, r in pairs)
+            if fresh:
+                self._store.save_classifier_answers(self._model_key, fresh)
+                got.update(fresh)
+
+        answer_each(self._served(), prompts, keep)
+        return got
+
+    def _local_answers(self, prompts: list[str], batch: int = 8) -> dict[str, str]:
+        """Label log-probabilities of each prompt from the local LM, stored per batch: each
+        spelling's tokens teacher-forced after the prompt, one row per distinct token prefix
+        of the spellings (one row per prompt when every spelling is one token)."""
+        lm = self._lm()
+        spellings = [(label, variant) for label, ws in self.prompting.words.items()
+                     for w in ws for variant in dict.fromkeys((w, w[:1].upper() + w[1:]))]
+        token_ids = [tuple(lm.tokenizer(v, add_special_tokens=False)["input_ids"])
+                     for _, v in spellings]
+        prefixes = list(dict.fromkeys(ids[:j] for ids in token_ids for j in range(len(ids))))
+        chat = bool(lm.tokenizer.chat_template)
+        got: dict[str, str] = {}
+        for start in range(0, len(prompts), batch):
+            chunk = prompts[start:start + batch]
+            heads = [lm._prompt_ids(p, chat=chat, system=None) for p in chunk]
+            nexts = next_logprobs(lm, [head + list(pre) for head in heads for pre in prefixes])
+            fresh = {}
+            for n, prompt in enumerate(chunk):
+                row = {pre: nexts[n * len(prefixes) + k] for k, pre in enumerate(prefixes)}
+                scores: dict[str, list[float]] = {}
+                for (label, _), ids in zip(spellings, token_ids):
+                    scores.setdefault(label, []).append(
+                        sum(float(row[ids[:j]][tok]) for j, tok in enumerate(ids)))
+                fresh[prompt] = json.dumps({"label_logprobs": {
+                    label: float(np.logaddexp.reduce(v)) for label, v in scores.items()}})
+            self._store.save_classifier_answers(self._model_key, fresh)
+            got.update(fresh)
+        return got
+
+    def read(self, answer: str | None) -> tuple[np.ndarray | None, str | None, float]:
+        """(probabilities over ``labels`` or None: undefined, how they were obtained, the
+        label mass) of one stored answer."""
+        if answer is None:
+            return None, None, float("nan")
+        reply = json.loads(answer)
+        if "label_logprobs" in reply:
+            logp = np.array([reply["label_logprobs"][label] for label in self.labels])
+            mass = float(np.exp(logp).sum())
+            return np.exp(logp - np.logaddexp.reduce(logp)), "next-token", mass
+        text, tokens = reply.get("text"), reply.get("logprobs")
+        label = parse_label(text, self.prompting.words)
+        if label is None:  # the answer names no label, whatever else the scores held
+            return None, "logprobs" if tokens else "text", float("nan")
+        if tokens and self.prompting.scoring != "text":
+            masses = label_masses(tokens, self.prompting.words)
+            total = sum(masses.values())
+            if total > 0:
+                return np.array([masses[label] / total for label in self.labels]), \
+                    "logprobs", total
+        if self.prompting.scoring == "logprobs":
+            raise LingtestError(f"model `{self.model_id}` ({self.ref.bare}): scoring=logprobs, "
+                                f"but the server returned no token log-probabilities over the "
+                                f"label words for the answer {str(text)[:80]!r}; fix: "
+                                f"scoring=auto (the parsed answer where none are given)")
+        return np.array([float(label == lab) for lab in self.labels]), "text", float("nan")
+
+    def predict_proba(self, texts: list[str]) -> np.ndarray:
+        """Probabilities over ``labels``; an undefined answer's row is NaN."""
+        texts = _check_texts(texts)
+        out = np.full((len(texts), len(self.labels)), np.nan)
+        for row, answer in enumerate(self.answers(texts)):
+            probs, how, mass = self.read(answer)
+            if how is not None:
+                self.tally.by_method[how] = self.tally.by_method.get(how, 0) + 1
+            self.tally.label_mass.append(mass)
+            if probs is None:
+                self.tally.undefined += 1
+            else:
+                out[row] = probs
+        return out
+
+    def _labels(self, probs: np.ndarray) -> list[str]:
+        defined = ~np.isnan(probs).any(axis=1)
+        labels = super()._labels(np.where(defined[:, None], probs, 0.5)) if len(probs) else []
+        return [label if ok else UNDEFINED for label, ok in zip(labels, defined)]
+
+    # ------------------------------------------------------------------ provenance
+
+    def parameters(self) -> dict[str, object]:
+        out = {**super().parameters(), "spec": self.ref.bare, **self.prompting.describe(),
+               "probabilities": self.probability_rule()}
+        if not self.local:
+            out["endpoint"] = self._served().endpoint()["base_url"]
+        return out
+
+    def cache_token(self) -> dict[str, object]:
+        return {**self.parameters(), "identity": self.identity()}
+
+    def probability_rule(self) -> str:
+        if self.local:
+            return "next-token distribution over the label words (exact, normalised)"
+        if self.prompting.scoring == "text":
+            return "parsed answer (probability 1); no label named: undefined"
+        return ("token log-probabilities over the label words where the server returns "
+                "them" + ("" if self.prompting.scoring == "logprobs" else
+                          ", else the parsed answer (probability 1)")
+                + "; no label named: undefined")
+
+    def __getstate__(self) -> dict:
+        """Without the HTTP client, the loaded LM and the database handle (rebuilt on use),
+        so the model travels to Dask workers."""
+        state = dict(self.__dict__)
+        state.update(_backend=None, _store=None, _model_key=None)
+        return state
+
+
+def next_logprobs(lm, rows: list[list[int]]):
+    """log p(next token | row) for each row (a float64 (rows, vocab) tensor): one left-padded
+    forward pass keeping only the last position's logits, so no vocabulary-wide softmax is
+    paid for every prompt token."""
+    import torch
+
+    width = max(len(r) for r in rows)
+    pad = lm.tokenizer.pad_token_id
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=lm.device)
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=lm.device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    with lm._lock, torch.inference_mode():
+        logits = lm.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                          logits_to_keep=1).logits[:, -1]
+    return torch.log_softmax(logits.double(), dim=-1).cpu()
+
+
+# --------------------------------------------------------------------------- served backends
+
+def _served_classes():
+    from tasks.models.llm_http import OllamaLLM, OpenAILLM
+
+    return OllamaLLM, OpenAILLM
+
+
+def _revision_of(backend, listed: dict | None) -> str:
+    from tasks.models.llm_http import public_url
+
+    stated = (listed or {}).get("created") or (listed or {}).get("digest")
+    return f"endpoint {public_url(backend.base_url)} model {backend.model}" + (
+        f" ({stated})" if stated else " (the server states no version)")
+
+
+_OllamaLLM, _OpenAILLM = _served_classes()
+
+
+class ChatLabels(_OpenAILLM):
+    """OpenAI-compatible chat completions asking for token log-probabilities; the answer kept
+    is the reply's text and those log-probabilities, as JSON."""
+
+    def __init__(self, ref: ModelRef, settings, logprobs: bool):
+        super().__init__(ref, settings, key="capabilities.models")
+        self.logprobs = logprobs
+
+    def _body(self, prompt: str) -> dict[str, Any]:
+        body = super()._body(prompt)
+        if self.logprobs:
+            body.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+        return body
+
+    def _text(self, payload: dict[str, Any]) -> str | None:
+        text = super()._text(payload)
+        try:
+            tokens = payload["choices"][0].get("logprobs") or {}
+        except (KeyError, IndexError, TypeError, AttributeError):
+            tokens = {}
+        content = tokens.get("content") if isinstance(tokens, dict) else None
+        return json.dumps({"text": text or "", "logprobs": content or None})
+
+    def revision(self) -> str:
+        """The model's entry in ``GET /models`` (its ``created`` time) where listed."""
+        import httpx
+
+        try:
+            with self._limit.slot():
+                reply = self._client.get(f"{self.base_url}/models", timeout=5.0)
+            listed = next((m for m in reply.json().get("data", [])
+                           if m.get("id") == self.model), None) if reply.is_success else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            listed = None
+        return _revision_of(self, listed)
+
+
+class OllamaLabels(_OllamaLLM):
+    """Ollama's generate API without the JSON format the consistency answers use, asking for
+    log-probabilities (Ollama 0.12 and later return them)."""
+
+    def __init__(self, ref: ModelRef, settings, logprobs: bool):
+        super().__init__(ref, settings, key="capabilities.models")
+        self.logprobs = logprobs
+
+    def _body(self, prompt: str) -> dict[str, Any]:
+        body = {k: v for k, v in super()._body(prompt).items() if k != "format"}
+        if self.logprobs:
+            body.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+        return body
+
+    def _text(self, payload: dict[str, Any]) -> str | None:
+        text = super()._text(payload)
+        tokens = payload.get("logprobs")
+        return json.dumps({"text": text or "", "logprobs": tokens if isinstance(tokens, list)
+                           else None})
+
+    def revision(self) -> str:
+        return _revision_of(self, {"digest": self.digest()})
+
+
+# --------------------------------------------------------------------------- loading
+
+def is_local_lm(ref: ModelRef, offline: bool = True) -> bool:
+    """A local causal LM: ``hf:``, or a hub id / folder the registry or its config.json calls
+    one (``...ForCausalLM``)."""
+    if ref.form == "hf":
+        return True
+    if ref.form not in ("hub", "folder"):
+        return False
+    from tasks.models.checks import folder_kind
+    from tasks.models.registry import ALIASES, KNOWN, hub_cache_snapshot
+
+    if ref.form == "folder":
+        found = folder_kind(Path(ref.target))
+        return bool(found) and found[0] == "llm"
+    known = KNOWN.get(ALIASES.get(ref.target, ref.target))
+    if known is not None:
+        return known.kinds[0] == "causal_lm"
+    snapshot = hub_cache_snapshot(ref.target)
+    found = folder_kind(snapshot) if snapshot is not None else None
+    return bool(found) and found[0] == "llm"
+
+
+def is_llm_classifier(ref: ModelRef, offline: bool = True) -> bool:
+    """A spec that is tested as a classifier through a prompt."""
+    return ref.form in SERVED_FORMS or is_local_lm(ref, offline)
+
+
+def load_llm_classifier(ref: ModelRef, root: Path, settings: dict | None = None,
+                        offline: bool = True, device: str = "auto", seed: int = 0,
+                        neutral_band: tuple[float, float] = DEFAULT_BAND,
+                        label_map: dict | None = None) -> LLMClassifier:
+    """The classifier for an LLM spec; one error for a bad template, option or label map."""
+    if label_map:
+        raise LingtestError(f"models.label_map[{ref.name!r}]: an LLM classifier names its "
+                            f"labels by words; fix: models.llm_classifier: {{{ref.name}: "
+                            f"{{labels: {{neg: [...], pos: [...]}}}}}}")
+    return LLMClassifier(ref, prompting_for(ref, settings, root), root, offline, device, seed,
+                         neutral_band)

@@ -1,0 +1,199 @@
+"""LLMs as the sentiment classifier under test: a served chat model with and without token
+log-probabilities (a server written here, on 127.0.0.1), the packaged SmolLM2 as a local LM
+scored by its next-token distribution, answers that name no label (``undefined``), the answer
+store (a rerun asks nothing), and bad specs or options refused before a run."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tasks.core.errors import LingtestError
+from tasks.models.llm_classifier import (DEFAULT_WORDS, LLMClassifier, label_masses,
+                                         parse_label, prompting_for)
+from tasks.models.model_spec import parse_model
+from tasks.models.sentiment import load_sentiment_model
+from tests.bad_input_harness import project  # noqa: F401 - a fixture
+from tests.llm_servers import FakeLLMServer, Recorded
+
+SMOLLM2 = "hf:HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def _position(chosen: str, options: dict[str, float]) -> dict[str, Any]:
+    return {"token": chosen, "logprob": options[chosen],
+            "top_logprobs": [{"token": t, "logprob": lp} for t, lp in options.items()]}
+
+
+class SentimentChat(FakeLLMServer):
+    """Answers a classification prompt as a chat model would: "Positive" for love/great,
+    "negative" for hate/worst, "I cannot say." for "???", else "neutral"; with token
+    log-probabilities when asked and ``logprobs`` is on (the first token split in two, as
+    BPE vocabularies split "Positive" into "Pos" + "itive")."""
+
+    def __init__(self, logprobs: bool = True):
+        super().__init__("openai")
+        self.logprobs = logprobs
+
+    def _reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        text = body["messages"][-1]["content"].rsplit("Text:", 1)[-1].lower()
+        if "???" in text:
+            content, tokens = "I cannot say.", [_position("I", {"I": -0.2, "Neutral": -2.0})]
+        elif "love" in text or "great" in text:
+            content = "Positive"
+            tokens = [_position("Pos", {"Pos": -0.2, "Neg": -2.0, "Ne": -3.0, " positive": -4.0}),
+                      _position("itive", {"itive": -0.01, "ession": -5.0})]
+        elif "hate" in text or "worst" in text:
+            content = "negative"
+            tokens = [_position("ne", {"ne": -0.1, "pos": -3.0}),
+                      _position("gative", {"gative": -0.05, "utral": -3.0})]
+        else:
+            content, tokens = "neutral", [_position("neutral", {"neutral": -0.3,
+                                                                "positive": -1.5})]
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": content}}
+        if self.logprobs and body.get("logprobs"):
+            choice["logprobs"] = {"content": tokens}
+        return {"id": "chatcmpl-test", "object": "chat.completion", "model": body["model"],
+                "choices": [choice]}
+
+    def handle(self, method: str, path: str, headers: dict[str, str], body: Any):
+        if method == "GET" and path == "/v1/models":
+            with self._lock:
+                self.requests.append(Recorded(method, path, headers, body))
+            return 200, {}, {"data": [{"id": "tiny-chat", "created": 1700000000}]}
+        return super().handle(method, path, headers, body)
+
+
+TEXTS = ["I love this film.", "The worst service ever, I hate it.", "It opens at nine.",
+         "??? what", "A great cast."]
+
+
+def _chat(server: SentimentChat, root: Path, extra: str = "") -> LLMClassifier:
+    model = load_sentiment_model(f"openai:tiny-chat@{server.url}{extra}", root=root)
+    assert isinstance(model, LLMClassifier)
+    return model
+
+
+# ------------------------------------------------------------------ reading answers
+
+def test_the_first_label_word_names_the_answer() -> None:
+    assert parse_label("Positive.", DEFAULT_WORDS) == "pos"
+    assert parse_label("The sentiment is negative, not positive.", DEFAULT_WORDS) == "neg"
+    assert parse_label("**Neutral**", DEFAULT_WORDS) == "neutral"
+    assert parse_label("non-positive", DEFAULT_WORDS) is None  # not the whole word
+    assert parse_label("I cannot say.", DEFAULT_WORDS) is None
+    assert parse_label("", DEFAULT_WORDS) is None
+
+
+def test_label_mass_follows_the_greedy_tokens() -> None:
+    """"Pos"+"itive" chosen: P(Pos) to pos, P(Neg) to neg, " positive" to pos, and "Ne"
+    (negative or neutral) to nobody: it is not on the greedy path."""
+    tokens = [_position("Pos", {"Pos": -0.2, "Neg": -2.0, "Ne": -3.0, " positive": -4.0}),
+              _position("itive", {"itive": -0.01})]
+    mass = label_masses(tokens, DEFAULT_WORDS)
+    assert mass["pos"] == pytest.approx(math.exp(-0.2) + math.exp(-4.0))
+    assert mass["neg"] == pytest.approx(math.exp(-2.0))
+    assert mass["neutral"] == 0.0
+    # "ne" chosen: ambiguous, so the next token decides, weighted by P("ne")
+    tokens = [_position("ne", {"ne": -0.1, "pos": -3.0}),
+              _position("gative", {"gative": -0.05, "utral": -3.0})]
+    mass = label_masses(tokens, DEFAULT_WORDS)
+    assert mass["neg"] == pytest.approx(math.exp(-0.15))
+    assert mass["neutral"] == pytest.approx(math.exp(-3.1))
+    assert mass["pos"] == pytest.approx(math.exp(-3.0))
+    # a leading space token is passed over
+    spaced = [_position(" ", {" ": -0.5}), _position("Neutral", {"Neutral": -0.1})]
+    assert label_masses(spaced, DEFAULT_WORDS)["neutral"] == pytest.approx(math.exp(-0.6))
+
+
+# ------------------------------------------------------------------ served models
+
+@pytest.mark.parametrize("logprobs", [True, False])
+def test_a_served_chat_model_classifies_and_a_rerun_asks_nothing(tmp_path, logprobs) -> None:
+    with SentimentChat(logprobs=logprobs) as server:
+        model = _chat(server, tmp_path)
+        labels, probs = model.predict_with_probabilities3(TEXTS)
+        assert labels == ["pos", "neg", "neutral", "undefined", "pos"]
+        assert np.isnan(probs[3]).all() and not np.isnan(np.delete(probs, 3, 0)).any()
+        sent = len(server.generations())
+        assert sent == len(TEXTS)
+        assert server.generations()[0].body["logprobs"] is True  # asked for in auto mode
+        if logprobs:  # the model's own scores: not one-hot
+            assert 0.5 < probs[0, 2] < 1.0 and probs[0, 0] > 0
+            assert model.tally.by_method == {"logprobs": 5}  # the undefined one too
+        else:
+            assert probs[0].tolist() == [0.0, 0.0, 1.0]
+            assert model.tally.by_method == {"text": 5}
+        assert model.tally.undefined == 1
+        assert "tiny-chat" in model.revision and "1700000000" in model.revision
+        again = _chat(server, tmp_path)
+        labels2, probs2 = again.predict_with_probabilities3(TEXTS)
+        assert len(server.generations()) == sent  # every answer came from the store
+        assert labels2 == labels and np.array_equal(probs2, probs, equal_nan=True)
+        assert again.tally.as_dict()["from the answer store"] == len(TEXTS)
+    params = model.parameters()
+    assert params["endpoint"] == server.url and params["template"] == "default"
+    assert "undefined" in params["probabilities"]
+
+
+def test_text_scoring_asks_for_no_logprobs_and_a_new_template_is_a_new_key(tmp_path) -> None:
+    template = tmp_path / "prompt.txt"
+    template.write_text("Label the review as good or bad.\nText: {text}")
+    with SentimentChat() as server:
+        _chat(server, tmp_path, "#scoring=text").predict(TEXTS[:2])
+        assert "logprobs" not in server.generations()[0].body
+        asked = len(server.generations())
+        _chat(server, tmp_path, "#template=prompt.txt").predict(TEXTS[:2])
+        assert len(server.generations()) == asked + 2  # another prompt: asked again
+        assert server.generations()[-1].body["messages"][-1]["content"].startswith("Label")
+
+
+def test_a_failed_call_is_undefined_now_and_asked_again_next_run(tmp_path) -> None:
+    with SentimentChat() as server:
+        server.fail_first, server.fail_status = 100, 400  # 400: no retry
+        model = _chat(server, tmp_path)
+        assert model.predict(TEXTS[:2]) == ["undefined", "undefined"]
+        assert model.tally.failed == 2
+        server.fail_first = 0
+        assert _chat(server, tmp_path).predict(TEXTS[:2]) == ["pos", "neg"]
+
+
+@pytest.mark.parametrize("spec, options, needle", [
+    ("openai:m@http://127.0.0.1:9/v1#scoring=next-token", {}, "needs a local LM"),
+    (f"{SMOLLM2}#scoring=logprobs", {}, "applies to served models"),
+    ("openai:m@http://127.0.0.1:9/v1#scoring=best", {}, "scoring='best'"),
+    ("openai:m@http://127.0.0.1:9/v1#template=none.txt", {}, "template file none.txt does not"),
+    ("openai:m@http://127.0.0.1:9/v1", {"m": {"labels": {"neg": ["bad"], "pos": ["Bad"]}}},
+     "names two labels"),
+])
+def test_bad_prompting_is_one_clear_error(tmp_path, spec, options, needle) -> None:
+    with pytest.raises(LingtestError, match=needle.replace("(", r"\(").replace("?", r"\?")):
+        prompting_for(parse_model(spec), options, tmp_path)
+
+
+def test_lingtest_test_refuses_a_bad_llm_classifier_before_the_run(project, monkeypatch,
+                                                                   capsys) -> None:
+    from tests.bad_input_harness import assert_one_clear_error
+
+    assert_one_clear_error(["test", "openai:m@http://127.0.0.1:9/v1#template=missing.txt",
+                            "--methods", "capabilities"], {}, "template file missing.txt",
+                           project, monkeypatch, capsys)
+
+
+# ------------------------------------------------------------------ a local LM
+
+def test_smollm2_is_scored_by_its_next_token_distribution(tmp_path) -> None:
+    model = load_sentiment_model(SMOLLM2, root=tmp_path)
+    assert isinstance(model, LLMClassifier) and model.labels == ("neg", "neutral", "pos")
+    texts = ["I love this movie, it is wonderful.", "What a waste of time."]
+    probs = model.predict_proba(texts)
+    assert np.allclose(probs.sum(axis=1), 1) and (probs > 0).all()
+    assert probs[0, 2] > probs[1, 2] and probs[1, 0] > probs[0, 0]  # it reads the text
+    assert model.tally.by_method == {"next-token": 2} and model.tally.undefined == 0
+    assert 0 < model.tally.as_dict()["mean label mass"] <= 1
+    again = load_sentiment_model(SMOLLM2, root=tmp_path)
+    assert np.array_equal(again.predict_proba(texts), probs)
+    assert again.tally.asked == 0
