@@ -66,8 +66,8 @@ EMBEDDINGS = ("tests/test_embedding_endpoints.py::"
               "test_the_stage_runs_on_a_service_and_a_rerun_asks_nothing")
 # not run here: (why, the test that runs what it does)
 LISTED = {
-    "lingtest test openai:nomic-embed-text@http://127.0.0.1:11434/v1 --methods contrastive "
-    "--set contrastive.dictionary_file=inputs/words.txt": (PLACEHOLDER, EMBEDDINGS),
+    "lingtest test openai:nomic-embed-text@http://127.0.0.1:11434/v1 --methods contrastive":
+        (PLACEHOLDER, EMBEDDINGS),
     "lingtest test openai:my-model@http://127.0.0.1:8000/v1 --methods capabilities":
         (PLACEHOLDER, LLM_SERVED),
     "lingtest test openai:my-model@http://127.0.0.1:8000/v1 --methods adaptive":

@@ -232,9 +232,8 @@ def test_bad_specs_and_options_are_one_clear_error_without_a_request(monkeypatch
         with pytest.raises(LingtestError, match=r"^contrastive\.encoders: .*" + match) as caught:
             check(spec)
         assert "\n" not in str(caught.value)
-    with pytest.raises(LingtestError, match=r"an embedding service: it has no tokenizer.*fix: "
-                                            r"set contrastive\.dictionary_file"):
-        check_contrastive_encoder(parse_model("tei:@http://127.0.0.1:9"))
+    # no dictionary file: the packaged English word list (test below), not an error
+    check_contrastive_encoder(parse_model("tei:@http://127.0.0.1:9"))
     with pytest.raises(LingtestError, match=r"contrastive\.pooling `cls`"):
         check("tei:@http://127.0.0.1:9", pooling="cls")
     row = check("tei:@http://127.0.0.1:9")  # nothing listens there: not contacted
@@ -388,3 +387,28 @@ def test_a_service_has_no_share_in_the_process_runners_preparation(stage_run):
     method = ContrastiveMethod(stage_run["params"], stage_run["workspace"])
     phases = method.preparation(pd.read_parquet(method.suite_path))
     assert next(phases) == [] and phases.send([]) == []
+
+
+def test_without_a_dictionary_file_a_service_takes_the_packaged_english_words() -> None:
+    """θ's ``vocab`` dictionary of a service with no contrastive.dictionary_file: wordfreq's
+    most frequent alphabetic English words, capped as any dictionary is, and named so."""
+    from tasks.contrastive.embedding_tasks import _dictionaries, vocabulary_note
+    from tasks.contrastive.params import ContrastiveParams
+    from tasks.models.embedding_endpoints import (ENGLISH_WORDS, english_words,
+                                                  load_endpoint_encoder)
+
+    words = english_words()
+    assert words[:5] == ["the", "to", "and", "of", "a"]
+    assert 0.9 * ENGLISH_WORDS < len(words) <= ENGLISH_WORDS
+    assert all(w.isalpha() and w.islower() for w in words)
+    with FakeLLMServer("openai") as server:
+        encoder = load_endpoint_encoder(parse_model(SPECS["openai"].format(url=server.url)))
+        params = ContrastiveParams(dictionary_max_words=500)
+        vocab = _dictionaries(encoder, params, 7, {})["vocab"]
+        assert len(vocab) == 500 and set(vocab) <= set(words)
+        note = vocabulary_note(encoder, user_dictionary=False)
+        assert note.startswith("a packaged English word list (wordfreq 3.")
+        mine = _dictionaries(encoder, params, 7, {"user": ["alpha", "beta"]})
+        assert mine == {"vocab": ["alpha", "beta"]}  # the user's file wins
+        assert vocabulary_note(encoder, user_dictionary=True).startswith(
+            "contrastive.dictionary_file's words")

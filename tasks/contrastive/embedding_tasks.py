@@ -55,24 +55,32 @@ def _encoder(model: ModelRef, offline: bool, device: str, params: ContrastivePar
 NO_VOCABULARY_NOTE = "contrastive.dictionary_file's words (the model has no vocabulary)"
 
 
-def vocabulary_note(encoder) -> str:
-    """Where the ``vocab`` dictionary of ``encoder`` came from, for provenance."""
+def vocabulary_note(encoder, user_dictionary: bool = True) -> str:
+    """Where the ``vocab`` dictionary of ``encoder`` came from, for provenance: its
+    tokenizer or own vocabulary, else ``contrastive.dictionary_file``, else (an embedding
+    service without one) the packaged English word list."""
     source = getattr(encoder, "vocabulary_source", "tokenizer")
-    return f"the model's {source}" if source else NO_VOCABULARY_NOTE
+    if source:
+        return f"the model's {source}"
+    return NO_VOCABULARY_NOTE if user_dictionary else getattr(encoder, "word_list_note",
+                                                              NO_VOCABULARY_NOTE)
 
 
 def _dictionaries(encoder, params: ContrastiveParams, seed: int,
                   dictionaries: dict[str, list[str]]) -> dict[str, list[str]]:
     """``vocab`` (the model's whole-word vocabulary) and ``dictionaries``. A model without a
-    vocabulary (a python: encoder with neither ``vocabulary()`` nor a tokenizer) takes the
-    user's dictionary (``contrastive.dictionary_file``) as its ``vocab`` dictionary, which
-    then is not repeated as ``user``; without one it is the error that says so. None at
+    vocabulary (a python: encoder with neither ``vocabulary()`` nor a tokenizer, an embedding
+    service) takes the user's dictionary (``contrastive.dictionary_file``) as its ``vocab``
+    dictionary, which then is not repeated as ``user``; without one, a service takes the
+    packaged English word list and a python: encoder gets the error that says so. None at
     all when no threshold kind asked for needs one (``thresholds.needs_dictionaries``)."""
     if not thresholds.needs_dictionaries(params.thresholds):
         return {}
     if getattr(encoder, "vocabulary_source", "tokenizer") is None:
-        if "user" not in dictionaries:
-            encoder.vocabulary()  # raises the error naming the model and the fix
+        if "user" not in dictionaries:  # a service's word list; a python: model's error
+            return {"vocab": thresholds.cap_words(encoder.vocabulary(),
+                                                  params.dictionary_max_words, seed),
+                    **dictionaries}
         rest = {name: ws for name, ws in dictionaries.items() if name != "user"}
         return {"vocab": thresholds.cap_words(dictionaries["user"], params.dictionary_max_words,
                                               seed), **rest}
@@ -129,7 +137,8 @@ def embed(model: ModelRef, texts: list[str], store_root: str, offline: bool, dev
             "source": parameters.get("source"), "revision": encoder.revision,
             "pooling": encoder.pooling, "exact_length": bool(encoder.exact_length),
             "describe": describe_encoder(encoder),
-            "vocabulary": vocabulary_note(encoder) if words else None,  # None: no θ search
+            "vocabulary": vocabulary_note(encoder, "user" in dictionaries) if words
+            else None,  # None: no θ search
             "dim": int(matrix.shape[1]), "dictionaries": words, "embedded_now": missing,
             "parameters": parameters}
     if hasattr(encoder, "usage"):  # an embedding service: what this run asked of it

@@ -173,8 +173,6 @@ def check_contrastive_encoder(ref: ModelRef, offline: bool = True, root: Path | 
                             f"({endpoints._shown(ref)}) runs its own encode, whose pooling "
                             f"lingtest cannot change; fix: contrastive.pooling: null, or test "
                             f"it alone")
-    if vocabulary_needed and dictionary_file is None and endpoints.is_endpoint(ref):
-        raise endpoints.no_vocabulary(ref)
     if vocabulary_needed and dictionary_file is None and ref.form == "python":
         obj = _light_user_attr(ref, root)[0]
         if vocabulary_source(ref, root) is None and not (

@@ -17,7 +17,9 @@ cannot be read. So
   ``endpoint:<public URL>`` — never a key or a URL's password;
 - requests and input tokens are counted for the report (the server's ``usage`` /
   ``prompt_eval_count`` / ``x-compute-tokens``; otherwise characters/4, marked estimated);
-- there is no tokenizer, so θ's ``vocab`` dictionary is ``contrastive.dictionary_file``'s words.
+- there is no tokenizer, so θ's ``vocab`` dictionary is ``contrastive.dictionary_file``'s
+  words, or without one a packaged English word list (``english_words``: wordfreq's most
+  frequent alphabetic English words), named in the report.
 
 The HTTP settings are the project's (``consistency.concurrency``, ``timeout_s``, ``retries``,
 ``backoff_s``: ``endpoint_settings``), so one server is asked alike by every stage.
@@ -101,6 +103,27 @@ def endpoint_settings(params: Any = None) -> LLMSettings:
         return LLMSettings()
     return LLMSettings(timeout_s=section.timeout_s, retries=section.retries,
                        backoff_s=section.backoff_s, concurrency=section.concurrency)
+
+
+ENGLISH_WORDS = 30_000  # the most frequent words wordfreq lists, before non-alphabetic go
+
+
+def english_words() -> list[str]:
+    """The packaged English word list: wordfreq's ``ENGLISH_WORDS`` most frequent English
+    words, the alphabetic ones, most frequent first (its data ships in the package)."""
+    import re
+
+    import wordfreq
+
+    return [w for w in wordfreq.top_n_list("en", ENGLISH_WORDS) if re.fullmatch("[a-z]+", w)]
+
+
+def english_words_note() -> str:
+    """The word list's name and version, for provenance."""
+    from importlib.metadata import version
+
+    return (f"a packaged English word list (wordfreq {version('wordfreq')}: the alphabetic "
+            f"words among the {ENGLISH_WORDS:,} most frequent English words)")
 
 
 def no_vocabulary(ref: ModelRef) -> LingtestError:
@@ -338,7 +361,7 @@ class EndpointEncoder:
 
     exact_length = False
     pooling = ENDPOINT_POOLING
-    vocabulary_source = None  # no tokenizer: contrastive.dictionary_file is `vocab`
+    vocabulary_source = None  # no tokenizer: contrastive.dictionary_file, else English words
 
     def __init__(self, ref: ModelRef, client: EmbeddingClient):
         self.ref, self.client = ref, client
@@ -407,7 +430,12 @@ class EndpointEncoder:
         return np.stack([rows[s] for s in sentences]).astype(np.float32)
 
     def vocabulary(self, ascii_only: bool = True) -> list[str]:
-        raise no_vocabulary(self.ref)
+        """No tokenizer: the packaged English word list (``english_words``)."""
+        return english_words()
+
+    @property
+    def word_list_note(self) -> str:
+        return english_words_note()
 
     def normal_forms(self, words: list[str]) -> list[str]:
         """Each word as written: the service's normalisation is not known here."""
