@@ -24,7 +24,7 @@ from flows.own_plan import KIND_METHODS, METHOD_MODELS, RUNS, Plan, plan  # noqa
 from flows.registry import Params
 from flows.registry import load_params, stage_method
 from tasks.core.errors import LingtestError
-from tasks.core.metrics import stage_metrics
+from tasks.core.metrics import stage_metrics, verdict_metrics
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance, publish, slug
 from tasks.core.side_by_side import case_changes, changed_cases, fail_percent, side_by_side
@@ -121,7 +121,7 @@ def compare_with_baseline(method: str, run_name: str, mine: list[str], params: P
             column="pair", substitutes=False)
     breaches = Gates(max_fail, max_broken).breaches(method, overall, changes)
     report.metrics = stage_metrics(f"{method}: all cases of each model", {
-        model: {"fail_%": fail_percent(rows.loc[rows["model_id"] == model, "verdict"])}
+        model: verdict_metrics(rows.loc[rows["model_id"] == model, "verdict"])
         for model in models})
     publish(report, workspace)
     return {"method": method, "overall": overall, "baseline": base_models, "shared": shared,

@@ -44,7 +44,7 @@ from tasks.core.method import Method, Unit, UnitResult, by_model
 from tasks.core.metrics import SETTING
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report
-from tasks.core.schema import Contract
+from tasks.core.schema import UNDEFINED, Contract
 from tasks.data.sst import sst2_split
 from tasks.models.model_spec import ModelRef, parse_model
 from tasks.models.sentiment import (LABELS2, MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID,
@@ -128,7 +128,9 @@ def labelled_cases(texts: list[str], labels: list[str], topic: str, kind: str,
 
 def evaluate(suite: pd.DataFrame, model, batch_size: int) -> pd.DataFrame:
     """Verdicts of ``model`` on every case: CheckList's own rules (a filtered example is
-    ``undefined``), else the argmax class against the stated one (score = P(stated))."""
+    ``undefined``), else the argmax class against the stated one (score = P(stated)); a
+    text whose probabilities are not numbers (the model gave it no label) is ``undefined``
+    (score NaN), never a pass or a fail."""
     out = []
     checklist = suite[suite["set"] == CHECKLIST]
     if len(checklist):
@@ -143,13 +145,16 @@ def evaluate(suite: pd.DataFrame, model, batch_size: int) -> pd.DataFrame:
             "score": np.nan}, index=checklist.index))
     labelled = suite[suite["set"] != CHECKLIST]
     if len(labelled):
-        probs = model.predict_proba(labelled["text"].tolist())
+        probs = np.asarray(model.predict_proba(labelled["text"].tolist()), float)
         gold = labelled["expectation"].str.removeprefix("should output ")
         column = gold.map({label: i for i, label in enumerate(model.labels)}).to_numpy()
-        predicted = [model.labels[i] for i in probs.argmax(1)]
+        silent = ~np.isfinite(probs).all(1)
+        predicted = np.where(silent, UNDEFINED, [model.labels[i] for i in
+                                                 np.nan_to_num(probs, nan=0.0).argmax(1)])
         out.append(pd.DataFrame({
             "case_id": labelled["case_id"], "output": predicted,
-            "verdict": np.where(np.array(predicted) == gold.to_numpy(), "pass", "fail"),
+            "verdict": np.where(silent, UNDEFINED, np.where(predicted == gold.to_numpy(),
+                                                            "pass", "fail")),
             "score": probs[np.arange(len(probs)), column]}, index=labelled.index))
     rows = pd.concat(out).loc[suite.index]
     return rows.assign(set=suite["set"], topic=suite["topic"])

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.adaptive.cases import EXPECTATION_COLUMN, INPUT_B, expectation_of
-from tasks.adaptive.scoring import score_column
+from tasks.adaptive.scoring import answered, score_column
 from tasks.adaptive.tested_models import as_tested
 from tasks.adaptive.tree import TestTree, is_subtopic
 from tasks.core.errors import LingtestError
@@ -106,7 +106,8 @@ def rank_suggestions(suggestions: pd.DataFrame, tree: TestTree, topic: str, mode
                      embed: Embed | None = None) -> pd.DataFrame:
     """``suggestions`` with ``<model> output`` / ``<model> score`` per model (the first also
     as ``output`` / ``score``), sorted by the first model's score, highest first (ties keep
-    generation order)."""
+    generation order). An input the model gave no answer (``undefined``, or probabilities
+    that are not numbers) scores NaN and is listed after every scored one."""
     if not models:
         raise LingtestError("rank_suggestions: no model under test; name at least one")
     inputs = [str(t) for t in suggestions["input"]]
@@ -123,8 +124,10 @@ def rank_suggestions(suggestions: pd.DataFrame, tree: TestTree, topic: str, mode
                 shares[tested.labels] = imputed_shares(tree, topic, inputs, embed,
                                                        binary_labels, labels=tested.labels)
             answers, probs = tested.predict_with_probabilities(inputs)
-            scores = (np.nan_to_num(np.asarray(probs, float), nan=0.0)
-                      * (1 - shares[tested.labels])).sum(1)
+            probs = np.asarray(probs, float)
+            scores = (probs * (1 - shares[tested.labels])).sum(1)
+            silent = np.array([not answered(a, p) for a, p in zip(answers, probs)], bool)
+            scores[silent] = np.nan
         ranked[f"{model.model_id} output"] = list(answers)
         ranked[score_column(model.model_id)] = np.asarray(scores, float)
     first = models[0].model_id

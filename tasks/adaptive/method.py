@@ -27,10 +27,10 @@ from tasks.adaptive.tree import TestTree, read_tree, write_tree
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
 from tasks.core.method import Method, Unit, UnitResult
-from tasks.core.metrics import stage_metrics
+from tasks.core.metrics import stage_metrics, verdict_metrics
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report, provenance
-from tasks.core.schema import change_counts, compare_results
+from tasks.core.schema import DECIDED, change_counts, compare_results, undefined_count
 from tasks.core.stats import rate_interval
 from tasks.models.model_spec import ModelRef, refs_by_name
 from tasks.adaptive.tested_models import load_tested_model
@@ -60,11 +60,11 @@ def topic_rates(suite: pd.DataFrame, results: pd.DataFrame, n_boot: int,
     rows = []
     for (tree, topic, model), group in merged.groupby(["tree", "topic", "model_id"],
                                                       sort=True):
-        decided = group[group["verdict"].isin(["pass", "fail"])]
+        decided = group[group["verdict"].isin(DECIDED)]
         rate, low, high = rate_interval(decided["verdict"].eq("fail").to_numpy(), n_boot, rng)
         rows.append({"tree": tree, "topic": topic, "model_id": model, "n": len(decided),
                      "fail": int(decided["verdict"].eq("fail").sum()),
-                     "undefined": int(group["verdict"].eq("undefined").sum()),
+                     "undefined": undefined_count(group["verdict"]),
                      "fail %": rate, "low %": low, "high %": high})
     return pd.DataFrame(rows, columns=RATE_COLUMNS)
 
@@ -184,11 +184,9 @@ class AdaptiveMethod(Method):
         out.add("adaptive-diff", diff,
                 "AdaTest: verdict changes against the previous run, per model", files=False,
                 notes="First run: every case is added." if self.previous is None else "")
-        decided = results[results["verdict"].isin(["pass", "fail"])]
         # no change counts here: a metric's delta between two runs would read as changes
         # (the comparison artifact counts them; `runtime.alerts` fires on them)
         out.metrics = stage_metrics("pass/fail verdicts", {
-            m: {"fail_%": float(100 * decided.loc[decided["model_id"] == m, "verdict"]
-                                .eq("fail").mean())}
+            m: verdict_metrics(results.loc[results["model_id"] == m, "verdict"])
             for m in models}, {"cases": len(suite)})
         return out

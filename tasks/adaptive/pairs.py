@@ -81,7 +81,8 @@ def split_pairs(suggestions: pd.DataFrame, tree: TestTree, topic: str) -> pd.Dat
 
 def rank_pairs(pairs: pd.DataFrame, topic: str, models: list) -> pd.DataFrame:
     """``pairs`` with each model's joined answers and equality score (``<model> output`` /
-    ``<model> score``; the first model's also as ``output`` / ``score``), highest first."""
+    ``<model> score``; the first model's also as ``output`` / ``score``), highest first; a
+    pair the model left undefined (score NaN) last."""
     cases = pd.DataFrame({"case_id": [f"pair-{k}" for k in range(len(pairs))],
                           "topic": to_topic(topic), "input": pairs["input"].tolist(),
                           INPUT_B: pairs[INPUT_B].tolist(), "expectation": INVARIANCE})
@@ -89,7 +90,7 @@ def rank_pairs(pairs: pd.DataFrame, topic: str, models: list) -> pd.DataFrame:
     for model in models:
         scored = score_cases(cases, model)
         ranked[f"{model.model_id} output"] = scored["output"].to_numpy()
-        ranked[score_column(model.model_id)] = scored["score"].fillna(0.0).to_numpy()
+        ranked[score_column(model.model_id)] = scored["score"].to_numpy()
     first = models[0].model_id
     ranked["output"] = ranked[f"{first} output"]
     ranked["score"] = ranked[score_column(first)]

@@ -24,7 +24,8 @@ counts. Accepted tests are written as their expectation (``output`` = the expect
 its ``<model> score`` column. An oracle never overwrites a human label: a row the tree
 already holds from another labeler is left as it is. The round's review table lists every
 suggestion shown, worst first, with ``review`` = accepted / rejected (an undefined verdict,
-or a pass under ``accept="failures"``) / kept-human / abstained / off_topic (last).
+or a pass under ``accept="failures"``) / kept-human / abstained / off_topic (last); the
+counts name the undefined verdicts (``undefined``) when there are any.
 """
 from __future__ import annotations
 
@@ -43,11 +44,12 @@ from tasks.adaptive.cases import (INPUT_B, Expectation, case_to_row, row_expecta
 from tasks.adaptive.generators import (Generator, dedupe, score_suggestions, suggestion_cases,
                                        suggestions_frame)
 from tasks.adaptive.prompts import Embed, PromptSettings, build_prompts, prompt_texts, score_max
-from tasks.adaptive.scoring import score_cases, score_column
+from tasks.adaptive.scoring import answered, score_cases, score_column
 from tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, topic_problem,
                                  write_tree)
 from tasks.core.cases import provenance_json
 from tasks.core.errors import LingtestError
+from tasks.core.schema import decided, undefined_count
 from tasks.adaptive.tested_models import as_tested
 from tasks.models.sentiment import SentimentModel
 
@@ -89,7 +91,8 @@ class ModelOracle:
     for that label is at least ``min_confidence`` and the input reads as a test; otherwise it
     abstains. Given a ``membership`` (``TopicMembership``), inputs it places outside the topic
     are off topic (None). VADER's "probabilities" are word proportions (a clearly negative
-    review may be 0.27 negative): with VADER as the oracle lower the floor."""
+    review may be 0.27 negative): with VADER as the oracle lower the floor. An input the
+    reference model gives no label (``undefined``) is abstained on."""
 
     def __init__(self, model: SentimentModel, min_confidence: float = 0.8,
                  membership=None):
@@ -108,8 +111,11 @@ class ModelOracle:
         if not inputs:
             return []
         labels, probs = self.model.predict_with_probabilities(inputs)
-        # the probability of the label given (a binary model's neutral band has none: 0)
-        given = probs[np.arange(len(labels)), [self.model.labels.index(y) for y in labels]]
+        probs = np.asarray(probs, float)
+        # the probability of the label given (a binary model's neutral band has none: 0);
+        # NaN (never sure) for an undefined answer
+        given = np.array([p[self.model.labels.index(y)] if answered(y, p) else np.nan
+                          for y, p in zip(labels, probs)], float)
         sure = given >= self.min_confidence
         inside = (self.membership.on_topic(topic, inputs) if self.membership is not None
                   else np.ones(len(inputs), dtype=bool))
@@ -214,7 +220,7 @@ def run_round(tree: TestTree, topic: str, generator: Generator, oracle, models:
                               for y, keep in zip(expected, on_topic) if keep], round_no)
     ranked, _ = score_suggestions(cases, models)
     verdicts = ranked[f"{first} verdict"]
-    wanted = verdicts.eq("fail") if accept == "failures" else verdicts.isin(["pass", "fail"])
+    wanted = verdicts.eq("fail") if accept == "failures" else decided(verdicts)
     accepted = ranked[wanted]
     rows = {}
     for _, case in accepted.iterrows():
@@ -246,4 +252,7 @@ def run_round(tree: TestTree, topic: str, generator: Generator, oracle, models:
               "abstained": int(abstained.sum()), "accepted": len(written),
               "failures": int((review["review"].eq("accepted")
                                & review[f"{first} verdict"].eq("fail")).sum())}
+    undefined = undefined_count(verdicts)
+    if undefined:  # the first model gave no answer: rejected, and said so
+        counts["undefined"] = undefined
     return RoundResult(grown, review, counts)

@@ -7,6 +7,10 @@ under, and ``stop``. Every default is empty, so nothing enters the tree without 
 Accepted tests are written in AdaTest's layout (``output`` = the model's output, ``label`` =
 pass / fail) with ``labeler`` = the reviewer and a ``provenance`` cell (round, prompt id,
 generator, seed).
+
+A suggestion the model gave no label (output ``undefined``, score NaN) is listed last with
+an undefined score; picked under ``fail`` or ``passing`` it is not written (its output is no
+label a test could expect or forbid) and the round's counts say how many (``undefined``).
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from tasks.adaptive.review import PROVENANCE, append_accepted, prompt_scores, ro
 from tasks.adaptive.tree import TestTree, topic_problem
 from tasks.core.cases import provenance_json
 from tasks.core.errors import LingtestError
+from tasks.core.schema import UNDEFINED
 
 VERDICT_FIELDS = ("fail", "passing", "off_topic")
 _TREE_LABEL = {"fail": "fail", "passing": "pass", "off_topic": "off_topic"}
@@ -72,7 +77,8 @@ def review_markdown(suggestions: pd.DataFrame, topic: str, round_no: int, model_
              f"| # | input | {_cell(model_id)} output | failure score |", "|---|---|---|---|"]
     for number, (_, row) in enumerate(suggestions.iterrows(), 1):
         score = row.get("score", float("nan"))
-        shown = "" if pd.isna(score) else f"{float(score):.2f}"
+        shown = (UNDEFINED if row["output"] == UNDEFINED else "") if pd.isna(score) \
+            else f"{float(score):.2f}"
         lines.append(f"| {number} | {_cell(row['input'])} | {_cell(row['output'])} | {shown} |")
     return "\n".join(lines)
 
@@ -118,9 +124,12 @@ def apply_review(tree: TestTree, suggestions: pd.DataFrame, form, topic: str, re
     if unknown:
         raise LingtestError(f"review round {round_no}: {unknown[0]!r} is not a suggestion of "
                             "this round; pick from the listed inputs")
-    rows = {}
+    rows, undefined = {}, 0
     for text, name in seen.items():
         s = by_input.loc[text]
+        if name != "off_topic" and str(s["output"]) == UNDEFINED:
+            undefined += 1  # "undefined" is no label: a test cannot expect or forbid it
+            continue
         rows[row_id(target, text)] = {
             "topic": target, "input": text, "output": str(s["output"]),
             "label": _TREE_LABEL[name], "labeler": reviewer, "description": "",
@@ -129,7 +138,8 @@ def apply_review(tree: TestTree, suggestions: pd.DataFrame, form, topic: str, re
     grown, written = append_reviewed(tree, rows)
     counts = {"round": round_no, "topic": target, "reviewer": reviewer,
               "shown": len(suggestions), **{n: len(p) for n, p in picks.items()},
-              "written": len(written), "stop": bool(form.stop)}
+              "written": len(written), "stop": bool(form.stop),
+              **({UNDEFINED: undefined} if undefined else {})}
     return grown, counts
 
 

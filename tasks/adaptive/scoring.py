@@ -24,8 +24,10 @@ The verdict is the model's own answer (``predict``: VADER's compound rule, Check
 neutral band for binary models; a classifier over its own labels: the most probable label;
 a raw-score model: fail when its score reaches t): ``pass`` when the answer meets the
 expectation, ``fail`` otherwise, ``undefined`` when the expectation names a label the model
-cannot give, asks a classifier for a score (or a raw-score model for a label) or the
-model's probabilities are not numbers. VADER's probabilities are its neg/neu/pos
+cannot give, asks a classifier for a score (or a raw-score model for a label), or the
+model gave no answer: its label ``undefined`` (an LLM classifier that named no label) or
+probabilities (or a raw score) that are not numbers. An undefined verdict has score NaN and
+is counted apart, never as a pass or a fail. VADER's probabilities are its neg/neu/pos
 proportions, so for VADER the score and the verdict can disagree (see ``tasks.models
 .sentiment``).
 
@@ -46,6 +48,7 @@ from tasks.adaptive.cases import INPUT_B, METHOD, parse_expectation
 from tasks.adaptive.tested_models import as_tested
 from tasks.adaptive.tree import TestTree
 from tasks.core.errors import LingtestError
+from tasks.core.schema import UNDEFINED
 from tasks.models.label_maps import LABELS3
 
 RESULT_COLUMNS = ["case_id", "method", "model_id", "revision", "output", "verdict", "score",
@@ -70,6 +73,12 @@ def equality_margin(probs_a: np.ndarray, probs_b: np.ndarray) -> float:
     gap_a = probs_a[top_a] - np.delete(probs_a, top_a).max()
     gap_b = probs_b[top_b] - np.delete(probs_b, top_b).max()
     return float(-min(gap_a, gap_b))
+
+
+def answered(answer: str, probs: np.ndarray) -> bool:
+    """Whether the model answered a text: a label other than ``undefined`` and probabilities
+    (or a raw score) that are all numbers."""
+    return answer != UNDEFINED and bool(np.isfinite(probs).all())
 
 
 def verdict(answer: str, kind: str, label: str, answer_b: str | None = None) -> str:
@@ -109,21 +118,22 @@ def score_cases(cases: pd.DataFrame, model) -> pd.DataFrame:
             p_b = probs[j]
             row["output"] = f"{answers[i]}|{answers[j]}"
             row["probabilities"] = json.dumps([_named(p_a, model), _named(p_b, model)])
-            if model.kind == "raw" or not (np.isfinite(p_a).all() and np.isfinite(p_b).all()):
+            if model.kind == "raw" or not (answered(answers[i], p_a)
+                                           and answered(answers[j], p_b)):
                 row.update(verdict="undefined", score=np.nan)
             else:
                 margin = equality_margin(p_a, p_b)
                 row.update(verdict=verdict(answers[i], "invariance", "", answers[j]),
                            score=(1.0 + margin) / 2.0, margin=margin)
         elif expect.kind == "score_below":
-            if model.kind != "raw":
+            if model.kind != "raw" or not np.isfinite(p_a).all():  # output: generated text
                 row.update(verdict="undefined", score=np.nan)
             else:
                 score = float(p_a[0])
                 row.update(verdict="pass" if score < float(expect.label) else "fail",
                            score=score)
         elif (model.kind == "raw" or expect.label not in model.labels
-              or not np.isfinite(p_a).all()):
+              or not answered(answers[i], p_a)):
             row.update(verdict="undefined", score=np.nan)
         else:
             row.update(verdict=verdict(answers[i], expect.kind, expect.label),
@@ -138,7 +148,8 @@ def score_cases(cases: pd.DataFrame, model) -> pd.DataFrame:
 
 def _named(probs: np.ndarray, model) -> dict[str, float]:
     labels = ("score",) if model.kind == "raw" else model.labels
-    return {label: round(float(p), 6) for label, p in zip(labels, probs)}
+    return {label: round(float(p), 6) if np.isfinite(p) else None  # no NaN in JSON text
+            for label, p in zip(labels, probs)}
 
 
 def score_column(model_id: str) -> str:

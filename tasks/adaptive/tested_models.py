@@ -23,6 +23,11 @@ AdaTest scores a tree with one of three scorers (``adaptivetesting/_scorer.py``)
 
 A raw test's expectation is ``should score below 0.5`` (``cases.SCORE_BELOW``): AdaTest
 counts a raw score above one half as a failure.
+
+A sentiment model may answer ``undefined`` for a text (an LLM classifier that named no
+label), its probability row NaN; a classifier scorer's undefined reading of a generated text
+is a NaN score. Both reach ``scoring`` as they are, which gives the test an ``undefined``
+verdict (score NaN), never a pass or a fail.
 """
 from __future__ import annotations
 
@@ -40,7 +45,8 @@ GENERATED_TOKENS = 24
 
 class SentimentClassifier:
     """A sentiment model (``tasks.models.sentiment``) as an AdaTest classifier over
-    neg / neutral / pos (a binary model: CheckList's neutral band)."""
+    neg / neutral / pos (a binary model: CheckList's neutral band). An ``undefined`` answer
+    and its NaN probabilities are passed on unchanged (``scoring`` judges them)."""
 
     kind = "classifier"
     labels = LABELS3
@@ -147,8 +153,9 @@ def hub_labels(ref: ModelRef, offline: bool) -> list[str] | None:
     return [str(id2label[i]) for i in sorted(id2label, key=int)]
 
 
-def check_scores(values: object, n: int, who: str) -> np.ndarray:
-    """A user's failure scores as floats in [0, 1], one per text, or one error naming the rule."""
+def check_scores(values: object, n: int, who: str, undefined: bool = False) -> np.ndarray:
+    """A user's failure scores as floats in [0, 1], one per text, or one error naming the rule.
+    ``undefined``: NaN is let through (a classifier scorer that gave a text no label)."""
     try:
         scores = np.asarray(values, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError) as exc:
@@ -156,7 +163,8 @@ def check_scores(values: object, n: int, who: str) -> np.ndarray:
                             ) from None
     if scores.shape != (n,):
         raise LingtestError(f"{who}: returned {scores.size} scores for {n} texts; one per text")
-    bad = ~np.isfinite(scores) | (scores < 0) | (scores > 1)
+    bad = ((np.isinf(scores) if undefined else ~np.isfinite(scores))
+           | (scores < 0) | (scores > 1))
     if bad.any():
         raise LingtestError(f"{who}: score {scores[int(np.argmax(bad))]!r} is not in [0, 1]; "
                             "return a failure score between 0 (fine) and 1 (fails)")
@@ -198,10 +206,11 @@ class ScoredGenerator:
     labels: tuple[str, ...] = ()
 
     def __init__(self, ref: ModelRef, llm, score: Callable[[list[str], list[str]], object],
-                 scorer: str, scorer_revision: str):
+                 scorer: str, scorer_revision: str, undefined: bool = False):
         self.ref, self.llm, self._score = ref, llm, score
         self.model_id = ref.name
         self.scorer = scorer
+        self.undefined = undefined  # a classifier scorer: NaN where it gave no label
         lm = llm.parameters()
         self.revision = f"{lm.get('revision', lm.get('spec', ref.bare))}+{scorer_revision}"
 
@@ -215,7 +224,7 @@ class ScoredGenerator:
                                 f"({failed[0][1]}); {len(failed)} of {len(texts)} failed")
         outputs = [a.text.strip() for a in answers]
         scores = check_scores(self._score(list(texts), outputs), len(texts),
-                              f"model `{self.model_id}`: scorer {self.scorer}")
+                              f"model `{self.model_id}`: scorer {self.scorer}", self.undefined)
         return outputs, scores
 
     def parameters(self) -> dict:
@@ -268,14 +277,15 @@ def load_tested_model(spec: str, load_sentiment: Callable[[str], object],
         from tasks.models.llm import LLMSettings, load_llm
 
         bare = ref.bare
-        if parse_model(scorer, "scorer", names, root).form == "python":
+        python = parse_model(scorer, "scorer", names, root).form == "python"
+        if python:
             score, revision = _python_scorer(parse_model(scorer, "scorer", names, root), root)
         else:
             score, revision = _classifier_scorer(scorer, ref.options.get("fail_label", "neg"),
                                                  load_sentiment)
         llm = load_llm(bare, LLMSettings(max_new_tokens=GENERATED_TOKENS, offline=offline),
                        root, names)
-        return ScoredGenerator(ref, llm, score, scorer, revision)
+        return ScoredGenerator(ref, llm, score, scorer, revision, undefined=not python)
     if ref.form == "python":
         from tasks.models.label_maps import sentiment_labels
         from tasks.models.own_classifiers import declared_labels

@@ -29,6 +29,12 @@ increase``                                                    TOL; no verdict wh
 An INV/DIR example fails when any of its variants fails; variants without a verdict are
 dropped and an example none of whose variants has a verdict is ``filtered`` (CheckList's
 ``None``). Failure rate per test = failed / (examples run − filtered), as CheckList prints.
+
+A model may answer ``undefined`` for a text (an LLM classifier that named no label; its
+probability row NaN). Such a text is never read as a label: an example whose original text
+(an MFT's only text, an INV/DIR's first) is undefined is ``undefined``; an INV/DIR variant
+that is undefined is dropped and the example judged on its other variants (``undefined``
+when every variant is). Undefined examples are counted apart and left out of the rate.
 """
 from __future__ import annotations
 
@@ -42,11 +48,12 @@ import pandas as pd
 
 from tasks.core.cases import case_id
 from tasks.core.errors import LingtestError
+from tasks.core.schema import UNDEFINED
 
 CLASSES = ("neg", "neutral", "pos")
 _INDEX = {name: i for i, name in enumerate(CLASSES)}
 TOLERANCE = 0.1  # CheckList's INV threshold and the suite's DIR tolerance
-VERDICTS = ("pass", "fail", "filtered")
+VERDICTS = ("pass", "fail", "filtered", UNDEFINED)
 VERDICT_COLUMNS = ["case_id", "test", "type", "capability", "example_id", "verdict",
                    "predictions", "probabilities"]
 TABLE_COLUMNS = ["test", "type", "capability", "examples", "filtered", "failed",
@@ -137,10 +144,13 @@ def _predict(model: SentimentModel, texts: list[str],
         if p.shape != (len(batch), 3):
             raise LingtestError(f"probabilities3 returned shape {p.shape} for {len(batch)} "
                                 "texts; expected (n, 3) over (neg, neutral, pos)")
-        if len(y) != len(batch) or any(label not in _INDEX for label in y):
-            bad = sorted({str(label) for label in y if label not in _INDEX})
+        if len(y) != len(batch) or any(label not in _INDEX and label != UNDEFINED
+                                       for label in y):
+            bad = sorted({str(label) for label in y if label not in _INDEX
+                          and label != UNDEFINED})
             raise LingtestError(f"predict returned {len(y)} labels for {len(batch)} texts "
-                                f"(unknown labels: {bad}); expected one of {CLASSES} each")
+                                f"(unknown labels: {bad}); expected one of "
+                                f"{(*CLASSES, UNDEFINED)} each")
         for text, label, row in zip(batch, y, p):
             labels[text], probs[text] = label, row
     return labels, probs
@@ -159,9 +169,12 @@ def _variant_ok(check: Check, orig: int, p0: np.ndarray, pred: int, p: np.ndarra
     return None if p0[orig] >= 1 - dir_tol else p[orig] - p0[orig] <= dir_tol
 
 
-def _judge(check: Check, row, preds: list[int], probs: list[np.ndarray],
+def _judge(check: Check, row, preds: list[int | None], probs: list[np.ndarray],
            inv_tol: float, dir_tol: float) -> str:
-    """An example's verdict under its check."""
+    """An example's verdict under its check; a text the model gave no label (pred None, or
+    probabilities that are not numbers where the check reads them) is never judged."""
+    if preds[0] is None or (check.kind not in ("eq", "neq") and not np.isfinite(probs[0]).all()):
+        return UNDEFINED
     if check.kind in ("eq", "neq"):
         if check.kind == "eq":
             if pd.isna(row.label):
@@ -171,8 +184,12 @@ def _judge(check: Check, row, preds: list[int], probs: list[np.ndarray],
         else:
             ok = preds[0] != check.label
         return "pass" if ok else "fail"
+    answered = [(pred, p) for pred, p in zip(preds[1:], probs[1:])
+                if pred is not None and np.isfinite(p).all()]
+    if preds[1:] and not answered:
+        return UNDEFINED
     results = [_variant_ok(check, preds[0], probs[0], pred, p, inv_tol, dir_tol)
-               for pred, p in zip(preds[1:], probs[1:])]
+               for pred, p in answered]
     results = [r for r in results if r is not None]
     if not results:
         return "filtered"
@@ -186,7 +203,7 @@ def run_checklist(suite: pd.DataFrame, model: SentimentModel, *,
     """Per-example verdicts of ``model`` on the (optionally sampled) CheckList suite.
 
     Columns: case_id (``case_id("checklist", texts, expectation)``), test, type,
-    capability, example_id, verdict (pass / fail / filtered), predictions (labels of the
+    capability, example_id, verdict (pass / fail / filtered / undefined), predictions (labels of the
     example's texts) and probabilities (their (neg, neutral, pos) rows). Expectations are
     parsed before the model runs, so an unknown one fails fast. ``batch_size`` is the number
     of texts per model call for a model that is not ``per_text`` (see ``_predict``).
@@ -211,7 +228,7 @@ def run_checklist(suite: pd.DataFrame, model: SentimentModel, *,
     rows = []
     for row in table.itertuples(index=False):
         texts = [str(t) for t in row.texts]
-        preds = [_INDEX[labels[t]] for t in texts]
+        preds = [_INDEX.get(labels[t]) for t in texts]  # None: undefined
         conf = [probs[t] for t in texts]
         verdict = _judge(checks[(row.test, row.expectation)], row, preds, conf,
                          inv_tolerance, dir_tolerance)
@@ -225,14 +242,20 @@ def failure_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     """Per test: examples run, filtered, failed and failure rate in % of judged examples.
 
     The rate is NaN for a test whose examples were all filtered (nothing was judged).
+    Undefined examples are not judged either: when there are any, an ``undefined`` column
+    (after ``filtered``) counts them; without, the table keeps ``TABLE_COLUMNS``.
     """
     unknown = set(verdicts["verdict"]) - set(VERDICTS)
     if unknown:
         raise LingtestError(f"verdicts {sorted(unknown)} are not among {VERDICTS}")
     grouped = verdicts.groupby(["test", "type", "capability"], sort=False)["verdict"]
     table = grouped.agg(examples="size", filtered=lambda v: int((v == "filtered").sum()),
+                        undefined=lambda v: int((v == UNDEFINED).sum()),
                         failed=lambda v: int((v == "fail").sum())).reset_index()
-    judged = (table["examples"] - table["filtered"]).astype(float)
+    judged = (table["examples"] - table["filtered"] - table["undefined"]).astype(float)
     table["failure_rate"] = (100.0 * table["failed"] / judged.where(judged > 0)).round(2)
-    return table[TABLE_COLUMNS].astype({"examples": "int64", "filtered": "int64",
-                                        "failed": "int64"})
+    columns = list(TABLE_COLUMNS)
+    if verdicts["verdict"].eq(UNDEFINED).any():
+        columns.insert(columns.index("filtered") + 1, UNDEFINED)
+    return table[columns].astype({c: "int64" for c in ("examples", "filtered", UNDEFINED,
+                                                        "failed") if c in columns})

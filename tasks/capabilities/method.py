@@ -344,21 +344,22 @@ class CapabilitiesMethod(Method):
             out.add_per_model("capabilities-table3", tables,
                               "S²LCT Table 3 for {model}: failures per capability (95% "
                               "bootstrap intervals; the paper's seed fail % for its models "
-                              "beside)", notes=table3_notes(funnel, c.pass_to_fail_count,
-                                                            c.trials))
+                              "beside)", notes=report.noted(table3_notes(
+                                  funnel, c.pass_to_fail_count, c.trials), trial0["verdict"]))
         if "ase22" in c.table_layouts:
             out.add_per_model("capabilities-ase22", {
                 model_id: report.ase22_table(results[results["model_id"] == model_id], lcs,
                                              membership, c.trials) for model_id in tables},
                 f"S²LCT's ASE'22 layout for {{model}}: median over {c.trials} seed "
                 "sampling(s) of the test cases, one failure rate over seeds and "
-                "expansions, and #pass_to_fail", notes=ASE22_NOTES)
+                "expansions, and #pass_to_fail",
+                notes=report.noted(ASE22_NOTES, results["verdict"]))
         out.add("capabilities-neutral-share", report.neutral_share(results, lcs),
                 "Seeds predicted neutral per model and capability, and the share of the "
-                "failing seeds that were", notes=NEUTRAL_NOTES)
+                "failing seeds that were", notes=report.noted(NEUTRAL_NOTES, results["verdict"]))
         out.add("capabilities-checklist", report.checklist_table(verdicts),
                 "CheckList sentiment suite (released tests, seeded sample per test): "
-                "failure rate % per test and model")
+                "failure rate % per test and model", notes=report.noted("", verdicts["verdict"]))
         out.add("capabilities-examples", report.examples(suite, results, params.seed),
                 f"{report.EXAMPLES} expansions drawn at random (seeded) from the whole suite, "
                 "one per distinct text, each beside its seed, with each model's prediction")

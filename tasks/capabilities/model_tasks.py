@@ -10,6 +10,7 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.capabilities import checklist_run, coverage, search
 from tasks.core.caching import task
+from tasks.core.schema import UNDEFINED
 from tasks.models.sentiment import SentimentModel
 
 
@@ -30,13 +31,16 @@ def run_suite(model: SentimentModel, suite: pd.DataFrame) -> pd.DataFrame:
     [P(neg), 0, P(pos)] could never be neutral, and VADER's proportions almost always are.
     ``score`` is the probability the model gave the expected label: the sum of ``p_neg`` /
     ``p_neutral`` / ``p_pos`` over the labels the expectation accepts (so a binary model,
-    whose padded ``p_neutral`` is 0, scores 0 on a case that expects only neutral)."""
+    whose padded ``p_neutral`` is 0, scores 0 on a case that expects only neutral).
+
+    A model whose answer names no label (``undefined``, an LLM classifier's; its probability
+    row NaN) gets the verdict ``undefined`` and score NaN: neither a pass nor a fail."""
     if len(suite):
         prediction, probs = model.predict_with_probabilities3(suite["text"].tolist())
     else:
         prediction, probs = [], np.zeros((0, 3))
     prediction = [str(x) for x in prediction]
-    verdict = ["pass" if p in e.split("|") else "fail"
+    verdict = [UNDEFINED if p == UNDEFINED else "pass" if p in e.split("|") else "fail"
                for p, e in zip(prediction, suite["expectation"])]
     frame = pd.DataFrame({
         "case_id": suite["case_id"], "method": search.METHOD, "model_id": model.model_id,
@@ -45,7 +49,8 @@ def run_suite(model: SentimentModel, suite: pd.DataFrame) -> pd.DataFrame:
         "text": suite["text"], "expectation": suite["expectation"], "output": prediction,
         "p_neg": probs[:, 0].round(6), "p_neutral": probs[:, 1].round(6),
         "p_pos": probs[:, 2].round(6), "verdict": verdict})
-    frame["score"] = expected_probability(frame)
+    frame["score"] = np.where(frame["verdict"] == UNDEFINED, np.nan,
+                              expected_probability(frame))
     return frame[RESULT_COLUMNS]
 
 

@@ -6,7 +6,10 @@ expansion fail %, #pass→fail — the number of failing *expansions* whose seed
 with 50 seeds, exceeds the seed count) — and, labelled apart, #pass→fail seeds: the seeds
 passed that have at least one failing expansion. Failure rates carry 95% percentile-bootstrap
 intervals (``tasks.core.stats.rate_interval``, resampling the cases of that cell; NaN for
-fewer than two cases). The paper's seed fail % for
+fewer than two cases). A case whose model answer named no label (verdict ``undefined``, an
+LLM classifier's) is neither: rates and intervals are over the decided (pass/fail) cases, and
+a table whose results hold any undefined verdict gains columns counting them (tables of
+models that always answer keep today's columns). The paper's seed fail % for
 its three SST-2 models stand beside each row for reference: those models are not the ones
 tested here (see the report's substitutes).
 """
@@ -18,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from tasks.core.metrics import stage_metrics
+from tasks.core.schema import UNDEFINED, decided, undefined_count
 from tasks.core.stats import rate_interval
 
 # S²LCT Table 3, seed fail % of BERT / RoBERTa / DistilBERT (fine-tuned on SST-2).
@@ -63,14 +67,16 @@ def table3(results: pd.DataFrame, capabilities: list[str], n_boot: int = 1000,
         part = results[results["capability"] == lc]
         seeds = part[part["kind"] == "seed"]
         exps = part[part["kind"] == "expansion"]
-        seed_fail = seeds["verdict"].eq("fail").to_numpy()
-        exp_fail = exps["verdict"].eq("fail").to_numpy()
+        seed_fail = fail_flags(seeds["verdict"])
+        exp_fail = fail_flags(exps["verdict"])
         passed = set(seeds.loc[seeds["verdict"] == "pass", "case_id"])
         pass_to_fail = exps[(exps["verdict"] == "fail") & exps["parent_case_id"].isin(passed)]
         s, s_lo, s_hi = rate_interval(seed_fail, n_boot, rng)
         e, e_lo, e_hi = rate_interval(exp_fail, n_boot, rng)
         paper = PAPER_SEED_FAIL.get(lc, (np.nan,) * 3)
         rows.append({"capability": lc, "seeds": len(seeds), "expansions": len(exps),
+                     "seed_undefined": undefined_count(seeds["verdict"]),
+                     "exp_undefined": undefined_count(exps["verdict"]),
                      "seed_fail_%": s, "seed_fail_lo": s_lo, "seed_fail_hi": s_hi,
                      "exp_fail_%": e, "exp_fail_lo": e_lo, "exp_fail_hi": e_hi,
                      "pass_to_fail": len(pass_to_fail) if count == "distinct" else int(
@@ -78,10 +84,38 @@ def table3(results: pd.DataFrame, capabilities: list[str], n_boot: int = 1000,
                          if multiplicity is not None else len(pass_to_fail)),
                      "pass_to_fail_seeds": int(pass_to_fail["parent_case_id"].nunique()),
                      **{f"paper_seed_fail_% {m}": v for m, v in zip(PAPER_MODELS, paper)}})
-    table = pd.DataFrame(rows)
+    table = only_if_undefined(pd.DataFrame(rows), results,
+                              ["seed_undefined", "exp_undefined"])
     numeric = [c for c in table.columns if "%" in c or c.endswith(("_lo", "_hi"))]
     table[numeric] = table[numeric].astype(float).round(2)
     return table
+
+
+UNDEFINED_NOTE = ("Undefined: cases whose model answer named no label (an LLM classifier's "
+                  "undefined answer), neither passed nor failed; the failure rates and "
+                  "their intervals are over the decided (pass/fail) cases.")
+
+
+def noted(notes: str, *verdicts: pd.Series) -> str:
+    """``notes`` with ``UNDEFINED_NOTE`` after them when any of ``verdicts`` is undefined
+    (the notes of a run whose models always answer stay as they were)."""
+    if not any(v.eq(UNDEFINED).any() for v in verdicts):
+        return notes
+    return " ".join(part for part in (notes, UNDEFINED_NOTE) if part)
+
+
+def fail_flags(verdicts: pd.Series) -> np.ndarray:
+    """1/0 per decided verdict (fail/pass): what a failure rate and its interval resample."""
+    return verdicts[decided(verdicts)].eq("fail").to_numpy()
+
+
+def only_if_undefined(table: pd.DataFrame, results: pd.DataFrame,
+                      columns: list[str]) -> pd.DataFrame:
+    """``table`` without its undefined-count ``columns`` when no result is undefined, so a
+    model that always answers keeps the tables it had before such counts existed."""
+    if results["verdict"].eq(UNDEFINED).any():
+        return table
+    return table.drop(columns=columns)
 
 
 def trial_membership(suite: pd.DataFrame) -> dict[str, tuple[int, ...]]:
@@ -105,8 +139,9 @@ def ase22_table(results: pd.DataFrame, capabilities: list[str],
                 membership: dict[str, tuple[int, ...]], trials: int) -> pd.DataFrame:
     """One model's table in S²LCT's ASE'22 layout: per capability, the median over
     ``trials`` seed samplings of #test cases (seeds and expansions together), one failure
-    rate over all of them, and #pass→fail (distinct failing expansions of passed seeds);
-    the failure rate's range over the trials beside."""
+    rate over all of them (the decided ones; #undefined beside when any), and #pass→fail
+    (distinct failing expansions of passed seeds); the failure rate's range over the
+    trials beside."""
     by_trial = [in_trial(results, membership, trial) for trial in range(trials)]
     rows = []
     for lc in capabilities:
@@ -117,11 +152,13 @@ def ase22_table(results: pd.DataFrame, capabilities: list[str],
             exps = cases[cases["kind"] == "expansion"]
             passed = set(seeds.loc[seeds["verdict"] == "pass", "case_id"])
             failing = exps[(exps["verdict"] == "fail") & exps["parent_case_id"].isin(passed)]
+            flags = fail_flags(cases["verdict"])
             per_trial.append({
                 "seeds": len(seeds), "expansions": len(exps), "test_cases": len(cases),
-                "fail_%": 100 * cases["verdict"].eq("fail").mean() if len(cases) else np.nan,
+                "undefined": undefined_count(cases["verdict"]),
+                "fail_%": 100 * flags.mean() if len(flags) else np.nan,
                 "pass_to_fail": len(failing)})
-        frame = pd.DataFrame(per_trial)
+        frame = only_if_undefined(pd.DataFrame(per_trial), results, ["undefined"])
         rows.append({"capability": lc, "trials": trials,
                      **{f"{k} (median)": float(frame[k].median()) for k in frame.columns},
                      "fail_% min": float(frame["fail_%"].min()),
@@ -130,15 +167,17 @@ def ase22_table(results: pd.DataFrame, capabilities: list[str],
 
 
 def checklist_table(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """CheckList failure rate (%) per test, one column per model, with examples judged."""
+    """CheckList failure rate (%) per test, one column per model, with examples judged; a
+    model with undefined examples (no label for a needed text) gets their count beside."""
     from tasks.capabilities.checklist_run import failure_table
 
     parts = []
     for model_id, group in verdicts.groupby("model_id", sort=False):
         table = failure_table(group.drop(columns="model_id"))
-        parts.append(table.set_index(["test", "type", "capability"])[
-            ["examples", "failure_rate"]].rename(columns={
-                "examples": f"examples {model_id}", "failure_rate": f"fail % {model_id}"}))
+        shown = ["examples", *([UNDEFINED] if UNDEFINED in table else []), "failure_rate"]
+        parts.append(table.set_index(["test", "type", "capability"])[shown].rename(columns={
+            "examples": f"examples {model_id}", UNDEFINED: f"undefined {model_id}",
+            "failure_rate": f"fail % {model_id}"}))
     return pd.concat(parts, axis=1).reset_index()
 
 
@@ -179,18 +218,22 @@ def funnel(built_stats: list[dict]) -> pd.DataFrame:
 def neutral_share(results: pd.DataFrame, capabilities: list[str]) -> pd.DataFrame:
     """Per model and capability: the share of seeds predicted neutral, and of the failing
     seeds, how many were predicted neutral. Why: a binary model's neutral band turns
-    uncertain predictions into failures of capabilities that expect pos or neg."""
+    uncertain predictions into failures of capabilities that expect pos or neg. The share is
+    of the seeds given a label; seeds given none are counted apart when there are any."""
     rows = []
     seeds = results[results["kind"] == "seed"]
     for (model_id, lc), part in seeds.groupby(["model_id", "capability"], sort=False):
         failing = part[part["verdict"] == "fail"]
+        labelled = part[part["output"] != UNDEFINED]
         rows.append({"model_id": model_id, "capability": lc, "seeds": len(part),
-                     "neutral_%": round(100 * part["output"].eq("neutral").mean(), 2),
+                     "undefined_seeds": undefined_count(part["verdict"]),
+                     "neutral_%": round(100 * labelled["output"].eq("neutral").mean(), 2)
+                     if len(labelled) else float("nan"),
                      "failing_seeds": len(failing),
                      "failing_neutral_%": round(100 * failing["output"].eq("neutral").mean(), 2)
                      if len(failing) else float("nan")})
     order = {lc: i for i, lc in enumerate(capabilities)}
-    table = pd.DataFrame(rows)
+    table = only_if_undefined(pd.DataFrame(rows), results, ["undefined_seeds"])
     return table.sort_values(["model_id", "capability"], key=lambda c: c.map(order)
                              if c.name == "capability" else c, kind="stable"
                              ).reset_index(drop=True)
@@ -199,18 +242,26 @@ def neutral_share(results: pd.DataFrame, capabilities: list[str]) -> pd.DataFram
 def headline_metrics(tables: dict[str, pd.DataFrame], suite: pd.DataFrame, pcfg: dict,
                      curve: pd.DataFrame | None) -> dict:
     """Headline figures for `dvc metrics show` / `dvc exp show`: each model's overall fail
-    rates, pass→fail counts and coverage at the largest suite size (``coverage.<suite>.*``);
-    under ``all`` the case counts and the PCFG's bracket F1."""
+    rates (over decided cases: each capability's rate weighted by its decided cases),
+    pass→fail counts, its number of undefined cases when there are any, and coverage at the
+    largest suite size (``coverage.<suite>.*``); under ``all`` the case counts and the
+    PCFG's bracket F1."""
     models: dict[str, dict] = {}
     for model_id, table in tables.items():
+        seed_undefined, exp_undefined = (table.get(c, pd.Series(0, index=table.index))
+                                         for c in ("seed_undefined", "exp_undefined"))
+        table = table.assign(seeds=table["seeds"] - seed_undefined,
+                             expansions=table["expansions"] - exp_undefined)
         seeds, exps = table["seeds"].sum(), table["expansions"].sum()
+        undefined = int(seed_undefined.sum() + exp_undefined.sum())
         models[model_id] = {
             "seed_fail_%": round(float((table["seed_fail_%"] * table["seeds"]).sum() / seeds), 2)
             if seeds else None,
             "exp_fail_%": round(float((table["exp_fail_%"].fillna(0) * table["expansions"]).sum()
                                       / exps), 2) if exps else None,
             "pass_to_fail": int(table["pass_to_fail"].sum()),
-            "pass_to_fail_seeds": int(table["pass_to_fail_seeds"].sum())}
+            "pass_to_fail_seeds": int(table["pass_to_fail_seeds"].sum()),
+            **({"undefined": undefined} if undefined else {})}
     if curve is not None and len(curve):
         for model_id, part in curve.groupby("model_id", sort=False):
             largest = part[part["size"] == part["size"].max()]

@@ -20,7 +20,7 @@ import pandas as pd
 from tasks.core.config import Params
 from tasks.core.paths import Workspace
 from tasks.core.publish import Report
-from tasks.core.schema import Contract, check_results
+from tasks.core.schema import Contract, check_results, undefined_count
 
 
 @dataclass(frozen=True)
@@ -165,9 +165,13 @@ class Method(ABC):
     def summary(self, suite: pd.DataFrame, results: pd.DataFrame,
                 runs: list[UnitResult]) -> dict:
         """What the flow returns (printed by ``lingtest run``); an ``errors`` count above 0
-        (failed model calls) fails the stage and keeps the last good reports."""
+        (failed model calls) fails the stage and keeps the last good reports. ``undefined``
+        (answers that named no label: neither pass nor fail) appears when there are any."""
+        verdicts = results["verdict"] if len(results) else pd.Series(dtype=str)
+        undefined = undefined_count(verdicts)
         return {"cases": len(suite), "results": len(results),
-                "fail": int(results["verdict"].eq("fail").sum()) if len(results) else 0}
+                "fail": int(verdicts.eq("fail").sum()),
+                **({"undefined": undefined} if undefined else {})}
 
 
 def in_case_order(rows: pd.DataFrame, suite: pd.DataFrame) -> pd.DataFrame:

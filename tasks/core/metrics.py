@@ -53,6 +53,23 @@ def stage_metrics(setting: str, models: dict[str, dict], stage_wide: dict | None
     return check_metrics_shape(out, "stage_metrics")
 
 
+def verdict_metrics(verdicts) -> dict[str, float | int]:
+    """A model's ``fail_%`` over its decided (pass/fail) verdicts, and ``undefined`` (answers
+    that named no label) only when there are any, so a model that always answers keeps the
+    metric keys it had (``dvc metrics diff`` shows no new column for it)."""
+    from tasks.core.schema import DECIDED, UNDEFINED
+
+    verdicts = [str(v) for v in verdicts]
+    judged = [v for v in verdicts if v in DECIDED]
+    undefined = verdicts.count(UNDEFINED)
+    out: dict[str, float | int] = {}
+    if judged:
+        out["fail_%"] = float(100 * (sum(v == "fail" for v in judged) / len(judged)))
+    if undefined:
+        out["undefined"] = undefined
+    return out
+
+
 def check_metrics_shape(metrics: dict, where: str) -> dict:
     """``metrics`` when it has the one shape, else one ``LingtestError`` naming ``where``
     and the offending key (a stage that writes a string or a flag fails here, loudly)."""

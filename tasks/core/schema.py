@@ -22,6 +22,10 @@ from tasks.core import io
 from tasks.core.errors import LingtestError
 
 VERDICTS = ("pass", "fail", "undefined")
+# A model's answer that names no label (an LLM classifier's "I cannot tell", an error after
+# retries): its label and its verdict, with an all-NaN probability row. Never a pass or a fail.
+UNDEFINED = "undefined"
+DECIDED = ("pass", "fail")
 CASE_ID = r"^[0-9a-f]{16}$"
 
 
@@ -115,6 +119,16 @@ def write_results(path: str | os.PathLike, frame: pd.DataFrame, contract: Contra
 
 def passed(verdicts: pd.Series) -> pd.Series:
     return verdicts.eq("pass")
+
+
+def decided(verdicts: pd.Series) -> pd.Series:
+    """Which verdicts are pass or fail: failure rates count these only, so an undefined
+    answer neither lowers nor raises a rate."""
+    return verdicts.isin(DECIDED)
+
+
+def undefined_count(verdicts: pd.Series) -> int:
+    return int(verdicts.eq(UNDEFINED).sum())
 
 
 def compare_results(before: pd.DataFrame, after: pd.DataFrame,

@@ -10,7 +10,7 @@ import re
 
 import pandas as pd
 
-from tasks.core.schema import Contract, change_counts, compare_results
+from tasks.core.schema import UNDEFINED, Contract, change_counts, compare_results
 
 
 def fail_percent(verdicts: pd.Series) -> float:
@@ -29,7 +29,9 @@ def with_groups(results: pd.DataFrame, suite: pd.DataFrame, contract: Contract) 
 def side_by_side(results: pd.DataFrame, suite: pd.DataFrame, contract: Contract,
                  models: list[str]) -> pd.DataFrame:
     """Fail % per group (× the method's settings) per model, models as columns in order,
-    with an ``all`` row per setting; only cases every model answered are counted."""
+    with an ``all`` row per setting; only cases every model answered are counted. Fail %
+    is over decided verdicts; a model with undefined ones gets ``<model> undefined`` (their
+    count) after its rate, a model without none."""
     rows = with_groups(results[results["model_id"].isin(models)], suite, contract)
     shared = rows.groupby("case_id")["model_id"].nunique()
     rows = rows[rows["case_id"].isin(shared[shared == len(models)].index)]
@@ -37,10 +39,16 @@ def side_by_side(results: pd.DataFrame, suite: pd.DataFrame, contract: Contract,
     both = pd.concat([rows, rows.assign(**{contract.group: "all"})], ignore_index=True)
     rates = both.groupby([*keys, "model_id"])["verdict"].apply(fail_percent)
     table = rates.unstack("model_id").reindex(columns=models)
+    undefined = both.assign(_u=both["verdict"].eq(UNDEFINED)).groupby(
+        [*keys, "model_id"])["_u"].sum().unstack("model_id").reindex(columns=models)
+    counted = [m for m in models if undefined[m].sum() > 0]
+    table = table.join(undefined[counted].astype("int64").rename(
+        columns=lambda m: f"{m} undefined"))
     table = table.join(both.groupby(keys)["case_id"].nunique().rename("cases")).reset_index()
     table["_all"] = table[contract.group].eq("all")  # the overall rows last
     table = table.sort_values(["_all", *keys], kind="stable", key=_natural).drop(columns="_all")
-    return table[[*keys, "cases", *models]].round(2).reset_index(drop=True).rename(
+    shown = [c for m in models for c in (m, *([f"{m} undefined"] if m in counted else []))]
+    return table[[*keys, "cases", *shown]].round(2).reset_index(drop=True).rename(
         columns={m: f"{m} fail %" for m in models})
 
 

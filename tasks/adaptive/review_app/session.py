@@ -13,6 +13,11 @@ Several models are scored side by side; the *driving* one (first in ``models``; 
 switch it) ranks suggestions and gives ``output`` to the rows the reviewer files. Several
 generators can be named; the chosen one makes the next round (each loaded on first use, then
 kept). One round per topic at a time: a second request while one runs is refused.
+
+A model that gives a text no label answers ``undefined`` (score NaN): the page shows that
+output with no score, a folder counts such tests apart from its pass / fail counts,
+suggestions without a score come last, and such a text cannot be filed as right or wrong
+under that driving model (its output is no label a test could expect).
 """
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ from tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, is
                                  read_tree, topic_name, topic_problem, write_tree)
 from tasks.core.cases import provenance_json
 from tasks.core.errors import LingtestError
+from tasks.core.schema import UNDEFINED, undefined_count
 
 VERDICTS = ("fail", "pass", "off_topic")
 UNDO_DEPTH = 100
@@ -218,7 +224,8 @@ class ReviewSession:
                 under = [is_subtopic(child, t) for t in frame["topic"]]
                 folders.append({"path": child, "name": topic_name(child),
                                 "fail": int((verdicts[under] == "fail").sum()),
-                                "pass": int((verdicts[under] == "pass").sum())})
+                                "pass": int((verdicts[under] == "pass").sum()),
+                                "undefined": undefined_count(verdicts[under])})
             tests = []
             here = frame[(frame["topic"] == topic) & (frame["label"] != "topic_marker")]
             for rid, row in here.iterrows():
@@ -233,7 +240,7 @@ class ReviewSession:
                         item["models"].append({
                             "id": model.model_id,
                             "output": scored.at[rid, f"{model.model_id} output"],
-                            "score": None if pd.isna(score) else float(score),
+                            "score": _score(score),
                             "verdict": scored.at[rid, f"{model.model_id} verdict"]})
                 tests.append(item)
             tests.sort(key=lambda t: (t["label"] not in TEST_LABELS,
@@ -274,7 +281,8 @@ class ReviewSession:
         items = _suggestion_items(ranked, self.models)
         worst = []
         for k, _ in enumerate(self.models):
-            cell = dict(max((item["models"][k] for item in items), key=lambda m: m["score"]))
+            cell = dict(max((item["models"][k] for item in items),  # an undefined one last
+                            key=lambda m: -np.inf if m["score"] is None else m["score"]))
             if len(texts) > 1:
                 cell["output"] = f"{cell['output']} (worst of {len(texts)})"
             worst.append(cell)
@@ -389,6 +397,8 @@ class ReviewSession:
             provenance["template"] = text
         first = self.models[0]
         outputs = first.predict(texts)
+        if verdict != "off_topic":
+            _refuse_undefined(first.model_id, texts, outputs)
         rows = {}
         for expansion, output in zip(texts, outputs):
             row = {"topic": topic, "input": expansion, "output": output, "label": verdict,
@@ -405,6 +415,8 @@ class ReviewSession:
         if not tilde or not first or not second:
             raise LingtestError(f"pair {text!r}: write the two inputs as 'first ~ second'")
         outputs = self.models[0].predict([first, second])
+        if verdict != "off_topic":
+            _refuse_undefined(self.models[0].model_id, [first, second], outputs)
         row = {"topic": topic, "input": first, INPUT_B: second, "output": "|".join(outputs),
                "label": verdict, "labeler": self.settings.reviewer, "description": "",
                PROVENANCE: provenance_json(**provenance)}
@@ -554,12 +566,27 @@ def _ancestors(topic: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
+def _refuse_undefined(model_id: str, texts: list[str], outputs: list[str]) -> None:
+    """An error when the driving model gave one of ``texts`` no label: a row's output is the
+    label its test expects (right) or forbids (wrong), and ``undefined`` is neither."""
+    silent = [t for t, o in zip(texts, outputs) if o == UNDEFINED]
+    if silent:
+        raise LingtestError(f"{model_id} gave {silent[0]!r} no label (undefined), so it cannot "
+                            "be filed as right or wrong; make a model that labels it the "
+                            "driving one, or file it as off topic")
+
+
 def _suggestion_items(ranked: pd.DataFrame, models: list) -> list[dict]:
     items = []
     for _, s in ranked.iterrows():
         items.append({"sid": s.get("sid", ""), "input": s["input"],
                       "input_b": s.get(INPUT_B, "") or "",
                       "models": [{"id": m.model_id, "output": s[f"{m.model_id} output"],
-                                  "score": float(s[score_column(m.model_id)]),
+                                  "score": _score(s[score_column(m.model_id)]),
                                   "verdict": ""} for m in models]})
     return items
+
+
+def _score(value: object) -> float | None:
+    """A failure score for the page and its JSON: None where the model gave no answer."""
+    return None if pd.isna(value) else float(value)
