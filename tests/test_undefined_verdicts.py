@@ -42,14 +42,16 @@ HOTEL = ("neg", "pos")
 
 class SilentVader(SentimentModel):
     """VADER's labels and proportions, but ``undefined`` with a NaN row for a text holding
-    ``???`` (when ``mark``) or whose SHA-256 first byte is below ``share`` × 256."""
+    ``???`` (when ``mark``), one of ``texts``, or whose SHA-256 first byte is below
+    ``share`` × 256."""
 
-    def __init__(self, share: float = 0.25, mark: bool = True, model_id: str = "silent"):
+    def __init__(self, share: float = 0.25, mark: bool = True, model_id: str = "silent",
+                 texts: tuple[str, ...] = ()):
         super().__init__(model_id, "v1", LABELS3)
-        self.vader, self.share, self.mark = VaderModel(), share, mark
+        self.vader, self.share, self.mark, self.texts = VaderModel(), share, mark, texts
 
     def silent(self, text: str) -> bool:
-        return (self.mark and MARK in text) or \
+        return (self.mark and MARK in text) or text in self.texts or \
             hashlib.sha256(text.encode()).digest()[0] < 256 * self.share
 
     def predict_with_probabilities3(self, texts):
@@ -365,3 +367,32 @@ def test_review_app_shows_undefined_and_refuses_to_file_it_as_right_or_wrong(hot
         session.add_test("/Rooms", f"Dusty carpets {MARK}", "fail")
     rid = session.add_test("/Rooms", f"Dusty carpets {MARK}", "off_topic")
     assert session.tree.frame.at[rid, "label"] == "off_topic"
+
+
+def test_an_oracle_round_rejects_and_counts_what_the_model_left_undefined(hotel):
+    from test_adaptive_generators import CompletionsServer
+    from test_adaptive_review import hotel_rule, round_script
+
+    from tasks.adaptive.generators import HTTPGenerator, SamplingSettings
+    from tasks.adaptive.review import RuleOracle, run_round
+    from tasks.models.llm import LLMSettings
+
+    smoke = "Room smelled like smoke"
+    model = SilentVader(share=0, model_id="vader", texts=(smoke,))
+    with CompletionsServer(script=round_script) as server:
+        generator = HTTPGenerator("gpt-test", server.url, sampling=SamplingSettings(),
+                                  settings=LLMSettings(retries=0, timeout_s=5.0))
+        result = run_round(read_tree(hotel), "/Rooms", generator,
+                           RuleOracle("hotel-rule", hotel_rule), [model], round_no=1, seed=7,
+                           prompts=2, completions=3,
+                           settings=PromptSettings(prompt_diversity=False), binary_labels=HOTEL)
+    # VADER itself accepts 3 with 1 failure (smoke): here smoke is undefined and rejected
+    assert result.counts["undefined"] == 1
+    assert (result.counts["accepted"], result.counts["failures"]) == (2, 0)
+    review = result.suggestions.set_index("input")
+    assert review.at[smoke, "vader verdict"] == UNDEFINED
+    assert review.at[smoke, "review"] == "rejected"
+    scored = result.suggestions.dropna(subset=["vader verdict"])
+    assert scored["input"].iloc[-1] == smoke  # no score: ranked after every scored one
+    assert smoke not in set(result.tree.frame.loc[result.tree.frame["labeler"]
+                                                  == "oracle:hotel-rule", "input"])
