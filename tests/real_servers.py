@@ -134,6 +134,15 @@ def minilm_gguf(out: Path, folder: Path | None = None) -> Path:
 
 # --------------------------------------------------------------------------- the server
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the pytest process dies, even by SIGKILL (a
+    timeout, a crashed xdist worker), so no server outlives its test run (Linux only)."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -176,7 +185,8 @@ class LlamaServer:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "llama_cpp.server", "--config_file", str(config)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, "OMP_NUM_THREADS": str(self.threads)})
+                env={**os.environ, "OMP_NUM_THREADS": str(self.threads)},
+                preexec_fn=_die_with_parent)
         try:
             self._wait_ready(start)
         except BaseException:
@@ -229,6 +239,7 @@ class CountingProxy:
     def __init__(self, upstream: str):
         self.upstream = urlsplit(upstream)
         self.counts: Counter[tuple[str, str]] = Counter()
+        self.seconds: Counter[tuple[str, str]] = Counter()  # summed time to the reply
         self.lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _forwarder(self))
         self._httpd.daemon_threads = True
@@ -242,6 +253,13 @@ class CountingProxy:
         """Requests to ``path`` under the base URL (``/chat/completions``, ``/embeddings``)."""
         with self.lock:
             return self.counts[(method, self.upstream.path + path)]
+
+    def latency(self, path: str, method: str = "POST") -> float:
+        """Mean seconds from a request to ``path`` to its reply (queueing at the server
+        included: it answers one request at a time)."""
+        key = (method, self.upstream.path + path)
+        with self.lock:
+            return self.seconds[key] / self.counts[key] if self.counts[key] else float("nan")
 
     def __enter__(self) -> CountingProxy:
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
@@ -257,8 +275,9 @@ def _forwarder(proxy: CountingProxy) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
 
         def _forward(self) -> None:
+            key, start = (self.command, self.path.split("?")[0]), time.monotonic()
             with proxy.lock:
-                proxy.counts[(self.command, self.path.split("?")[0])] += 1
+                proxy.counts[key] += 1
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             headers = {k: v for k, v in self.headers.items()
                        if k.lower() not in ("host", "connection", "content-length")}
@@ -268,6 +287,8 @@ def _forwarder(proxy: CountingProxy) -> type[BaseHTTPRequestHandler]:
                 upstream.request(self.command, self.path, body or None, headers)
                 reply = upstream.getresponse()
                 payload = reply.read()
+                with proxy.lock:
+                    proxy.seconds[key] += time.monotonic() - start
                 self.send_response(reply.status)
                 for key, value in reply.getheaders():
                     if key.lower() not in ("transfer-encoding", "connection", "content-length"):

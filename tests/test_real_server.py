@@ -19,6 +19,8 @@ from tests.real_servers import serving
 from tests.test_embedding_endpoints import tiny_project
 from tests.test_own_classifiers import SMALL
 
+pytestmark = pytest.mark.slow
+
 SENTENCES = [
     "The film was a delight from start to finish.",
     "A dull, lifeless plot that goes nowhere.",
@@ -119,7 +121,7 @@ def served_classifier(server, data_project, tmp_path_factory):
             err = lingtest_test(monkeypatch, workspace.root, spec, "--methods", "capabilities",
                                 *sets)
             runs.append({"err": err, "requests": proxy.count(CHAT) - before,
-                         "seconds": time.monotonic() - start})
+                         "seconds": time.monotonic() - start, "latency": proxy.latency(CHAT)})
     return workspace, runs, proxy.url
 
 
@@ -157,8 +159,8 @@ def test_lingtest_test_reads_probabilities_from_the_servers_logprobs(served_clas
     provenance = json.loads((reports / "provenance.json").read_text())
     assert f"{SERVED} @ endpoint {url} model smollm2" in provenance["models"]
     print(f"{len(results)} case rows; first run: {runs[0]['requests']} chat requests in "
-          f"{runs[0]['seconds']:.1f} s; rerun: {runs[1]['requests']} in "
-          f"{runs[1]['seconds']:.1f} s")
+          f"{runs[0]['seconds']:.1f} s ({runs[0]['latency']:.2f} s a request); rerun: "
+          f"{runs[1]['requests']} in {runs[1]['seconds']:.1f} s")
 
 
 def test_a_rerun_sends_no_chat_request(served_classifier) -> None:
