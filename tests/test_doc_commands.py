@@ -77,7 +77,7 @@ LISTED = {
         (PLACEHOLDER, LLM_SERVED),
     "python -m llama_cpp.server --model \"$GGUF\" --model_alias smollm2 --port 8000 &":
         (SERVICE, REAL_SERVER),
-    "lingtest test openai:smollm2@http://127.0.0.1:8000/v1 --methods capabilities":
+    "lingtest test openai:smollm2@http://127.0.0.1:8000/v1 --methods capabilities --profile quick":
         ("needs the llama.cpp server the line before starts", REAL_SERVER),
     "make run": (PIPELINE, REMOTE),
     "make test": ("the test suite itself, this test among it",
