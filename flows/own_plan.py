@@ -91,7 +91,8 @@ def _llm_role(kind: str, form: str, method: str) -> bool:
 
 def describe_kinds(the_plan: Plan) -> list[str]:
     """One line per model: the kind lingtest took it for, and why."""
-    return [f"lingtest test: {name} is {'an' if kind[0] in 'aeiou' else 'a'} {kind} "
+    shown = {"llm": "an LLM", "encoder": "an encoder", "classifier": "a classifier"}
+    return [f"lingtest test: {name} is {shown.get(kind, kind)} "
             f"(from {evidence})" + "".join(f"; tested under {role}"
                                            for role in the_plan.roles.get(name, []))
             for name, (kind, evidence) in the_plan.kinds.items()]

@@ -4,6 +4,7 @@ scored by its next-token distribution, answers that name no label (``undefined``
 store (a rerun asks nothing), and bad specs or options refused before a run."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,62 @@ def test_smollm2_is_scored_by_its_next_token_distribution(tmp_path) -> None:
     again = load_sentiment_model(SMOLLM2, root=tmp_path)
     assert np.array_equal(again.predict_proba(texts), probs)
     assert again.tally.asked == 0
+
+
+SMALL = ["capabilities.capabilities=[LC2]", "capabilities.seeds_per_lc=2",
+         "capabilities.max_masks_per_seed=2", "capabilities.fill_candidates=3",
+         "capabilities.pcfg_heldout=10", "capabilities.checklist_max_examples=2",
+         "capabilities.coverage_sizes=[4]", "capabilities.coverage_repeats=1",
+         "capabilities.bootstrap=100", "adaptive.bootstrap=100", "runtime.threads=1"]
+
+
+@pytest.mark.slow
+def test_smollm2_as_the_classifier_through_capabilities_and_adaptive(data_project, monkeypatch,
+                                                                      capsys) -> None:
+    """``lingtest test`` on the packaged SmolLM2, prompted: both methods' reports name the
+    template, the label words and the probability rule; the result rows carry its own
+    probabilities (not one-hot); a rerun asks the model nothing."""
+    import sys
+
+    import pandas as pd
+
+    from flows import cli
+
+    workspace, overrides = data_project
+    monkeypatch.setenv("LINGTEST_ROOT", str(workspace.root))
+    monkeypatch.chdir(workspace.root)
+    sets = [arg for s in [*overrides, *SMALL] for arg in ("--set", s)]
+    argv = ["lingtest", "test", f"{SMOLLM2}#name=smol", "--methods", "capabilities,adaptive",
+            *sets]
+
+    def run() -> str:
+        monkeypatch.setattr(sys, "argv", argv)
+        with pytest.raises(SystemExit) as exit_:
+            cli.main()
+        output = capsys.readouterr()
+        assert exit_.value.code == 0, output.err[-3000:]
+        return output.err + output.out
+
+    first = run()
+    assert "smol is an LLM" in first and "capabilities: a sentiment classifier" in first
+    run_dir = workspace.root / "runs" / "smol"
+    rows = pd.read_parquet(run_dir / "interim" / "capabilities" / "results.parquet")
+    assert set(rows["model_id"]) == {"smol"} and len(rows) > 0
+    probs = rows[["p_neg", "p_neutral", "p_pos"]].to_numpy()
+    assert np.allclose(probs.sum(axis=1), 1, atol=1e-5)
+    assert ((probs > 0) & (probs < 1)).all()  # the LM's own scores, not parsed labels
+    assert rows["verdict"].isin(["pass", "fail"]).all()  # a local LM is never undefined
+    for stage in ("capabilities", "adaptive"):
+        line = json.loads((run_dir / "reports" / stage / "provenance.json").read_text())[
+            "LLM classifier smol"]
+        assert line.startswith("local LM; template default (sha256 ")
+        assert "label words neg: negative; neutral: neutral; pos: positive" in line
+        assert "probabilities: next-token distribution" in line and "0 undefined" in line
+    print(line)
+    assert (run_dir / "reports" / "adaptive-vs-baseline" /
+            "smol-adaptive-side-by-side.csv").is_file()
+    second = run()
+    for stage in ("capabilities", "adaptive"):
+        line = json.loads((run_dir / "reports" / stage / "provenance.json").read_text())[
+            "LLM classifier smol"]
+        assert "answers: 0 asked now" in line, line  # every answer from the store

@@ -34,6 +34,7 @@ from tasks.core.schema import DECIDED, change_counts, compare_results, undefined
 from tasks.core.stats import rate_interval
 from tasks.models.model_spec import ModelRef, refs_by_name
 from tasks.adaptive.tested_models import load_tested_model
+from tasks.models.llm_classifier import answer_counts, llm_provenance
 from tasks.models.sentiment import builtin_substitutes, load_configured
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ class AdaptiveMethod(Method):
             lambda spec: load_configured(spec, p, root, p.adaptive.neutral_band), root,
             bool(p.models.offline), p.models.names, p.models.label_map)
         return UnitResult(unit, score_cases(unit.take(suite), model),
-                          {"revision": str(model.revision)})
+                          {"revision": str(model.revision), **answer_counts(model)})
 
     def collect(self, suite: pd.DataFrame, runs: list[UnitResult]) -> pd.DataFrame:
         """All units' rows; the re-scored trees written beside the suite."""
@@ -173,7 +174,8 @@ class AdaptiveMethod(Method):
             self.params, self.workspace, "adaptive", inputs=self.tree_paths(),
             models=[f"{name} ({revisions.get(name)})" + (f" ({ref.bare})" if ref.bare != name
                                                            else "")
-                    for name, ref in self.model_refs().items()]))
+                    for name, ref in self.model_refs().items()],
+            **llm_provenance([run.extra for run in runs])))
         out.add("adaptive-topics", rates,
                 "AdaTest: failure rate per tree, topic and model (95% bootstrap CI)",
                 notes="Rates over pass/fail verdicts; undefined verdicts counted apart.")

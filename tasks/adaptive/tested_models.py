@@ -38,6 +38,7 @@ import numpy as np
 
 from tasks.core.errors import LingtestError
 from tasks.models.label_maps import LABELS3
+from tasks.models.llm_classifier import is_local_lm
 from tasks.models.model_spec import ModelRef, parse_model
 
 GENERATED_TOKENS = 24
@@ -304,7 +305,7 @@ def load_tested_model(spec: str, load_sentiment: Callable[[str], object],
             if label_map:
                 raise
             return OwnLabelClassifier(user, own)
-    elif ref.form in ("hub", "folder"):
+    elif ref.form in ("hub", "folder") and not is_local_lm(ref, offline):  # an LM: prompted
         from tasks.models.label_maps import sentiment_labels
         from tasks.models.sentiment import MINILM_CONFIG
 

@@ -29,6 +29,7 @@ from tasks.core.errors import LingtestError
 from tasks.core.method import Method, Unit, UnitResult
 from tasks.core.publish import Figure, Report, provenance, slug
 from tasks.core.schema import Contract
+from tasks.models.llm_classifier import answer_counts, llm_provenance
 from tasks.models.model_spec import ModelRef, model_line, refs_by_name
 from tasks.models.sentiment import SentimentModel, builtin_substitutes, load_configured
 
@@ -255,15 +256,17 @@ class CapabilitiesMethod(Method):
                                 "(cases, checklist, bounds or coverage)")
         model, c, seed = self.load_model(unit.model_id), self.params.capabilities, self.params.seed
         if unit.part == "cases":
-            return UnitResult(unit, model_tasks.run_suite.fn(model, unit.take(suite)))
+            return UnitResult(unit, model_tasks.run_suite.fn(model, unit.take(suite)),
+                              extra=answer_counts(model))
         pass_tokens = self.params.runtime.pass_tokens
         if unit.part == "bounds":  # a cached task: the coverage unit reads its result
             model_tasks.neuron_bounds(model, self.coverage_train_texts(), pass_tokens)
             return UnitResult(unit)
         checklist = pd.read_parquet(self.files["checklist_suite"])
         if unit.part == "checklist":
-            return UnitResult(unit, extra={"verdicts": model_tasks.run_checklist.fn(
-                model, checklist, c.checklist_max_examples, seed, c.batch_size)})
+            verdicts = model_tasks.run_checklist.fn(model, checklist, c.checklist_max_examples,
+                                                    seed, c.batch_size)
+            return UnitResult(unit, extra={"verdicts": verdicts, **answer_counts(model)})
         suites, pairs = self.coverage_texts(suite, checklist)
         train = self.coverage_train_texts()
         curve, by_lc, info = model_tasks.coverage_curve.fn(
@@ -333,7 +336,8 @@ class CapabilitiesMethod(Method):
                      substitutes=substitutes(params), provenance=provenance(
                          params, self.workspace, "capabilities", inputs=self.files.values(),
                          models=models, **{"fill model": c.fill_model,
-                                           "parser": parser_note(c.parser, pcfg)}))
+                                           "parser": parser_note(c.parser, pcfg)},
+                         **llm_provenance([r.extra for r in runs])))
         titles = pd.DataFrame({"capability": lcs, "title": [s.capability for s in specs]})
         out.add("capabilities-suite", titles.merge(built["seed_counts"], on="capability").merge(
             funnel.drop(columns="cases"), on="capability"),  # cases = seed_counts' cases

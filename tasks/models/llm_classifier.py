@@ -45,7 +45,6 @@ from tasks.models.sentiment import DEFAULT_BAND, SentimentModel, _check_texts
 
 log = logging.getLogger(__name__)
 
-UNDEFINED = "undefined"
 DEFAULT_TEMPLATE = ("What is the sentiment of the following text? Answer with one word: "
                     "positive, negative or neutral.\n\nText: {text}")
 DEFAULT_WORDS = {"neg": ("negative",), "neutral": ("neutral",), "pos": ("positive",)}
@@ -365,11 +364,6 @@ class LLMClassifier(SentimentModel):
                 out[row] = probs
         return out
 
-    def _labels(self, probs: np.ndarray) -> list[str]:
-        defined = ~np.isnan(probs).any(axis=1)
-        labels = super()._labels(np.where(defined[:, None], probs, 0.5)) if len(probs) else []
-        return [label if ok else UNDEFINED for label, ok in zip(labels, defined)]
-
     # ------------------------------------------------------------------ provenance
 
     def parameters(self) -> dict[str, object]:
@@ -536,3 +530,52 @@ def load_llm_classifier(ref: ModelRef, root: Path, settings: dict | None = None,
                             f"{{labels: {{neg: [...], pos: [...]}}}}}}")
     return LLMClassifier(ref, prompting_for(ref, settings, root), root, offline, device, seed,
                          neutral_band)
+
+
+# --------------------------------------------------------------------------- reports
+
+def answer_counts(model) -> dict[str, Any]:
+    """A unit's by-product for the report when ``model`` (or the tested model it wraps) is
+    an LLM classifier: what it is and how this unit's answers were obtained; else {}."""
+    inner = getattr(model, "model", model)
+    if not isinstance(inner, LLMClassifier):
+        return {}
+    about = {"probabilities": inner.probability_rule(), **inner.prompting.describe()}
+    if not inner.local:
+        about["endpoint"] = inner._served().endpoint()["base_url"]
+    return {"llm_answers": {"model_id": inner.model_id, "about": about,
+                            "tally": inner.tally.as_dict(),
+                            "answers": inner.tally.asked + inner.tally.stored}}
+
+
+def llm_provenance(extras: list[dict]) -> dict[str, str]:
+    """One provenance line per LLM classifier, from its units' ``answer_counts``: the
+    endpoint (no secret), template, label words, how probabilities were obtained, and the
+    run's answers (asked now, from the store, failed calls, undefined)."""
+    by_model: dict[str, list[dict]] = {}
+    for extra in extras:
+        if "llm_answers" in extra:
+            by_model.setdefault(extra["llm_answers"]["model_id"], []).append(extra["llm_answers"])
+    lines = {}
+    for name, parts in by_model.items():
+        about, tallies = parts[0]["about"], [p["tally"] for p in parts]
+        total = {k: sum(t[k] for t in tallies) for k in
+                 ("asked now", "from the answer store", "failed calls", "undefined")}
+        how: dict[str, int] = {}
+        for t in tallies:
+            for method, n in t["probabilities from"].items():
+                how[method] = how.get(method, 0) + n
+        masses = [(t["mean label mass"], p["answers"]) for t, p in zip(tallies, parts)
+                  if t["mean label mass"] is not None and p["answers"]]
+        mass = (sum(m * n for m, n in masses) / sum(n for _, n in masses)) if masses else None
+        words = "; ".join(f"{label}: {', '.join(ws)}" for label, ws in about["label_words"].items())
+        lines[f"LLM classifier {name}"] = (
+            (f"endpoint {about['endpoint']}; " if "endpoint" in about else "local LM; ")
+            + f"template {about['template']} (sha256 {about['template_sha256']}); label words "
+            f"{words}; probabilities: {about['probabilities']}; answers: "
+            + ", ".join(f"{n} {what}" for what, n in total.items())
+            + "; probabilities from " + (", ".join(f"{m} {n}" for m, n in sorted(how.items()))
+                                         or "none")
+            + (f"; mean label mass {mass:.3f}" if mass is not None else "")
+            + f" (answer store {ANSWERS_DB.as_posix()})")
+    return lines

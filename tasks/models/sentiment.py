@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_BAND = (1 / 3, 2 / 3)
+UNDEFINED = "undefined"  # the label of a text the model gave no answer for (tasks.core.schema)
 MINILM_SST2_ID = "lingtest/minilm-sst2"
 MINILM_SST2_DIR = Path("data") / "models" / "minilm-sst2"  # relative to the project root
 MINILM_CONFIG = "lingtest_classifier.json"   # marks a folder as a MeanPoolClassifier
@@ -84,9 +85,14 @@ class SentimentModel(ABC):
         return self._labels(self.predict_proba(texts))
 
     def _labels(self, probs: np.ndarray) -> list[str]:
+        """Each row's label; a NaN row (a model that gave no answer, e.g. an LLM's reply
+        naming no label) is ``undefined``, never the label NaN would compare into."""
         if self.labels == LABELS2:
-            return [three_way(float(p), self.neutral_band) for p in probs[:, 1]]
-        return [self.labels[i] for i in probs.argmax(axis=1)]
+            labels = [three_way(float(p), self.neutral_band) if p == p else UNDEFINED
+                      for p in probs[:, 1]]
+        else:
+            labels = [self.labels[i] for i in np.nan_to_num(probs, nan=0.0).argmax(axis=1)]
+        return [UNDEFINED if np.isnan(row).any() else label for row, label in zip(probs, labels)]
 
     def probabilities3(self, texts: list[str]) -> np.ndarray:
         """(n, 3) columns neg / neutral / pos for CheckList's DIR/INV checks. A binary model
