@@ -110,6 +110,23 @@ def test_label_mass_follows_the_greedy_tokens() -> None:
     assert label_masses(spaced, DEFAULT_WORDS)["neutral"] == pytest.approx(math.exp(-0.6))
 
 
+def test_after_a_lead_in_the_label_word_s_token_is_read() -> None:
+    """"The sentiment is negative": the probabilities are read where "negative" begins,
+    given the lead-in, not at "The" (which fits no label)."""
+    from tasks.models.llm_classifier import first_label, token_at
+
+    tokens = [_position("The", {"The": -0.5, "Positive": -1.0}),
+              _position(" sentiment", {" sentiment": -0.1}), _position(" is", {" is": -0.1}),
+              _position(" negative", {" negative": -0.2, " positive": -2.0, " neutral": -3.0})]
+    text = "The sentiment is negative"
+    label, start = first_label(text, DEFAULT_WORDS)
+    assert (label, start, token_at(tokens, start)) == ("neg", 17, 3)
+    mass = label_masses(tokens[3:], DEFAULT_WORDS)
+    assert mass == pytest.approx({"neg": math.exp(-0.2), "neutral": math.exp(-3.0),
+                                  "pos": math.exp(-2.0)})
+    assert token_at(tokens, 99) is None
+
+
 # ------------------------------------------------------------------ served models
 
 @pytest.mark.parametrize("logprobs", [True, False])

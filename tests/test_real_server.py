@@ -91,8 +91,8 @@ def test_a_model_the_server_does_not_pool_is_one_clear_error(server) -> None:
     proxy = server[1]
     ref = parse_model(f"openai:smollm2-tokens@{proxy.url}", "contrastive.encoders")
     encoder = load_any_encoder(ref, http=LLMSettings(retries=0, backoff_s=0.0))
-    with pytest.raises(LingtestError, match=r"not rows of numbers .* from http://127\.0\.0\.1:"
-                                            r"\d+/v1/embeddings"):
+    with pytest.raises(LingtestError, match=r"one vector per token, not one per text .* from "
+                                            r"http://127\.0\.0\.1:\d+/v1/embeddings"):
         encoder.encode(["a good film", "a bad one, really"])
 
 

@@ -265,3 +265,19 @@ def test_a_sqlite_url_in_the_home_folder_is_expanded(tmp_path: Path, monkeypatch
     with open_store(url) as store:
         assert store is not None
     assert (tmp_path / "answers.db").is_file()
+
+
+def test_tasks_opening_a_new_file_at_once_all_get_the_store(tmp_path) -> None:
+    """Two tasks opening a new SQLite file at the same moment both create its tables; the
+    one that loses the race ("table already exists") tries again and gets the store."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tasks.consistency.store import open_store
+
+    for attempt in range(3):
+        url = f"sqlite:///{tmp_path / f'new-{attempt}.sqlite'}"
+        with ThreadPoolExecutor(4) as pool:
+            stores = list(pool.map(lambda _: open_store(url), range(4)))
+        assert all(s.counts()["runs"] == 0 for s in stores)
+        for store in stores:
+            store.close()

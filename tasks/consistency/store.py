@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -31,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
 from tasks.consistency.store_schema import (
     PARSED,
@@ -220,7 +221,7 @@ def open_store(url: str) -> Store:
     except OSError as exc:
         raise LingtestError(f"{shown!r}: cannot create its folder ({exc}); {fix}") from None
     try:
-        Base.metadata.create_all(engine)
+        _create_tables(engine)
     except DBAPIError as exc:
         engine.dispose()
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
@@ -230,6 +231,21 @@ def open_store(url: str) -> Store:
         raise LingtestError(f"cannot open the result database {shown!r}: {reason} "
                             f"(start the server or {fix})") from None
     return Store(engine)
+
+
+def _create_tables(engine: Engine, attempts: int = 5) -> None:
+    """``create_all``, again when another process or thread created a table between its
+    check and its CREATE ("already exists") or held the new file's lock ("locked"): two
+    tasks opening a new SQLite file at once both try to create it."""
+    for attempt in range(attempts):
+        try:
+            Base.metadata.create_all(engine)
+            return
+        except OperationalError as exc:
+            reason = str(exc.orig).lower()
+            if attempt == attempts - 1 or not ("already exists" in reason or "locked" in reason):
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 def _without_password(message: str, url: str, parsed: Any) -> str:

@@ -197,6 +197,10 @@ class EmbeddingClient(HTTPBackend):
             self.requests += 1
         payload, headers = self._exchange(self.path, self._embed_body(texts))
         rows, tokens = self._rows(payload, headers, len(texts))
+        if rows and isinstance(rows[0], list) and rows[0] and isinstance(rows[0][0], list):
+            raise self._fail("one vector per token, not one per text (a model served without "
+                             "pooling, e.g. a causal LM in llama.cpp's server; fix: serve an "
+                             "embedding model, or one whose GGUF states its pooling)")
         try:
             matrix = np.asarray(rows, dtype=np.float32)
         except (TypeError, ValueError):

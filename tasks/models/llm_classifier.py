@@ -12,8 +12,10 @@ model's own scores wherever it gives them (``scoring``):
   of the whole distribution is kept as the *label mass*.
 - **logprobs** (a server that returns token log-probabilities: OpenAI-compatible chat with
   ``logprobs``/``top_logprobs``, Ollama's ``logprobs``): along the answer's greedy tokens,
-  each alternative token that singles out one label (its text starts a label word, or a word
-  starts with it) adds P(greedy prefix) · P(token) to that label; normalised over the labels.
+  from the token where the answer's first label word begins (the first token, or after a
+  lead-in such as "The sentiment is"), each alternative token that singles out one label
+  (its text starts a label word, or a word starts with it) adds P(greedy prefix) · P(token)
+  to that label, the lead-in given; normalised over the labels.
   Exact for the label the model chose, a lower bound for the others (a label reached only
   through tokens outside the top ``TOP_LOGPROBS`` is missed); the label mass says how much.
 - **text** (a server without log-probabilities, or ``scoring=text``): the first label word in
@@ -50,7 +52,7 @@ DEFAULT_TEMPLATE = ("What is the sentiment of the following text? Answer with on
 DEFAULT_WORDS = {"neg": ("negative",), "neutral": ("neutral",), "pos": ("positive",)}
 SCORINGS = ("auto", "logprobs", "text", "next-token")
 TOP_LOGPROBS = 20   # OpenAI's largest top_logprobs
-ANSWER_TOKENS = 8   # a one-word answer, with room for a leading space or quote
+ANSWER_TOKENS = 16  # a one-word answer, or a short sentence that leads in to the label
 ANSWERS_DB = Path("data") / "cache" / "llm-answers.sqlite"
 SERVED_FORMS = ("openai", "openai-chat", "ollama")
 LOCAL_LM_FORMS = ("hf", "hub", "folder")
@@ -133,8 +135,10 @@ def prompting_for(ref: ModelRef, settings: dict | None, root: Path | None) -> Pr
 
 # --------------------------------------------------------------------------- reading answers
 
-def parse_label(text: str | None, words: dict[str, tuple[str, ...]]) -> str | None:
-    """The label whose word comes first in ``text`` (whole word, any case); None if none."""
+def first_label(text: str | None, words: dict[str, tuple[str, ...]]
+                ) -> tuple[str, int] | None:
+    """(the label whose word comes first in ``text``, where that word starts), whole words
+    in any case; None if the text names none."""
     if not text:
         return None
     found = []
@@ -143,7 +147,24 @@ def parse_label(text: str | None, words: dict[str, tuple[str, ...]]) -> str | No
             match = re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text, re.IGNORECASE)
             if match:
                 found.append((match.start(), -len(word), label))
-    return min(found)[2] if found else None
+    return (min(found)[2], min(found)[0]) if found else None
+
+
+def parse_label(text: str | None, words: dict[str, tuple[str, ...]]) -> str | None:
+    """The label whose word comes first in ``text``; None if none."""
+    found = first_label(text, words)
+    return found[0] if found else None
+
+
+def token_at(tokens: list[dict], start: int) -> int | None:
+    """The index of the answer token that holds character ``start`` of the answer's text
+    (the tokens' texts joined), None when the tokens do not reach it."""
+    seen = 0
+    for index, position in enumerate(tokens):
+        seen += len(str(position.get("token", "")))
+        if seen > start:
+            return index
+    return None
 
 
 def label_masses(tokens: list[dict], words: dict[str, tuple[str, ...]]) -> dict[str, float]:
@@ -255,7 +276,7 @@ class LLMClassifier(SentimentModel):
                 "top_logprobs": None if self.local else TOP_LOGPROBS}
 
     def _answers_store(self):
-        with _STORE_OPENING:  # two tasks' threads creating a new file's tables at once fail
+        with _STORE_OPENING:  # one instance's threads open it once (open_store: processes)
             if self._store is None:
                 from tasks.consistency.store import open_store
 
@@ -333,11 +354,13 @@ class LLMClassifier(SentimentModel):
             mass = float(np.exp(logp).sum())
             return np.exp(logp - np.logaddexp.reduce(logp)), "next-token", mass
         text, tokens = reply.get("text"), reply.get("logprobs")
-        label = parse_label(text, self.prompting.words)
-        if label is None:  # the answer names no label, whatever else the scores held
+        found = first_label(text, self.prompting.words)
+        if found is None:  # the answer names no label, whatever else the scores held
             return None, "logprobs" if tokens else "text", float("nan")
-        if tokens and self.prompting.scoring != "text":
-            masses = label_masses(tokens, self.prompting.words)
+        label, start = found
+        at = token_at(tokens, start) if tokens and self.prompting.scoring != "text" else None
+        if at is not None:  # from the label word on, given the answer's lead-in
+            masses = label_masses(tokens[at:], self.prompting.words)
             total = sum(masses.values())
             if total > 0:
                 return np.array([masses[label] / total for label in self.labels]), \
@@ -453,6 +476,11 @@ class ChatLabels(_OpenAILLM):
         content = tokens.get("content") if isinstance(tokens, dict) else None
         return json.dumps({"text": text or "", "logprobs": content or None})
 
+    def _finish(self, payload: dict[str, Any]) -> str | None:
+        """No cap warning: an answer longer than ``ANSWER_TOKENS`` is cut on purpose (the
+        label comes first; a cut answer that names none is undefined, and counted)."""
+        return None
+
     def revision(self) -> str:
         """The model's entry in ``GET /models`` (its ``created`` time) where listed."""
         import httpx
@@ -486,6 +514,9 @@ class OllamaLabels(_OllamaLLM):
         tokens = payload.get("logprobs")
         return json.dumps({"text": text or "", "logprobs": tokens if isinstance(tokens, list)
                            else None})
+
+    def _finish(self, payload: dict[str, Any]) -> str | None:
+        return None  # as ChatLabels: cut on purpose
 
     def revision(self) -> str:
         return _revision_of(self, {"digest": self.digest()})
