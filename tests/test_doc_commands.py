@@ -71,6 +71,9 @@ EMBEDDINGS = ("tests/test_embedding_endpoints.py::"
 LISTED = {
     "lingtest test openai:nomic-embed-text@http://127.0.0.1:11434/v1 --methods contrastive":
         (PLACEHOLDER, EMBEDDINGS),
+    "lingtest test openai:my-model@http://127.0.0.1:8000/v1 --methods consistency":
+        (PLACEHOLDER, "tests/test_consistency_own_llms.py::"
+                      "test_two_servers_in_one_dask_run_get_one_request_at_a_time"),
     "lingtest test openai:my-model@http://127.0.0.1:8000/v1 --methods capabilities":
         (PLACEHOLDER, LLM_SERVED),
     "lingtest test openai:my-model@http://127.0.0.1:8000/v1 --methods adaptive":

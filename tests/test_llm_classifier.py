@@ -39,6 +39,8 @@ class SentimentChat(FakeLLMServer):
         self.logprobs = logprobs
 
     def _reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.replied += 1
         text = body["messages"][-1]["content"].rsplit("Text:", 1)[-1].lower()
         if "???" in text:
             content, tokens = "I cannot say.", [_position("I", {"I": -0.2, "Neutral": -2.0})]
@@ -177,6 +179,53 @@ def test_a_failed_call_is_undefined_now_and_asked_again_next_run(tmp_path) -> No
         assert model.tally.failed == 2
         server.fail_first = 0
         assert _chat(server, tmp_path).predict(TEXTS[:2]) == ["pos", "neg"]
+
+
+KILLED = """
+import json, sys
+from pathlib import Path
+from tasks.models.sentiment import load_sentiment_model
+load_sentiment_model(sys.argv[1], root=Path(sys.argv[2])).predict(json.loads(sys.argv[3]))
+"""
+
+
+def test_a_killed_run_loses_no_answer_and_the_rerun_asks_only_the_rest(tmp_path) -> None:
+    """kill -9 in the middle of a run: every answer that returned is in the store (each is
+    committed as it returns), and the rerun asks exactly the prompts that are not."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tasks.consistency.store import open_store
+    from tasks.core.paths import PACKAGE_ROOT
+    from tasks.models.llm_classifier import ANSWERS_DB
+
+    texts = [f"review {i}: I {'love' if i % 2 else 'hate'} it" for i in range(40)]
+    with SentimentChat() as server:
+        server.sleep_s = 0.2
+        spec = f"openai:tiny-chat@{server.url}"
+        child = subprocess.Popen([sys.executable, "-c", KILLED, spec, str(tmp_path),
+                                  json.dumps(texts)], cwd=PACKAGE_ROOT,
+                                 env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)})
+        deadline = time.monotonic() + 60
+        while server.replied < 10 and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.02)
+        replied = server.replied
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        assert child.returncode == -signal.SIGKILL, "the run ended before it was killed"
+        with open_store(f"sqlite:///{tmp_path / ANSWERS_DB}") as store:
+            stored = store.counts()["classifier_answers"]
+        assert replied - 4 <= stored < len(texts)  # at most the 4 in flight unstored
+        while server._in_flight:  # the killed run's requests, still being served
+            time.sleep(0.02)
+        before = len(server.generations())
+        model = _chat(server, tmp_path)
+        assert model.predict(texts) == ["pos" if i % 2 else "neg" for i in range(40)]
+        assert len(server.generations()) - before == len(texts) - stored
+        assert model.tally.stored == stored
 
 
 @pytest.mark.parametrize("spec, options, needle", [

@@ -119,7 +119,9 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
                diversity=diversity, oracle_min_confidence=oracle_min_confidence,
                top=top, review_timeout_s=review_timeout_s,
                oracle_topic_filter=oracle_topic_filter,
-               label_maps=params.models.label_map, names=params.models.names)
+               label_maps=params.models.label_map, names=params.models.names,
+               llm_classifier={name: settings.model_dump() for name, settings
+                               in params.models.llm_classifier.items()})
 
 
 @app.command()
@@ -208,7 +210,9 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
                                     precision=params.runtime.encoder_precision,
                                     backend=params.runtime.encoder_backend,
                                     label_maps=params.models.label_map,
-                                    names=params.models.names)
+                                    names=params.models.names,
+                                    llm_classifier=params.models.llm_classifier,
+                                    device=params.runtime.device, seed=params.seed)
 
     models = [load_tested_model(spec, sentiment, workspace.root, offline, params.models.names,
                                 params.models.label_map) for spec in specs]
