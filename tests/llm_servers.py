@@ -247,3 +247,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silence per-request logging."""
+
+
+def killed_mid_run(script: str, args: list[str], replied, at_least: int,
+                   timeout_s: float = 60.0) -> int:
+    """Run ``python -c script *args`` in the project and SIGKILL it once ``replied()`` (the
+    fake server's completed replies) reaches ``at_least``: how many had replied at the
+    kill. Fails when the run ended on its own first (it was never killed)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tasks.core.paths import PACKAGE_ROOT
+
+    child = subprocess.Popen([sys.executable, "-c", script, *args], cwd=PACKAGE_ROOT,
+                             env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)})
+    deadline = time.monotonic() + timeout_s
+    while replied() < at_least and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.02)
+    count = replied()
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert child.returncode == -signal.SIGKILL, "the run ended before it was killed"
+    return count

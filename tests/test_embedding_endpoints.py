@@ -7,11 +7,7 @@ run, and repair refuses a service."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from bad_input_harness import assert_one_clear_error, project, run  # noqa: F401
-from llm_servers import FakeLLMServer, bag_of_words, token_count
+from llm_servers import FakeLLMServer, bag_of_words, killed_mid_run, token_count
 
 from tasks.contrastive.embedding import EmbeddingStore, embed_texts
 from tasks.core.errors import LingtestError
@@ -184,16 +180,8 @@ def test_kill_9_mid_embedding_keeps_every_returned_request(tmp_path):
     texts = [f"sentence {i} about a {'fine' if i % 2 else 'poor'} movie" for i in range(40)]
     with FakeLLMServer("openai", sleep_s=0.2) as server:
         spec = SPECS["openai"].format(url=server.url)
-        child = subprocess.Popen([sys.executable, "-c", KILLED, spec, str(tmp_path),
-                                  json.dumps(texts)], cwd=PACKAGE_ROOT,
-                                 env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)})
-        deadline = time.monotonic() + 60
-        while server.replied < 6 and time.monotonic() < deadline and child.poll() is None:
-            time.sleep(0.02)
-        replied = server.replied
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        assert child.returncode == -signal.SIGKILL, "the run ended before it was killed"
+        replied = killed_mid_run(KILLED, [spec, str(tmp_path), json.dumps(texts)],
+                                 lambda: server.replied, 6)
         model = encoder(server)
         store = EmbeddingStore.for_encoder(tmp_path, model)
         assert store.journal_files()  # not compacted: the kill came first

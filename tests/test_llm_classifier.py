@@ -18,7 +18,7 @@ from tasks.models.llm_classifier import (DEFAULT_WORDS, LLMClassifier, label_mas
 from tasks.models.model_spec import parse_model
 from tasks.models.sentiment import load_sentiment_model
 from tests.bad_input_harness import project  # noqa: F401 - a fixture
-from tests.llm_servers import FakeLLMServer, Recorded
+from tests.llm_servers import FakeLLMServer, Recorded, killed_mid_run
 
 SMOLLM2 = "hf:HuggingFaceTB/SmolLM2-135M-Instruct"
 
@@ -192,30 +192,16 @@ load_sentiment_model(sys.argv[1], root=Path(sys.argv[2])).predict(json.loads(sys
 def test_a_killed_run_loses_no_answer_and_the_rerun_asks_only_the_rest(tmp_path) -> None:
     """kill -9 in the middle of a run: every answer that returned is in the store (each is
     committed as it returns), and the rerun asks exactly the prompts that are not."""
-    import os
-    import signal
-    import subprocess
-    import sys
     import time
 
     from tasks.consistency.store import open_store
-    from tasks.core.paths import PACKAGE_ROOT
     from tasks.models.llm_classifier import ANSWERS_DB
 
     texts = [f"review {i}: I {'love' if i % 2 else 'hate'} it" for i in range(40)]
     with SentimentChat() as server:
         server.sleep_s = 0.2
-        spec = f"openai:tiny-chat@{server.url}"
-        child = subprocess.Popen([sys.executable, "-c", KILLED, spec, str(tmp_path),
-                                  json.dumps(texts)], cwd=PACKAGE_ROOT,
-                                 env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)})
-        deadline = time.monotonic() + 60
-        while server.replied < 10 and time.monotonic() < deadline and child.poll() is None:
-            time.sleep(0.02)
-        replied = server.replied
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        assert child.returncode == -signal.SIGKILL, "the run ended before it was killed"
+        replied = killed_mid_run(KILLED, [f"openai:tiny-chat@{server.url}", str(tmp_path),
+                                          json.dumps(texts)], lambda: server.replied, 10)
         with open_store(f"sqlite:///{tmp_path / ANSWERS_DB}") as store:
             stored = store.counts()["classifier_answers"]
         assert replied - 4 <= stored < len(texts)  # at most the 4 in flight unstored
