@@ -230,10 +230,11 @@ class LLMClassifier(SentimentModel):
 
     def __init__(self, ref: ModelRef, prompting: Prompting, root: Path, offline: bool = True,
                  device: str = "auto", seed: int = 0,
-                 neutral_band: tuple[float, float] = DEFAULT_BAND):
+                 neutral_band: tuple[float, float] = DEFAULT_BAND, http=None):
         super().__init__(ref.name, None, prompting.labels, neutral_band)
         self.ref, self.prompting, self.root = ref, prompting, Path(root)
         self.offline, self.device, self.seed = offline, device, seed
+        self.http = http  # the project's HTTP settings (timeouts, retries, concurrency)
         self.spec = ref.bare if ref.bare != ref.name else None
         self.local = ref.form in LOCAL_LM_FORMS
         self.tally = Tally()
@@ -252,10 +253,12 @@ class LLMClassifier(SentimentModel):
 
     def _served(self):
         if self._backend is None:
+            from dataclasses import replace
+
             from tasks.models.llm import LLMSettings
 
-            settings = LLMSettings(max_new_tokens=ANSWER_TOKENS, temperature=0.0,
-                                   seed=self.seed, offline=self.offline)
+            settings = replace(self.http or LLMSettings(), max_new_tokens=ANSWER_TOKENS,
+                               temperature=0.0, seed=self.seed, offline=self.offline)
             kind = OllamaLabels if self.ref.form == "ollama" else ChatLabels
             self._backend = kind(self.ref, settings, self.prompting.scoring != "text")
         return self._backend
@@ -553,14 +556,15 @@ def is_llm_classifier(ref: ModelRef, offline: bool = True) -> bool:
 def load_llm_classifier(ref: ModelRef, root: Path, settings: dict | None = None,
                         offline: bool = True, device: str = "auto", seed: int = 0,
                         neutral_band: tuple[float, float] = DEFAULT_BAND,
-                        label_map: dict | None = None) -> LLMClassifier:
-    """The classifier for an LLM spec; one error for a bad template, option or label map."""
+                        label_map: dict | None = None, http=None) -> LLMClassifier:
+    """The classifier for an LLM spec; one error for a bad template, option or label map.
+    ``http``: the project's HTTP settings (``embedding_endpoints.endpoint_settings``)."""
     if label_map:
         raise LingtestError(f"models.label_map[{ref.name!r}]: an LLM classifier names its "
                             f"labels by words; fix: models.llm_classifier: {{{ref.name}: "
                             f"{{labels: {{neg: [...], pos: [...]}}}}}}")
     return LLMClassifier(ref, prompting_for(ref, settings, root), root, offline, device, seed,
-                         neutral_band)
+                         neutral_band, http)
 
 
 # --------------------------------------------------------------------------- reports
