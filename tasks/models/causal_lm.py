@@ -38,6 +38,24 @@ _CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
 _CACHE_LOCK = threading.Lock()
 
 
+def json_answers(model_id: str, texts: list[str], at_cap: list[bool],
+                 max_new_tokens: int) -> list[str]:
+    """Each generated text cut just past its complete JSON answer (``json_end``), with the
+    rows that looped or hit the cap unfinished (``at_cap``: its last token was neither EOS
+    nor padding) logged; shared by every engine, so their answers are cut alike."""
+    ends = [json_end(text) for text in texts]
+    looped = [end is None and looping(text) for end, text in zip(ends, texts)]
+    capped = sum(end is None and not loop and cap
+                 for end, loop, cap in zip(ends, looped, at_cap))
+    if sum(looped):
+        log.info("%s: %d of %d answers stopped in a repetition loop",
+                 model_id, sum(looped), len(texts))
+    if capped:  # prose or a JSON value that never closes
+        log.warning("%s: %d of %d answers reached max_new_tokens=%d unfinished",
+                    model_id, capped, len(texts), max_new_tokens)
+    return [text[:end or len(text)] for text, end in zip(texts, ends)]
+
+
 class CausalLM:
     """Greedy generation, text scoring and next-word candidates from one causal LM."""
 
@@ -120,20 +138,10 @@ class CausalLM:
             texts = [self.tokenizer.decode(row[width:], skip_special_tokens=True)
                      for row in out]
             if stop_after_json:  # a row that stopped keeps going until the batch is done
-                ends = [json_end(text) for text in texts]
-                looped = [end is None and looping(text) for end, text in zip(ends, texts)]
-                loops = sum(looped)
-                capped = sum(end is None and not loop
-                             and int(row[-1]) not in (pad, self.tokenizer.eos_token_id)
-                             for end, loop, row in zip(ends, looped, out)) \
-                    if out.shape[1] - width >= max_new_tokens else 0
-                if loops:
-                    log.info("%s: %d of %d answers stopped in a repetition loop",
-                             self.model_id, loops, len(rows))
-                if capped:  # prose or a JSON value that never closes
-                    log.warning("%s: %d of %d answers reached max_new_tokens=%d unfinished",
-                                self.model_id, capped, len(rows), max_new_tokens)
-                texts = [text[:end or len(text)] for text, end in zip(texts, ends)]
+                full = out.shape[1] - width >= max_new_tokens
+                texts = json_answers(self.model_id, texts, [
+                    full and int(row[-1]) not in (pad, self.tokenizer.eos_token_id)
+                    for row in out], max_new_tokens)
             answers += [text.strip() for text in texts]
         return answers
 

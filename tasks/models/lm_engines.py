@@ -1,0 +1,149 @@
+"""A local causal LM on CTranslate2: the ``CausalLM`` surface, with greedy generation,
+sequence scoring and next-token log-probabilities run by the engine, the same answers and
+scores as transformers at float32 (benchmarks/bench_lm_engine.py measures both; issue #38
+selects it with ``models.lm_engine``, not wired yet).
+
+Why a subclass: the engine covers what the stages spend their time on (answers, scores);
+everything else (seeded sampling, S²LCT's cached text passes, next-word tables) stays on the
+transformers model the engine's copy was made from, so the surface is whole either way.
+
+The engine's copy is converted once from the float32 de-quantised copy
+(``causal_lm.converted_dir``) into ``$LINGTEST_CACHE/ctranslate2/<model>-<revision>-ct2-
+<version>-<precision>/``, keyed by everything that changes its bytes, and its files' sha256
+are checked on every open (a damaged copy is converted again).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tasks.core.errors import LingtestError
+from tasks.models.causal_lm import (CONVERTED_MARKER, CausalLM, _file_digests, _one_conversion,
+                                    converted_dir, damaged_files, json_answers)
+from tasks.models.json_stop import json_end, looping
+from tasks.models.registry import lingtest_cache
+
+log = logging.getLogger(__name__)
+PRECISIONS = ("float32", "int8", "int16")
+
+
+def ct2_dir(lm: CausalLM, precision: str) -> Path:
+    """The engine copy's folder: model, revision, CTranslate2 version and precision."""
+    import ctranslate2
+
+    revision = re.sub(r"[^A-Za-z0-9._=-]+", "_", lm.revision or "unpinned")
+    name = f"{lm.model_id.replace('/', '__')}-{revision}-ct2-{ctranslate2.__version__}-{precision}"
+    return lingtest_cache() / "ctranslate2" / name
+
+
+def _convert(source: Path, folder: Path, precision: str) -> None:
+    """Convert into a temporary sibling, record each file's sha256, then rename, so a reader
+    never sees half a copy."""
+    from ctranslate2.converters import TransformersConverter
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        TransformersConverter(str(source), low_cpu_mem_usage=True).convert(
+            str(staging), quantization=precision, force=True)
+        (staging / CONVERTED_MARKER).write_text(json.dumps(
+            {"source": str(source), "precision": precision, "sha256": _file_digests(staging)}))
+        os.replace(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def open_ct2(lm: CausalLM, precision: str = "float32", threads: int = 0):
+    """The ``ctranslate2.Generator`` for ``lm`` at ``precision``, converting it first when
+    its copy is missing or damaged."""
+    import ctranslate2
+
+    if precision not in PRECISIONS:
+        raise LingtestError(f"models.lm_precision: {precision!r} is not one of {PRECISIONS}")
+    folder = ct2_dir(lm, precision)
+    with _one_conversion(folder):
+        if (folder / CONVERTED_MARKER).is_file() and damaged_files(folder):
+            log.warning("%s: not as written at conversion; converting again", folder)
+            shutil.rmtree(folder, ignore_errors=True)
+        if not (folder / CONVERTED_MARKER).is_file():
+            source = converted_dir(lm.resolution)
+            if source is None or not (source / CONVERTED_MARKER).is_file():
+                raise LingtestError(f"model `{lm.model_id}`: CTranslate2 converts the float32 "
+                                    f"copy of a packaged GGUF model, and there is none")
+            _convert(source, folder, precision)
+    return ctranslate2.Generator(str(folder), device="cpu", compute_type=precision,
+                                 inter_threads=1, intra_threads=threads)
+
+
+class CT2CausalLM(CausalLM):
+    """``CausalLM`` whose generation and scoring run on CTranslate2 (see the module doc)."""
+
+    def __init__(self, lm: CausalLM, precision: str = "float32", threads: int = 0):
+        super().__init__(lm.resolution, lm.model, lm.tokenizer, lm.device, lm.load_seconds)
+        self.precision = precision
+        self.generator = open_ct2(lm, precision, threads)
+        self._tokens = lm.tokenizer.convert_ids_to_tokens
+
+    def generate_batch(self, prompts: list[str], max_new_tokens: int = 32, chat: bool = True,
+                       system: str | None = None, batch_size: int = 8,
+                       stop_after_json: bool = False) -> list[str]:
+        """As ``CausalLM.generate_batch``; a row stops at EOS, or (``stop_after_json``) as
+        soon as its answer is complete or loops, checked on each new token."""
+        if max_new_tokens < 1:
+            raise LingtestError(f"max_new_tokens must be >= 1 (got {max_new_tokens})")
+        eos = self.tokenizer.eos_token_id
+        answers: list[str] = []
+        for start in range(0, len(prompts), batch_size):
+            rows = [self._prompt_ids(p, chat, system) for p in prompts[start:start + batch_size]]
+            new: list[list[int]] = [[] for _ in rows]
+
+            def step(result) -> bool:
+                new[result.batch_id].append(result.token_id)
+                if not stop_after_json:
+                    return False
+                text = self.tokenizer.decode(new[result.batch_id], skip_special_tokens=True)
+                return json_end(text) is not None or looping(text)
+
+            with self._lock:
+                self.generator.generate_batch(
+                    [self._tokens(r) for r in rows], max_length=max_new_tokens, beam_size=1,
+                    sampling_topk=1, end_token=[eos], include_prompt_in_result=False,
+                    callback=step)
+            texts = [self.tokenizer.decode(ids, skip_special_tokens=True) for ids in new]
+            if stop_after_json:
+                texts = json_answers(self.model_id, texts, [
+                    len(ids) >= max_new_tokens and ids[-1] != eos for ids in new],
+                    max_new_tokens)
+            answers += [text.strip() for text in texts]
+        return answers
+
+    def _forward_logprobs(self, rows: list[list[int]]) -> list[torch.Tensor]:
+        """Per row, log p(token_i | tokens_<i) for i >= 1 (``score``, ``token_logprobs``)."""
+        with self._lock:
+            found = self.generator.score_batch([self._tokens(r) for r in rows],
+                                               max_input_length=0)
+        return [torch.tensor(f.log_probs, dtype=torch.float32) for f in found]
+
+    def next_logprobs(self, rows: list[list[int]]) -> torch.Tensor:
+        """log p(next token | row) for each row, a float64 (rows, vocab) tensor (what
+        ``llm_classifier.next_logprobs`` gives on transformers)."""
+        with self._lock:
+            logits = self.generator.forward_batch(rows)
+        last = np.asarray(logits)[np.arange(len(rows)), [len(r) - 1 for r in rows]]
+        return torch.log_softmax(torch.from_numpy(last).double(), dim=-1)
+
+    def parameters(self) -> dict[str, object]:
+        """The transformers record, plus the engine, its version and precision (the dtype is
+        the engine's)."""
+        import ctranslate2
+
+        return {**super().parameters(), "dtype": self.precision,
+                "engine": f"ctranslate2 {ctranslate2.__version__}"}
