@@ -306,8 +306,11 @@ CASES: list[tuple[str, list[str], dict[str, bytes], str]] = [
      {LEX: LEXICON}, "contains `/`"),
     ("classifier-option-unknown", run("capabilities", "capabilities.models=[vader#nam=x]"), {},
      "unknown option 'nam'"),
-    ("classifier-is-an-llm", run("adaptive", "adaptive.models=[openai:gpt-4o]"), {},
-     "not a sentiment classifier"),
+    # an LLM is a prompted classifier; one without a server would go to the public API
+    ("classifier-llm-without-server", run("adaptive", "adaptive.models=[openai:gpt-4o]"), {},
+     "names no server and OPENAI_BASE_URL is not set"),
+    ("classifier-is-an-embedding-server", run("adaptive", "adaptive.models=['tei:@http://127.0.0.1:9']"),
+     {}, "not a sentiment classifier"),
     ("adaptive-models-unknown-hub", run("adaptive", "adaptive.models=[nobody/classifier]"), {},
      "adaptive.models"),
     ("debug-model-not-trainable", run("adaptive-debug", f"adaptive.debug.model={py('WordCount')}"),

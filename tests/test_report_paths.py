@@ -33,8 +33,8 @@ def _paths_inside(model: type[BaseModel], folder: Path) -> dict:
                    if isinstance(a, type) and issubclass(a, BaseModel)]
         if section:
             inner = _paths_inside(section[0], folder / name)
-            if inner:
-                values[name] = inner
+            if inner:  # a dict of sections (per model, e.g. models.llm_classifier): one entry
+                values[name] = {"a-model": inner} if get_origin(annotation) is dict else inner
         elif _is_user_path(annotation):
             path = str(folder / f"{name}.txt")
             values[name] = [path] if get_origin(annotation) is list else path

@@ -49,10 +49,20 @@ def _convert(source: Path, folder: Path, precision: str) -> None:
     never sees half a copy."""
     from ctranslate2.converters import TransformersConverter
 
+    from tasks.models.causal_lm import _head_tied
+
+    class HeadTied(TransformersConverter):
+        """The converter's own load, with a tied head that transformers left on the meta
+        device tied to the embedding (``causal_lm._head_tied``; seen in the test suite)."""
+
+        def load_model(self, model_class, model_name_or_path, **kwargs):
+            return _head_tied(super().load_model(model_class, model_name_or_path, **kwargs),
+                              str(model_name_or_path))
+
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
-        TransformersConverter(str(source), low_cpu_mem_usage=True).convert(
+        HeadTied(str(source), low_cpu_mem_usage=True).convert(
             str(staging), quantization=precision, force=True)
         (staging / CONVERTED_MARKER).write_text(json.dumps(
             {"source": str(source), "precision": precision, "sha256": _file_digests(staging)}))
