@@ -161,6 +161,10 @@ def raises(texts):
     return np.tile([0.5, 0.5], (len(texts), 1))
 raises.labels = ["negative", "positive"]
 
+def silent(texts):
+    return np.array([[np.nan, np.nan] if "???" in t else [0.2, 0.8] for t in texts])
+silent.labels = ["negative", "positive"]
+
 def wrong_shape(texts):
     return np.tile([0.5, 0.5], (len(texts) + 1, 1))
 wrong_shape.labels = ["negative", "positive"]
@@ -183,6 +187,24 @@ def test_bad_user_output_is_one_clear_error(tmp_path, attr, message) -> None:
     with pytest.raises(LingtestError, match=rf"model `{attr}` \(python:broken.py:{attr}\).*"
                                             + message):
         model.predict(["fine", "it goes boom", "also fine"])
+
+
+def test_a_row_all_nan_is_no_answer_and_undefined(tmp_path) -> None:
+    """A user's model that gives a text no answer (its row all NaN) gets an ``undefined``
+    verdict for it, never a label; a row only partly NaN stays an error (above)."""
+    import pandas as pd
+
+    from tasks.capabilities.model_tasks import run_suite
+
+    (tmp_path / "broken.py").write_text(BROKEN, encoding="utf-8")
+    model = load_sentiment_model("python:broken.py:silent", root=tmp_path)
+    assert model.predict(["fine", "??? what", "good"]) == ["pos", "undefined", "pos"]
+    suite = pd.DataFrame({"case_id": ["a", "b"], "capability": "LC1", "kind": "seed",
+                          "parent_case_id": None, "text": ["fine", "??? what"],
+                          "expectation": "pos"})
+    rows = run_suite.fn(model, suite)
+    assert rows["verdict"].tolist() == ["pass", "undefined"]
+    assert np.isnan(rows.loc[1, "score"])
 
 
 # ------------------------------------------------------------------ Hugging Face folders

@@ -42,7 +42,8 @@ def declared_labels(user: UserObject, label_map: dict[str, str] | None) -> list[
 
 def check_probabilities(probs: object, texts: list[str], n_labels: int, who: str) -> np.ndarray:
     """``probs`` as a float64 (len(texts) × n_labels) array, or one error naming the rule
-    broken and the first text concerned."""
+    broken and the first text concerned. A row all NaN (empty cells in a predictions file)
+    is the model giving that text no answer: an ``undefined`` verdict, never a label."""
     try:
         array = np.asarray(probs, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -52,11 +53,12 @@ def check_probabilities(probs: object, texts: list[str], n_labels: int, who: str
         raise LingtestError(f"{who}: returned shape {array.shape} for {len(texts)} texts; "
                             f"expected ({len(texts)}, {n_labels}): a row per text, a column "
                             f"per label")
-    bad = ~np.isfinite(array).all(axis=1)
+    silent = np.isnan(array).all(axis=1)  # no answer for that text: an undefined verdict
+    bad = ~np.isfinite(array).all(axis=1) & ~silent
     rule = "NaN or infinite probabilities"
     if not bad.any():
-        bad = ((array < -SUM_TOLERANCE) | (array > 1 + SUM_TOLERANCE)).any(axis=1) | (
-            np.abs(array.sum(axis=1) - 1) > SUM_TOLERANCE)
+        bad = (((array < -SUM_TOLERANCE) | (array > 1 + SUM_TOLERANCE)).any(axis=1) | (
+            np.abs(array.sum(axis=1) - 1) > SUM_TOLERANCE)) & ~silent
         rule = "probabilities outside [0, 1] or a row not summing to 1 (softmax scores first)"
     if bad.any():
         row = int(np.argmax(bad))
