@@ -44,7 +44,7 @@ from tasks.consistency.ipm import derive_prompt
 from tasks.models.causal_lm import json_answers
 from tasks.models.json_stop import json_end, looping
 from tasks.models.llm import DEFAULT_LOCAL_MODEL
-from tasks.models.llm_classifier import DEFAULT_TEMPLATE, next_logprobs
+from tasks.models.llm_classifier import DEFAULT_TEMPLATE
 
 QUESTIONS = ROOT.parent / "shared" / "mirror" / "kommkonllm" / "public_questions.jsonl"
 
@@ -76,7 +76,7 @@ class Transformers:
         return self.lm.score(texts)
 
     def next(self, rows):
-        return next_logprobs(self.lm, rows).numpy()
+        return self.lm.next_logprobs(rows).numpy()
 
 
 class CTranslate2(Transformers):

@@ -10,7 +10,7 @@ pytest.importorskip("ctranslate2")
 
 from tasks.consistency.ipm import derive_prompt  # noqa: E402
 from tasks.models.causal_lm import CONVERTED_MARKER, load_causal_lm  # noqa: E402
-from tasks.models.llm_classifier import DEFAULT_TEMPLATE, next_logprobs  # noqa: E402
+from tasks.models.llm_classifier import DEFAULT_TEMPLATE  # noqa: E402
 from tasks.models.lm_engines import CT2CausalLM, ct2_dir  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -47,7 +47,7 @@ def test_scores_and_next_token_are_transformers(pair):
         assert (o1 == o2).all() and abs(p1 - p2).max() < 1e-4
     rows = [lm._prompt_ids(DEFAULT_TEMPLATE.replace("{text}", s), True, None)
             for s in SENTENCES]
-    assert (ct2.next_logprobs(rows) - next_logprobs(lm, rows)).abs().max() < 1e-3
+    assert (ct2.next_logprobs(rows) - lm.next_logprobs(rows)).abs().max() < 1e-3
 
 
 def test_copy_is_made_once_and_checked_on_open(pair, caplog):

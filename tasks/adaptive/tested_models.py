@@ -305,7 +305,7 @@ def load_tested_model(spec: str, load_sentiment: Callable[[str], object],
             if label_map:
                 raise
             return OwnLabelClassifier(user, own)
-    elif ref.form in ("hub", "folder") and not is_local_lm(ref, offline):  # an LM: prompted
+    elif ref.form in ("hub", "folder") and not is_local_lm(ref):  # an LM: prompted
         from tasks.models.label_maps import sentiment_labels
         from tasks.models.sentiment import MINILM_CONFIG
 

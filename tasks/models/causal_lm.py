@@ -178,6 +178,22 @@ class CausalLM:
         picked = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
         return [picked[i, : len(r) - 1].cpu() for i, r in enumerate(rows)]
 
+    def next_logprobs(self, rows: list[list[int]]) -> torch.Tensor:
+        """log p(next token | row) for each row of token ids (a float64 (rows, vocab)
+        tensor): one left-padded forward pass keeping only the last position's logits, so no
+        vocabulary-wide softmax is paid for every prompt token (an LLM classifier's label
+        words after its prompt)."""
+        width = max(len(r) for r in rows)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=self.device)
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows],
+                            device=self.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        with self._lock, torch.inference_mode():
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                logits_to_keep=1).logits[:, -1]
+        return torch.log_softmax(logits.double(), dim=-1).cpu()
+
     def score(self, texts: list[str], batch_size: int = 16) -> np.ndarray:
         """Sum of token log-probabilities of each whole text (float64, natural log), each
         conditioned only on the start token; higher is more probable."""

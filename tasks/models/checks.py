@@ -68,7 +68,7 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
                             f"(openai:MODEL@URL, ollama:MODEL, hf:ID) asked through a prompt")
     from tasks.models.llm_classifier import is_llm_classifier
 
-    if is_llm_classifier(ref, offline):
+    if is_llm_classifier(ref):
         return check_llm_classifier(ref, offline, root, label_map, llm_classifier)
     if ref.form == "python":
         from tasks.models.label_maps import sentiment_labels

@@ -30,7 +30,6 @@ consistency stage's own database: that file is the consistency stage's DVC outpu
 from __future__ import annotations
 
 import json
-import logging
 import math
 import re
 import threading
@@ -41,11 +40,12 @@ from typing import Any
 import numpy as np
 
 from tasks.core.errors import LingtestError
+from tasks.core.io import sha256_text
+from tasks.core.validate import param_path
 from tasks.models.label_maps import LABELS2, LABELS3
+from tasks.models.llm_http import OllamaLLM, OpenAILLM, public_url
 from tasks.models.model_spec import ModelRef
 from tasks.models.sentiment import DEFAULT_BAND, SentimentModel, _check_texts
-
-log = logging.getLogger(__name__)
 
 DEFAULT_TEMPLATE = ("What is the sentiment of the following text? Answer with one word: "
                     "positive, negative or neutral.\n\nText: {text}")
@@ -77,15 +77,9 @@ class Prompting:
         return self.template.replace("{text}", text)
 
     def describe(self) -> dict[str, Any]:
-        return {"template": self.template_source, "template_sha256": _sha(self.template)[:16],
+        return {"template": self.template_source, "template_sha256": sha256_text(self.template)[:16],
                 "label_words": {k: list(v) for k, v in self.words.items()},
                 "scoring": self.scoring}
-
-
-def _sha(text: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def prompting_for(ref: ModelRef, settings: dict | None, root: Path | None) -> Prompting:
@@ -109,8 +103,7 @@ def prompting_for(ref: ModelRef, settings: dict | None, root: Path | None) -> Pr
                             f"local LM is scored by its next-token distribution (scoring=auto)")
     file = ref.options.get("template") or mine.template_file
     if file:
-        path = Path(file).expanduser()
-        path = (root or Path.cwd()) / path if not path.is_absolute() else path
+        path = param_path(file, root or Path.cwd())
         if not path.is_file():
             raise LingtestError(f"model `{ref.spec}`: template file {file} does not exist "
                                 f"(relative paths start at the project root); fix: the path of "
@@ -332,7 +325,7 @@ class LLMClassifier(SentimentModel):
         for start in range(0, len(prompts), batch):
             chunk = prompts[start:start + batch]
             heads = [lm._prompt_ids(p, chat=chat, system=None) for p in chunk]
-            nexts = next_logprobs(lm, [head + list(pre) for head in heads for pre in prefixes])
+            nexts = lm.next_logprobs([head + list(pre) for head in heads for pre in prefixes])
             fresh = {}
             for n, prompt in enumerate(chunk):
                 row = {pre: nexts[n * len(prefixes) + k] for k, pre in enumerate(prefixes)}
@@ -420,43 +413,15 @@ class LLMClassifier(SentimentModel):
         return state
 
 
-def next_logprobs(lm, rows: list[list[int]]):
-    """log p(next token | row) for each row (a float64 (rows, vocab) tensor): one left-padded
-    forward pass keeping only the last position's logits, so no vocabulary-wide softmax is
-    paid for every prompt token."""
-    import torch
-
-    width = max(len(r) for r in rows)
-    pad = lm.tokenizer.pad_token_id
-    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=lm.device)
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=lm.device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    with lm._lock, torch.inference_mode():
-        logits = lm.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                          logits_to_keep=1).logits[:, -1]
-    return torch.log_softmax(logits.double(), dim=-1).cpu()
-
-
 # --------------------------------------------------------------------------- served backends
 
-def _served_classes():
-    from tasks.models.llm_http import OllamaLLM, OpenAILLM
-
-    return OllamaLLM, OpenAILLM
-
-
 def _revision_of(backend, listed: dict | None) -> str:
-    from tasks.models.llm_http import public_url
-
     stated = (listed or {}).get("created") or (listed or {}).get("digest")
     return f"endpoint {public_url(backend.base_url)} model {backend.model}" + (
         f" ({stated})" if stated else " (the server states no version)")
 
 
-_OllamaLLM, _OpenAILLM = _served_classes()
-
-
-class ChatLabels(_OpenAILLM):
+class ChatLabels(OpenAILLM):
     """OpenAI-compatible chat completions asking for token log-probabilities; the answer kept
     is the reply's text and those log-probabilities, as JSON."""
 
@@ -498,7 +463,7 @@ class ChatLabels(_OpenAILLM):
         return _revision_of(self, listed)
 
 
-class OllamaLabels(_OllamaLLM):
+class OllamaLabels(OllamaLLM):
     """Ollama's generate API without the JSON format the consistency answers use, asking for
     log-probabilities (Ollama 0.12 and later return them)."""
 
@@ -527,30 +492,22 @@ class OllamaLabels(_OllamaLLM):
 
 # --------------------------------------------------------------------------- loading
 
-def is_local_lm(ref: ModelRef, offline: bool = True) -> bool:
-    """A local causal LM: ``hf:``, or a hub id / folder the registry or its config.json calls
-    one (``...ForCausalLM``)."""
-    if ref.form == "hf":
-        return True
-    if ref.form not in ("hub", "folder"):
+def is_local_lm(ref: ModelRef) -> bool:
+    """A local causal LM: a spec whose kind (``checks.infer_kind``: ``hf:``, or a hub id or
+    folder its files or the registry call one) is an LLM, served forms aside."""
+    if ref.form not in LOCAL_LM_FORMS:
         return False
-    from tasks.models.checks import folder_kind
-    from tasks.models.registry import ALIASES, KNOWN, hub_cache_snapshot
+    from tasks.models.checks import infer_kind
 
-    if ref.form == "folder":
-        found = folder_kind(Path(ref.target))
-        return bool(found) and found[0] == "llm"
-    known = KNOWN.get(ALIASES.get(ref.target, ref.target))
-    if known is not None:
-        return known.kinds[0] == "causal_lm"
-    snapshot = hub_cache_snapshot(ref.target)
-    found = folder_kind(snapshot) if snapshot is not None else None
-    return bool(found) and found[0] == "llm"
+    try:
+        return infer_kind(ref, Path.cwd())[0] == "llm"
+    except LingtestError:  # a hub id nothing here holds: the classifier loader says so
+        return False
 
 
-def is_llm_classifier(ref: ModelRef, offline: bool = True) -> bool:
+def is_llm_classifier(ref: ModelRef) -> bool:
     """A spec that is tested as a classifier through a prompt."""
-    return ref.form in SERVED_FORMS or is_local_lm(ref, offline)
+    return ref.form in SERVED_FORMS or is_local_lm(ref)
 
 
 def load_llm_classifier(ref: ModelRef, root: Path, settings: dict | None = None,
@@ -575,9 +532,9 @@ def answer_counts(model) -> dict[str, Any]:
     inner = getattr(model, "model", model)
     if not isinstance(inner, LLMClassifier):
         return {}
-    about = {"probabilities": inner.probability_rule(), **inner.prompting.describe()}
-    if not inner.local:
-        about["endpoint"] = inner._served().endpoint()["base_url"]
+    params = inner.parameters()
+    about = {key: params[key] for key in ("probabilities", "template", "template_sha256",
+                                          "label_words", "endpoint") if key in params}
     return {"llm_answers": {"model_id": inner.model_id, "about": about,
                             "tally": inner.tally.as_dict(),
                             "answers": inner.tally.asked + inner.tally.stored}}

@@ -144,7 +144,7 @@ class CT2CausalLM(CausalLM):
 
     def next_logprobs(self, rows: list[list[int]]) -> torch.Tensor:
         """log p(next token | row) for each row, a float64 (rows, vocab) tensor (what
-        ``llm_classifier.next_logprobs`` gives on transformers)."""
+        ``CausalLM.next_logprobs`` gives on transformers)."""
         with self._lock:
             logits = self.generator.forward_batch(rows)
         last = np.asarray(logits)[np.arange(len(rows)), [len(r) - 1 for r in rows]]

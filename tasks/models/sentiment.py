@@ -403,7 +403,7 @@ def load_sentiment_model(model, neutral_band: tuple[float, float] = DEFAULT_BAND
         return load_predictions_classifier(ref, root, label_map, neutral_band)
     from tasks.models.llm_classifier import is_llm_classifier, load_llm_classifier
 
-    if is_llm_classifier(ref, offline):
+    if is_llm_classifier(ref):
         from tasks.core.paths import find_project_root
 
         return load_llm_classifier(ref, root or find_project_root(), llm_classifier, offline,
