@@ -89,7 +89,9 @@ async def review_in_browser(websocket_url: str, url: str, shots: Path) -> dict:
         seen["root"] = text
         await b.screenshot(shots / "1-root.png")
         await b.evaluate("document.querySelector('a.folder[data-topic=\"/Rooms\"]').click()")
-        await b.wait_for("document.getElementById('topic-name')?.innerText === 'Rooms'",
+        # a real navigation: the new page is parsed in pieces, so wait until it is whole
+        await b.wait_for("document.readyState === 'complete' && "
+                         "document.getElementById('topic-name')?.innerText === 'Rooms'",
                          "the /Rooms page")
         await b.evaluate("document.getElementById('suggest').click()")
         seen["ranked"] = await b.wait_for(
