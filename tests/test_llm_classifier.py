@@ -254,17 +254,31 @@ def test_smollm2_is_scored_by_its_next_token_distribution(tmp_path) -> None:
 
 SMALL = ["capabilities.capabilities=[LC2]", "capabilities.seeds_per_lc=2",
          "capabilities.max_masks_per_seed=2", "capabilities.fill_candidates=3",
-         "capabilities.pcfg_heldout=10", "capabilities.checklist_max_examples=2",
+         "capabilities.pcfg_heldout=10", "capabilities.checklist_max_examples=1",
          "capabilities.coverage_sizes=[4]", "capabilities.coverage_repeats=1",
          "capabilities.bootstrap=100", "adaptive.bootstrap=100", "runtime.threads=1"]
 
 
+def few_tests_per_topic(tree: Path, out: Path, per_topic: int = 2) -> Path:
+    """``tree`` with its topic markers and only its first ``per_topic`` tests of each topic:
+    the same real tests, fewer of them for a slow model to score."""
+    import pandas as pd
+
+    frame = pd.read_csv(tree, index_col=0, dtype=str, keep_default_na=False)
+    tests = frame[frame["label"] != "topic_marker"]
+    keep = frame["label"].eq("topic_marker") | frame.index.isin(
+        tests.groupby("topic").head(per_topic).index)
+    frame[keep].to_csv(out)
+    return out
+
+
 @pytest.mark.slow
 def test_smollm2_as_the_classifier_through_capabilities_and_adaptive(data_project, monkeypatch,
-                                                                      capsys) -> None:
+                                                                      capsys, tmp_path) -> None:
     """``lingtest test`` on the packaged SmolLM2, prompted: both methods' reports name the
     template, the label words and the probability rule; the result rows carry its own
-    probabilities (not one-hot); a rerun asks the model nothing."""
+    probabilities (not one-hot); a rerun asks the model nothing. A small budget: one
+    CheckList example per test, and the hotel tree's first two tests of each topic."""
     import sys
 
     import pandas as pd
@@ -274,7 +288,11 @@ def test_smollm2_as_the_classifier_through_capabilities_and_adaptive(data_projec
     workspace, overrides = data_project
     monkeypatch.setenv("LINGTEST_ROOT", str(workspace.root))
     monkeypatch.chdir(workspace.root)
-    sets = [arg for s in [*overrides, *SMALL] for arg in ("--set", s)]
+    tree = few_tests_per_topic(
+        workspace.root / "data" / "raw" / "adatest" / "imdb_hotel_conversion.csv",
+        tmp_path / "imdb_hotel_conversion.csv")
+    sets = [arg for s in [*overrides, *SMALL, f"adaptive.trees=[{tree}]"]
+            for arg in ("--set", s)]
     argv = ["lingtest", "test", f"{SMOLLM2}#name=smol", "--methods", "capabilities,adaptive",
             *sets]
 
