@@ -130,11 +130,11 @@ def test_missing_partner_file_and_sentence_are_named(guide_folder):
 @pytest.mark.slow
 def test_stage_runs_the_imported_questions(guide_folder, tmp_path, monkeypatch,
                                            prefect_harness):
-    """The stage on the imported folder with the default settings, which are the guide's
-    (prompt text and join, oracle, metric definitions): every derived question answered by
-    a fake Ollama with the guide's published prompt, the guide's metric definitions named in
-    the report, the endpoint in the provenance; the same model on another host is asked
-    again (its answers are not reused)."""
+    """The stage (thread runner) on the imported folder with the default settings, which are
+    the guide's (prompt text and join, oracle, metric definitions): every derived question
+    answered by a fake Ollama with the guide's published prompt, the guide's metric
+    definitions named in the report, the endpoint in the provenance; the same model on
+    another host is asked again (its answers are not reused)."""
     from flows.stage import run_stage
     from flows.registry import load_params
     from tasks.core.paths import Workspace
@@ -143,7 +143,8 @@ def test_stage_runs_the_imported_questions(guide_folder, tmp_path, monkeypatch,
     root.mkdir()
     shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
     overrides = [f"consistency.import_dir={guide_folder}", "consistency.llms=[ollama:llama3.2]",
-                 "consistency.bootstrap=0", "consistency.retries=0"]
+                 "consistency.bootstrap=0", "consistency.retries=0",
+                 "runtime.task_runner=threads"]  # the tests' reference runner (conftest)
     params = load_params(root, overrides)
     with FakeLLMServer("ollama") as server:
         monkeypatch.setenv("OLLAMA_HOST", server.url)
