@@ -15,7 +15,8 @@ from tasks.core.errors import FailedCalls
 from tasks.core.paths import PACKAGE_ROOT, Workspace
 
 OVERRIDES = ["consistency.llms=[ollama:llama3.2]", "consistency.prompt_join=none",
-             "consistency.bootstrap=0", "consistency.retries=0"]
+             "consistency.bootstrap=0", "consistency.retries=0",
+             "runtime.task_runner=threads"]  # the tests' reference runner (conftest)
 
 
 def _project(tmp_path, folder) -> tuple[Workspace, list[str]]:
