@@ -38,7 +38,8 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
                oracle_topic_filter: bool = True, pass_tokens: int | None = None,
                encoder_precision: str = "fp32", encoder_backend: str = "torch",
                label_maps: dict | None = None, names: dict | None = None,
-               llm_classifier: dict | None = None) -> list[dict]:
+               llm_classifier: dict | None = None, lm_engine: str = "transformers",
+               lm_precision: str = "float32") -> list[dict]:
     """``rounds`` rounds on ``topic`` of the tree at ``tree_path``; each round's counts.
     ``diversity`` (AdaTest's default) fills each prompt with tests unlike those already in it
     (1 − max cosine similarity of MiniLM embeddings); off, the picks follow the scores alone.
@@ -49,7 +50,8 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
     tokens per pass (``runtime.pass_tokens``; lower is faster on small calls);
     ``encoder_precision`` / ``encoder_backend``: their path (``runtime.encoder_*``);
     ``label_maps`` / ``names``: ``models.label_map`` / ``models.names`` for both models;
-    ``llm_classifier``: ``models.llm_classifier`` (an LLM under test, prompted).
+    ``llm_classifier``: ``models.llm_classifier`` (an LLM under test, prompted);
+    ``lm_engine`` / ``lm_precision``: ``models.lm_*`` (a local LM under test's engine).
     ``base_url``: a ``MaskedURL`` keeps a password in it out of the run's stored parameters."""
     logger = get_run_logger()
     base_url = plain_url(base_url)
@@ -57,7 +59,8 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
     tree = read_tree(path)
     encoder_path = {"precision": encoder_precision, "backend": encoder_backend,
                     "label_maps": label_maps, "names": names,
-                    "llm_classifier": llm_classifier, "seed": seed}
+                    "llm_classifier": llm_classifier, "seed": seed,
+                    "lm_engine": lm_engine, "lm_precision": lm_precision}
     under_test = load_sentiment_model(model, (0.5, 0.5), offline, Path(root), pass_tokens,
                                       **encoder_path)
     suggester = make_generator(generator, offline=offline, base_url=base_url, root=Path(root))

@@ -316,7 +316,8 @@ def test_smollm2_as_the_classifier_through_capabilities_and_adaptive(data_projec
     for stage in ("capabilities", "adaptive"):
         line = json.loads((run_dir / "reports" / stage / "provenance.json").read_text())[
             "LLM classifier smol"]
-        assert line.startswith("local LM; template default (sha256 ")
+        assert line.startswith("local LM on ctranslate2 4.8.5 float32; template default "
+                               "(sha256 ")  # models.lm_engine: auto, the default
         assert "label words neg: negative; neutral: neutral; pos: positive" in line
         assert "probabilities: next-token distribution" in line and "0 undefined" in line
     print(line)

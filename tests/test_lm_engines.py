@@ -1,17 +1,22 @@
 """CTranslate2 behind the CausalLM surface: the real SmolLM2 gives transformers' greedy answers
-and scores at float32, and its converted copy is made once and checked on open (slow)."""
+and scores at float32, and its converted copy is made once and checked on open;
+``models.lm_engine`` picks it (``auto`` says why), refuses what cannot run before any work, and
+answers stored under one engine are another model key under the other (slow)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
+from pydantic import ValidationError
 
 pytest.importorskip("ctranslate2")
 
 from tasks.consistency.ipm import derive_prompt  # noqa: E402
 from tasks.models.causal_lm import CONVERTED_MARKER, load_causal_lm  # noqa: E402
 from tasks.models.llm_classifier import DEFAULT_TEMPLATE  # noqa: E402
-from tasks.models.lm_engines import CT2CausalLM, ct2_dir  # noqa: E402
+from tasks.models import lm_engines  # noqa: E402
+from tasks.models.lm_engines import CT2CausalLM, ct2_dir, planned_engine  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -64,3 +69,60 @@ def test_copy_is_made_once_and_checked_on_open(pair, caplog):
     again = CT2CausalLM(lm, "float32", threads=1)
     assert "converting again" in caplog.text
     assert abs(again.score(SENTENCES[:1]) - lm.score(SENTENCES[:1])).max() < 1e-3
+
+
+def test_auto_runs_smollm2_on_the_engine_and_says_why(pair, questions):
+    from tasks.models.llm import LLMSettings, load_llm
+
+    lm, _ = pair
+    assert load_causal_lm(SMOLLM, True, "cpu") is lm  # transformers: the default
+    chosen = load_causal_lm(SMOLLM, True, "cpu", "auto", "float32")
+    assert isinstance(chosen, CT2CausalLM) and chosen.model is lm.model
+    assert load_causal_lm(SMOLLM, True, "cpu", "auto", "float32") is chosen  # one per process
+    facts = chosen.parameters()
+    assert facts["engine_reason"] == "auto: CTranslate2 4.8.5 converts LlamaConfig"
+    assert facts["dtype"] == "float32"
+    local = load_llm(SMOLLM, LLMSettings(device="cpu", lm_engine="auto", max_new_tokens=24))
+    assert local.lm is chosen and local.parameters()["backend"] == "ctranslate2"
+    assert [a.text for a in local.answer(questions[:2])] == lm.generate_batch(
+        questions[:2], 24, batch_size=8, stop_after_json=True)
+
+
+def test_an_engine_that_cannot_run_is_refused_before_the_work(monkeypatch):
+    from tasks.core.sections import ModelsParams
+
+    with pytest.raises(ValidationError, match="lm_precision int8 needs the CTranslate2 engine"):
+        ModelsParams(lm_engine="transformers", lm_precision="int8")
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ctranslate2" else found(name, *a))
+    with pytest.raises(ValidationError, match="not installed; fix: pip install 'lingtest"):
+        ModelsParams(lm_engine="ctranslate2")
+    assert ModelsParams(lm_engine="auto").lm_path() == {"lm_engine": "auto",
+                                                        "lm_precision": "float32"}
+    monkeypatch.setattr(lm_engines, "_installed", lambda: None)
+    assert planned_engine("auto", "float32", "cpu") is None  # auto without it: transformers
+
+
+def test_answers_under_another_engine_are_another_model_key():
+    """The consistency identity (known before loading) and an LLM classifier's answer-store
+    key name the engine; under transformers they are what they were before the engine."""
+    from tasks.consistency.answering import identity
+    from tasks.models.llm_classifier import load_llm_classifier
+    from tasks.models.model_spec import parse_model
+
+    settings = {"max_new_tokens": 16, "temperature": 0.0, "seed": 0, "system": None,
+                "timeout_s": 30.0, "retries": 0, "backoff_s": 0.0, "concurrency": 1,
+                "offline": True, "device": "cpu", "batch_size": 8}
+    prompts = {"prompt_prefix": "", "prompt_suffix": "?"}
+    before = identity(SMOLLM, settings, prompts)  # no engine keys: the settings of old
+    assert identity(SMOLLM, {**settings, "lm_engine": "transformers"}, prompts) == before
+    auto = identity(SMOLLM, {**settings, "lm_engine": "auto"}, prompts)
+    int8 = identity(SMOLLM, {**settings, "lm_engine": "auto", "lm_precision": "int8"}, prompts)
+    assert len({before, auto, int8}) == 3
+    assert planned_engine("auto", "int8", "cpu")["precision"] == "int8"
+
+    ref = parse_model(SMOLLM, "model")
+    keys = [load_llm_classifier(ref, ".", device="cpu", lm_engine=engine).identity()
+            for engine in (("transformers", "float32"), ("auto", "float32"))]
+    assert "engine" not in keys[0] and keys[1]["engine"]["engine"].startswith("ctranslate2 ")

@@ -121,7 +121,8 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
                oracle_topic_filter=oracle_topic_filter,
                label_maps=params.models.label_map, names=params.models.names,
                llm_classifier={name: settings.model_dump() for name, settings
-                               in params.models.llm_classifier.items()})
+                               in params.models.llm_classifier.items()},
+               **params.models.lm_path())
 
 
 @app.command()
@@ -212,7 +213,8 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
                                     label_maps=params.models.label_map,
                                     names=params.models.names,
                                     llm_classifier=params.models.llm_classifier,
-                                    device=params.runtime.device, seed=params.seed)
+                                    device=params.runtime.device, seed=params.seed,
+                                    **params.models.lm_path())
 
     models = [load_tested_model(spec, sentiment, workspace.root, offline, params.models.names,
                                 params.models.label_map) for spec in specs]

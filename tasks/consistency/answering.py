@@ -88,6 +88,12 @@ def identity(spec: str | ModelRef, settings: dict, prompts: dict,
             backend.close()
     extra = ({"stop": STOP_RULE}  # a changed rule: a new model key
              if kind in ("hf", "seq2seq") else {})
+    if kind == "hf":  # another engine: other last bits, so a new key (transformers: none)
+        from tasks.models.lm_engines import planned_engine
+
+        engine = planned_engine(settings.get("lm_engine", "transformers"),
+                                settings.get("lm_precision", "float32"), settings["device"])
+        extra.update({"engine": engine} if engine else {})
     text = json.dumps({"spec": store_key(ref), "prompt": prompts, "revision": revision,
                        "settings": {k: settings[k] for k in ANSWER_SETTINGS[kind]}, **extra,
                        **({"endpoint": endpoint} if endpoint is not None else {})},

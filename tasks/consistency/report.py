@@ -225,9 +225,11 @@ def model_line(record: dict, run: dict, key_env: str | None = None) -> str:
 
     backend = record.get("backend")
     spec = record.get("spec") or record["model_id"]
-    if backend in ("transformers", "transformers-seq2seq"):
+    if backend in ("transformers", "transformers-seq2seq", "ctranslate2"):
+        engine = (f"{record.get('engine')}, {record.get('engine_reason')}"
+                  if backend == "ctranslate2" else backend)  # tasks.models.lm_engines
         what = (f"{record.get('source')}, {record.get('gguf_file') or '-'}, "
-                f"{record.get('dtype')}, {backend}")
+                f"{record.get('dtype')}, {engine}")
     elif backend == "python":
         what = f"python {record.get('protocol')}, {record.get('file') or '-'}"
     else:

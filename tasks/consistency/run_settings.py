@@ -57,7 +57,7 @@ def llm_settings(params: Params) -> dict:
             "seed": params.seed, "system": None, "timeout_s": c.timeout_s,
             "retries": c.retries, "backoff_s": c.backoff_s, "concurrency": c.concurrency,
             "offline": params.models.offline, "device": params.runtime.device,
-            "batch_size": c.batch_size}
+            "batch_size": c.batch_size, **params.models.lm_path()}
 
 
 def prompt_settings(c: ConsistencyParams) -> dict:

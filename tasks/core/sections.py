@@ -131,6 +131,14 @@ class ModelsParams(Section):
                     "models under test, the S²LCT coverage model)")
     causal_lm: str = Field("HuggingFaceTB/SmolLM2-135M-Instruct",
                            description="the local LM behind next-word proposals and answers")
+    lm_engine: Literal["auto", "transformers", "ctranslate2"] = Field(
+        "auto", description="what runs local LMs' answers, scores and label probabilities: "
+        "auto (CTranslate2 where installed, on the CPU, for an architecture it converts; else "
+        "transformers; provenance says which), transformers, or ctranslate2 (AdaTest's "
+        "seeded sampling stays on transformers); docs/benchmarks.md")
+    lm_precision: Literal["float32", "int8", "int16"] = Field(
+        "float32", description="the engine's arithmetic: float32 (transformers' answers), or "
+        "int8 / int16 (faster, other answers; named in every report they affect)")
     spacy: str = Field("en_core_web_sm", description="spaCy pipeline for tagging and parsing")
     names: dict[str, str] = Field(
         default_factory=dict, description="display names by model spec (e.g. {\"python:"
@@ -146,6 +154,25 @@ class ModelsParams(Section):
         "display name or spec): its prompt template and label words, e.g. {my-llm: "
         "{template_file: prompts/sentiment.txt, labels: {neg: [negative, bad], pos: "
         "[positive, good]}}}; unnamed LLMs use the defaults")
+
+    def lm_path(self) -> dict[str, str]:
+        """The local-LM engine settings, as ``load_causal_lm``'s callers take them."""
+        return {"lm_engine": self.lm_engine, "lm_precision": self.lm_precision}
+
+    @model_validator(mode="after")
+    def _engine_installed(self) -> "ModelsParams":
+        """An engine or precision that needs CTranslate2 is refused before any work."""
+        import importlib.util
+
+        if self.lm_engine == "transformers" and self.lm_precision != "float32":
+            raise ValueError(f"lm_precision {self.lm_precision} needs the CTranslate2 engine; "
+                             "fix: lm_engine: auto or ctranslate2, or lm_precision: float32")
+        if (self.lm_engine == "ctranslate2" or self.lm_precision != "float32") and \
+                importlib.util.find_spec("ctranslate2") is None:
+            raise ValueError(f"lm_engine {self.lm_engine} / lm_precision {self.lm_precision} "
+                             "need CTranslate2, which is not installed; fix: pip install "
+                             "'lingtest[engines]', or lm_engine: auto, lm_precision: float32")
+        return self
 
 
 class AlertRule(Section):

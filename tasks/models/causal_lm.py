@@ -4,9 +4,10 @@ behind one small interface.
 Used for greedy answers (consistency testing), for whole-sentence log-probabilities and
 next-word proposals (the offline substitute for BERT fill-mask in capability testing).
 Loading the GGUF costs 20–40 s (transformers parses it and de-quantises to float32), so
-``load_causal_lm`` keeps one instance per (id, device, offline) per process, and the first
-load in any process writes the de-quantised weights as a safetensors copy
-(``converted_dir``) that later processes read in under a second, bit for bit the same model.
+``load_causal_lm`` keeps one instance per (id, device, offline) per process (and one per
+engine: ``tasks.models.lm_engines``), and the first load in any process writes the
+de-quantised weights as a safetensors copy (``converted_dir``) that later processes read in
+under a second, bit for bit the same model.
 """
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ def json_answers(model_id: str, texts: list[str], at_cap: list[bool],
 
 class CausalLM:
     """Greedy generation, text scoring and next-word candidates from one causal LM."""
+
+    engine = "transformers"  # which engine runs it (``tasks.models.lm_engines``)
 
     def __init__(self, resolution: Resolution, model, tokenizer, device: torch.device,
                  load_seconds: float = 0.0):
@@ -580,12 +583,20 @@ def _load(res: Resolution, device: torch.device, offline: bool) -> CausalLM:
     return CausalLM(res, model, tokenizer, device, time.perf_counter() - began)
 
 
-def load_causal_lm(model_id: str, offline: bool = True, device: str = "auto") -> CausalLM:
-    """The process-wide instance for (id, device, offline), loading it on first use."""
+def load_causal_lm(model_id: str, offline: bool = True, device: str = "auto",
+                   engine: str = "transformers", precision: str = "float32") -> CausalLM:
+    """The process-wide instance for (id, device, offline), loading it on first use, run by
+    ``engine`` at ``precision`` (``models.lm_engine`` / ``lm_precision``:
+    ``tasks.models.lm_engines``)."""
     res = resolve(model_id, "causal_lm", offline=offline).require()
     dev = pick_device(device)
     key = (res.model_id if res.source != "local" else str(Path(res.path)), str(dev), offline)
     with _CACHE_LOCK:
         if key not in _CACHE:
             _CACHE[key] = _load(res, dev, offline)
-        return _CACHE[key]
+        lm = _CACHE[key]
+    if engine == "transformers" and precision == "float32":
+        return lm
+    from tasks.models.lm_engines import on_engine
+
+    return on_engine(lm, engine, precision)

@@ -64,6 +64,8 @@ class LLMSettings:
     offline: bool = True
     device: str = "auto"
     batch_size: int = 8
+    lm_engine: str = "transformers"  # models.lm_engine / lm_precision (local LMs)
+    lm_precision: str = "float32"
 
     def __post_init__(self) -> None:
         checks = {"max_new_tokens": self.max_new_tokens >= 1,
@@ -160,7 +162,7 @@ class LocalLLM:
         """The model's own record (revision, greedy decoding, template hash) plus what this
         backend adds to the prompt and the output budget; batch size is kept because padding
         in a batch can change float32 logits, hence a greedy answer."""
-        return {**self.lm.parameters(), "backend": "transformers", "spec": self.model_id,
+        return {**self.lm.parameters(), "backend": self.lm.engine, "spec": self.model_id,
                 "max_new_tokens": self.settings.max_new_tokens, "system": self.settings.system,
                 "chat_template": True, "batch_size": self.settings.batch_size,
                 "stop": STOP_RULE}
@@ -228,7 +230,8 @@ def load_llm(spec: "str | ModelRef", settings: LLMSettings | None = None,
         from tasks.models.seq2seq import Seq2SeqLLM
         return Seq2SeqLLM(ref, settings)
     from tasks.models.causal_lm import load_causal_lm
-    return LocalLLM(ref.bare, load_causal_lm(ref.target, settings.offline, settings.device),
+    return LocalLLM(ref.bare, load_causal_lm(ref.target, settings.offline, settings.device,
+                                             settings.lm_engine, settings.lm_precision),
                     settings, ref.name)
 
 

@@ -223,10 +223,12 @@ class LLMClassifier(SentimentModel):
 
     def __init__(self, ref: ModelRef, prompting: Prompting, root: Path, offline: bool = True,
                  device: str = "auto", seed: int = 0,
-                 neutral_band: tuple[float, float] = DEFAULT_BAND, http=None):
+                 neutral_band: tuple[float, float] = DEFAULT_BAND, http=None,
+                 lm_engine: tuple[str, str] = ("transformers", "float32")):
         super().__init__(ref.name, None, prompting.labels, neutral_band)
         self.ref, self.prompting, self.root = ref, prompting, Path(root)
         self.offline, self.device, self.seed = offline, device, seed
+        self.lm_engine = lm_engine  # (models.lm_engine, lm_precision) for a local LM
         self.http = http  # the project's HTTP settings (timeouts, retries, concurrency)
         self.spec = ref.bare if ref.bare != ref.name else None
         self.local = ref.form in LOCAL_LM_FORMS
@@ -260,16 +262,27 @@ class LLMClassifier(SentimentModel):
         if self._backend is None:
             from tasks.models.causal_lm import load_causal_lm
 
-            self._backend = load_causal_lm(self.ref.target, self.offline, self.device)
+            self._backend = load_causal_lm(self.ref.target, self.offline, self.device,
+                                           *self.lm_engine)
         return self._backend
 
     def identity(self) -> dict[str, Any]:
         """What determines the answers: the answer store's model key."""
         served = {} if self.local else self._served().parameters()
+        engine = self.engine()  # another engine: other last bits, so a new key
         return {"spec": self.ref.bare if not served else served["spec"],
                 "revision": self.revision, **self.prompting.describe(), **served,
                 "answer_tokens": None if self.local else ANSWER_TOKENS,
-                "top_logprobs": None if self.local else TOP_LOGPROBS}
+                "top_logprobs": None if self.local else TOP_LOGPROBS,
+                **({"engine": engine} if engine else {})}
+
+    def engine(self) -> dict[str, str] | None:
+        """A local LM's engine when it is not transformers (``lm_engines.planned_engine``)."""
+        if not self.local:
+            return None
+        from tasks.models.lm_engines import planned_engine
+
+        return planned_engine(*self.lm_engine, self.device)
 
     def _answers_store(self):
         with _STORE_OPENING:  # one instance's threads open it once (open_store: processes)
@@ -390,6 +403,8 @@ class LLMClassifier(SentimentModel):
                "probabilities": self.probability_rule()}
         if not self.local:
             out["endpoint"] = self._served().endpoint()["base_url"]
+        elif self.engine():
+            out["engine"] = " ".join(self.engine().values())
         return out
 
     def cache_token(self) -> dict[str, object]:
@@ -513,15 +528,18 @@ def is_llm_classifier(ref: ModelRef) -> bool:
 def load_llm_classifier(ref: ModelRef, root: Path, settings: dict | None = None,
                         offline: bool = True, device: str = "auto", seed: int = 0,
                         neutral_band: tuple[float, float] = DEFAULT_BAND,
-                        label_map: dict | None = None, http=None) -> LLMClassifier:
+                        label_map: dict | None = None, http=None,
+                        lm_engine: tuple[str, str] = ("transformers", "float32")
+                        ) -> LLMClassifier:
     """The classifier for an LLM spec; one error for a bad template, option or label map.
-    ``http``: the project's HTTP settings (``embedding_endpoints.endpoint_settings``)."""
+    ``http``: the project's HTTP settings (``embedding_endpoints.endpoint_settings``);
+    ``lm_engine``: (``models.lm_engine``, ``lm_precision``) for a local LM."""
     if label_map:
         raise LingtestError(f"models.label_map[{ref.name!r}]: an LLM classifier names its "
                             f"labels by words; fix: models.llm_classifier: {{{ref.name}: "
                             f"{{labels: {{neg: [...], pos: [...]}}}}}}")
     return LLMClassifier(ref, prompting_for(ref, settings, root), root, offline, device, seed,
-                         neutral_band, http)
+                         neutral_band, http, lm_engine)
 
 
 # --------------------------------------------------------------------------- reports
@@ -534,7 +552,7 @@ def answer_counts(model) -> dict[str, Any]:
         return {}
     params = inner.parameters()
     about = {key: params[key] for key in ("probabilities", "template", "template_sha256",
-                                          "label_words", "endpoint") if key in params}
+                                          "label_words", "endpoint", "engine") if key in params}
     return {"llm_answers": {"model_id": inner.model_id, "about": about,
                             "tally": inner.tally.as_dict(),
                             "answers": inner.tally.asked + inner.tally.stored}}
@@ -562,7 +580,8 @@ def llm_provenance(extras: list[dict]) -> dict[str, str]:
         mass = (sum(m * n for m, n in masses) / sum(n for _, n in masses)) if masses else None
         words = "; ".join(f"{label}: {', '.join(ws)}" for label, ws in about["label_words"].items())
         lines[f"LLM classifier {name}"] = (
-            (f"endpoint {about['endpoint']}; " if "endpoint" in about else "local LM; ")
+            (f"endpoint {about['endpoint']}; " if "endpoint" in about else
+             f"local LM on {about['engine']}; " if "engine" in about else "local LM; ")
             + f"template {about['template']} (sha256 {about['template_sha256']}); label words "
             f"{words}; probabilities: {about['probabilities']}; answers: "
             + ", ".join(f"{n} {what}" for what, n in total.items())

@@ -1,16 +1,24 @@
 """A local causal LM on CTranslate2: the ``CausalLM`` surface, with greedy generation,
-sequence scoring and next-token log-probabilities run by the engine, the same answers and
-scores as transformers at float32 (benchmarks/bench_lm_engine.py measures both; issue #38
-selects it with ``models.lm_engine``, not wired yet).
+sequence scoring and next-token log-probabilities run by the engine; the same greedy answers
+and scores as transformers at float32, float rounding apart (benchmarks/bench_lm_engine.py).
+
+``models.lm_engine`` picks it (``engine_for``): ``auto`` uses it where it is installed, the
+device is the CPU and CTranslate2 converts the model's architecture, else transformers, and
+says which; ``ctranslate2`` requires it. ``models.lm_precision`` int8 / int16 quantise the
+engine's copy (other answers: named in the identity and every report).
 
 Why a subclass: the engine covers what the stages spend their time on (answers, scores);
-everything else (seeded sampling, S²LCT's cached text passes, next-word tables) stays on the
-transformers model the engine's copy was made from, so the surface is whole either way.
+what it has no call for (S²LCT's text passes, which reuse one sentence's cached keys and
+values for many fills, and next-word tables) stays on the transformers model the engine's
+copy was made from, so the surface is whole either way. Seeded sampling (AdaTest's
+suggestions) stays on transformers too: CTranslate2's ``set_random_seed`` does not make its
+sampling repeatable (two draws with one seed differ here; OpenNMT/CTranslate2 issue #1757),
+and one seed must give one set of suggestions.
 
-The engine's copy is converted once from the float32 de-quantised copy
-(``causal_lm.converted_dir``) into ``$LINGTEST_CACHE/ctranslate2/<model>-<revision>-ct2-
-<version>-<precision>/``, keyed by everything that changes its bytes, and its files' sha256
-are checked on every open (a damaged copy is converted again).
+The engine's copy is converted once from the float32 weights (a packaged GGUF's de-quantised
+copy, ``causal_lm.converted_dir``, else the model's own folder) into ``$LINGTEST_CACHE/
+ctranslate2/<model>-<revision>-ct2-<version>-<precision>/``, keyed by everything that changes
+its bytes, and its files' sha256 are checked on every open (a damaged copy is converted again).
 """
 from __future__ import annotations
 
@@ -20,6 +28,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +37,84 @@ import torch
 from tasks.core.errors import LingtestError
 from tasks.models.causal_lm import (CONVERTED_MARKER, CausalLM, _file_digests, _one_conversion,
                                     converted_dir, damaged_files, json_answers)
+from tasks.models.encoders import pick_device
 from tasks.models.json_stop import json_end, looping
 from tasks.models.registry import lingtest_cache
 
 log = logging.getLogger(__name__)
+ENGINES = ("auto", "transformers", "ctranslate2")
 PRECISIONS = ("float32", "int8", "int16")
+INSTALL = "pip install 'lingtest[engines]'"
+_ON_ENGINE: dict[tuple[int, str, str], CausalLM] = {}
+_ON_ENGINE_LOCK = threading.Lock()
+
+
+def _installed() -> str | None:
+    """CTranslate2's version, or None when it is not installed."""
+    try:
+        import ctranslate2
+    except ImportError:
+        return None
+    return ctranslate2.__version__
+
+
+def planned_engine(engine: str, precision: str, device: str) -> dict[str, str] | None:
+    """The engine a load with these settings will use, known without loading the model
+    (answer-store identities): None for transformers, so identities from before the engine
+    existed still hold; else its name, version and precision. ``auto`` on a model whose
+    architecture the engine does not convert falls back at load time (``engine_for``); that
+    is fixed by the model and the version, so one identity still means one engine."""
+    if engine not in ENGINES:
+        raise LingtestError(f"models.lm_engine: {engine!r} is not one of {ENGINES}")
+    if precision not in PRECISIONS:
+        raise LingtestError(f"models.lm_precision: {precision!r} is not one of {PRECISIONS}")
+    version = _installed()
+    if engine == "transformers" or (engine == "auto" and (
+            version is None or str(pick_device(device)) != "cpu")):
+        if precision != "float32":
+            raise LingtestError(f"models.lm_precision: {precision} needs the CTranslate2 engine "
+                                f"(models.lm_engine: {engine}); fix: lm_precision: float32, or "
+                                f"{INSTALL} and lm_engine: auto / ctranslate2")
+        return None
+    if version is None:
+        raise LingtestError(f"models.lm_engine: ctranslate2 is not installed; fix: {INSTALL}, "
+                            f"or lm_engine: auto / transformers")
+    return {"engine": f"ctranslate2 {version}", "precision": precision}
+
+
+def engine_for(lm: CausalLM, engine: str, precision: str) -> tuple[str, str]:
+    """(the engine to run ``lm`` on, why), ``planned_engine``'s choice checked against the
+    loaded model: its device and whether CTranslate2 converts its architecture."""
+    if planned_engine(engine, precision, str(lm.device)) is None:
+        why = "models.lm_engine: transformers" if engine == "transformers" else (
+            "auto: CTranslate2 is not installed" if _installed() is None else
+            f"auto: the device is {lm.device} (the engine is used on the CPU only)")
+        return "transformers", why
+    from ctranslate2.converters.transformers import _MODEL_LOADERS
+
+    config = type(lm.model.config).__name__
+    if config not in _MODEL_LOADERS:
+        if engine == "ctranslate2" or precision != "float32":
+            raise LingtestError(f"model `{lm.model_id}`: CTranslate2 {_installed()} does not "
+                                f"convert {config} models; fix: models.lm_engine: auto or "
+                                f"transformers, lm_precision: float32")
+        return "transformers", f"auto: CTranslate2 {_installed()} does not convert {config}"
+    return "ctranslate2", (f"models.lm_engine: {engine}" if engine != "auto" else
+                           f"auto: CTranslate2 {_installed()} converts {config}")
+
+
+def on_engine(lm: CausalLM, engine: str, precision: str) -> CausalLM:
+    """``lm`` as ``engine``/``precision`` run it (``engine_for``): itself on transformers
+    (the log says why), else the process-wide ``CT2CausalLM`` over it, whose parameters do."""
+    chosen, why = engine_for(lm, engine, precision)
+    if chosen == "transformers":
+        log.info("%s runs on transformers (%s)", lm.model_id, why)
+        return lm
+    key = (id(lm), engine, precision)
+    with _ON_ENGINE_LOCK:
+        if key not in _ON_ENGINE:
+            _ON_ENGINE[key] = CT2CausalLM(lm, precision, torch.get_num_threads(), why)
+        return _ON_ENGINE[key]
 
 
 def ct2_dir(lm: CausalLM, precision: str) -> Path:
@@ -44,7 +126,7 @@ def ct2_dir(lm: CausalLM, precision: str) -> Path:
     return lingtest_cache() / "ctranslate2" / name
 
 
-def _convert(source: Path, folder: Path, precision: str) -> None:
+def _convert(source: str, folder: Path, precision: str) -> None:
     """Convert into a temporary sibling, record each file's sha256, then rename, so a reader
     never sees half a copy."""
     from ctranslate2.converters import TransformersConverter
@@ -62,13 +144,27 @@ def _convert(source: Path, folder: Path, precision: str) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
-        HeadTied(str(source), low_cpu_mem_usage=True).convert(
+        HeadTied(source, low_cpu_mem_usage=True).convert(
             str(staging), quantization=precision, force=True)
         (staging / CONVERTED_MARKER).write_text(json.dumps(
-            {"source": str(source), "precision": precision, "sha256": _file_digests(staging)}))
+            {"source": source, "precision": precision, "sha256": _file_digests(staging)}))
         os.replace(staging, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def float32_source(lm: CausalLM) -> str:
+    """What the engine converts: a GGUF model's de-quantised float32 copy (written when the
+    model was loaded), else the model's own folder, else (online) its hub id."""
+    res = lm.resolution
+    if res.gguf_file:
+        copy = converted_dir(res)
+        if copy is None or not (copy / CONVERTED_MARKER).is_file():
+            raise LingtestError(f"model `{lm.model_id}`: CTranslate2 converts the float32 copy "
+                                f"of a GGUF model with a pinned revision, and there is none; "
+                                f"fix: models.lm_engine: transformers")
+        return str(copy)
+    return res.path if res.source != "hub" else res.model_id
 
 
 def open_ct2(lm: CausalLM, precision: str = "float32", threads: int = 0):
@@ -84,11 +180,7 @@ def open_ct2(lm: CausalLM, precision: str = "float32", threads: int = 0):
             log.warning("%s: not as written at conversion; converting again", folder)
             shutil.rmtree(folder, ignore_errors=True)
         if not (folder / CONVERTED_MARKER).is_file():
-            source = converted_dir(lm.resolution)
-            if source is None or not (source / CONVERTED_MARKER).is_file():
-                raise LingtestError(f"model `{lm.model_id}`: CTranslate2 converts the float32 "
-                                    f"copy of a packaged GGUF model, and there is none")
-            _convert(source, folder, precision)
+            _convert(float32_source(lm), folder, precision)
     return ctranslate2.Generator(str(folder), device="cpu", compute_type=precision,
                                  inter_threads=1, intra_threads=threads)
 
@@ -96,9 +188,12 @@ def open_ct2(lm: CausalLM, precision: str = "float32", threads: int = 0):
 class CT2CausalLM(CausalLM):
     """``CausalLM`` whose generation and scoring run on CTranslate2 (see the module doc)."""
 
-    def __init__(self, lm: CausalLM, precision: str = "float32", threads: int = 0):
+    engine = "ctranslate2"
+
+    def __init__(self, lm: CausalLM, precision: str = "float32", threads: int = 0,
+                 why: str = "models.lm_engine: ctranslate2"):
         super().__init__(lm.resolution, lm.model, lm.tokenizer, lm.device, lm.load_seconds)
-        self.precision = precision
+        self.precision, self.engine_reason = precision, why
         self.generator = open_ct2(lm, precision, threads)
         self._tokens = lm.tokenizer.convert_ids_to_tokens
 
@@ -151,9 +246,10 @@ class CT2CausalLM(CausalLM):
         return torch.log_softmax(torch.from_numpy(last).double(), dim=-1)
 
     def parameters(self) -> dict[str, object]:
-        """The transformers record, plus the engine, its version and precision (the dtype is
-        the engine's)."""
+        """The transformers record, plus the engine, its version, precision (the dtype is
+        the engine's) and why it was chosen."""
         import ctranslate2
 
         return {**super().parameters(), "dtype": self.precision,
-                "engine": f"ctranslate2 {ctranslate2.__version__}"}
+                "engine": f"ctranslate2 {ctranslate2.__version__}",
+                "engine_reason": self.engine_reason}

@@ -378,13 +378,15 @@ def load_sentiment_model(model, neutral_band: tuple[float, float] = DEFAULT_BAND
                          label_maps: dict[str, dict[str, str]] | None = None,
                          names: dict[str, str] | None = None,
                          llm_classifier: dict | None = None, device: str = "auto",
-                         seed: int = 0, http=None) -> SentimentModel:
+                         seed: int = 0, http=None, lm_engine: str = "transformers",
+                         lm_precision: str = "float32") -> SentimentModel:
     """Load a classifier under test from its spec (a string or a parsed ``ModelRef``):
     ``vader``, ``lingtest/minilm-sst2`` (from ``root/data/models/minilm-sst2``), a folder, a
     hub classifier id, ``python:...`` or ``predictions:...``; it answers to its display name.
     An LLM (served, or a local causal LM) is asked to classify each text
     (``tasks.models.llm_classifier``; ``llm_classifier``: ``models.llm_classifier``, the
-    run's ``device`` and ``seed``, ``http``: its HTTP settings).
+    run's ``device`` and ``seed``, ``http``: its HTTP settings, ``lm_engine`` /
+    ``lm_precision``: a local LM's engine).
     ``label_maps`` (``models.label_map``) is looked up by name, then by spec. A torch
     classifier runs passes of at least ``pass_tokens`` tokens (None: 256) on the path
     ``precision`` / ``backend`` picks (None: fp32 torch; VADER and user code have one path)."""
@@ -407,7 +409,8 @@ def load_sentiment_model(model, neutral_band: tuple[float, float] = DEFAULT_BAND
         from tasks.core.paths import find_project_root
 
         return load_llm_classifier(ref, root or find_project_root(), llm_classifier, offline,
-                                   device, seed, neutral_band, label_map, http)
+                                   device, seed, neutral_band, label_map, http,
+                                   (lm_engine, lm_precision))
     if ref.form not in ("builtin", "hub", "folder"):
         raise LingtestError(f"model `{ref.spec}` is a {ref.form}: model, not a sentiment "
                             f"classifier; classifiers: vader, lingtest/minilm-sst2, a hub id, "
@@ -447,7 +450,8 @@ def load_configured(model, params, root: Path, neutral_band: tuple[float, float]
     return load_sentiment_model(model, tuple(neutral_band), m.offline, root, runtime.pass_tokens,
                                 **runtime.encoder_path(), label_maps=m.label_map, names=m.names,
                                 llm_classifier=m.llm_classifier, device=runtime.device,
-                                seed=params.seed, http=endpoint_settings(params))
+                                seed=params.seed, http=endpoint_settings(params),
+                                **m.lm_path())
 
 
 BUILTIN_NOTES = {MINILM_SST2_ID: "MiniLM fine-tuned on SST-2 by the train-sentiment stage",
