@@ -269,6 +269,10 @@ def test_repair_flow_repairs_two_models_and_averages_them(data_project, tmp_path
         assert f"repaired: data/models/repair/{slug(model)} @ local@sha256:" in provenance
     metrics = json.loads((reports / "metrics.json").read_text())
     assert set(metrics) == {*models, "all", "setting"} and metrics["all"]["models"] == 2
+    # this machine's seconds stay out of the DVC outputs; the flow's result keeps them
+    assert "seconds" not in (reports / "metrics.json").read_text()
+    assert "seconds" not in pd.read_csv(reports / "repair-epochs.csv").columns
+    assert all(one["train"] > 0 for one in out["seconds"].values())
 
 
 def test_changes_table_reads_in_repair_split_and_relation_order():

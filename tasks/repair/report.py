@@ -14,6 +14,7 @@ from scipy import stats as sps
 
 from tasks.core import stats
 from tasks.core.metrics import stage_metrics
+from tasks.repair.stage import without_timings
 
 # COSTELLO Table 3, average over its 10 repaired models (training triples, re-tested).
 PAPER_DECLINE = {"CR1": 53.28, "CR2": 35.39, "CR3": 57.63, "CR4": 41.76, "all": 50.48}
@@ -310,9 +311,7 @@ def metrics(facts: list[dict], fixes: pd.DataFrame, acc: pd.DataFrame) -> dict:
         return out
 
     models = {one["model_id"]: {"theta": one["theta"], "best_epoch": one["best_epoch"],
-                                **figures(one["model_id"]),
-                                "seconds": {"train": one.get("train_seconds"),
-                                            "retest": one.get("retest_seconds")}}
+                                **figures(one["model_id"])}
               for one in facts}
     stage_wide = ({"models": len(facts), "mean": figures(mean_label(len(facts)))}
                   if len(facts) > 1 else None)
@@ -376,7 +375,8 @@ def make_report(params, workspace, facts: list[dict], both: pd.DataFrame, diff: 
             "repaired embeddings (paired bootstrap over classifiers; with several models "
             "their mean change first)")
     out.add("repair-epochs", pd.DataFrame([{"model": one["model_id"], **epoch}
-                                           for one in facts for epoch in one["epochs"]]),
-            "Repair epochs per model: learning rate, summed loss, micro-batches, seconds, "
-            "violated selection triples after the epoch; the kept epoch marked")
+                                           for one in map(without_timings, facts)
+                                           for epoch in one["epochs"]]),
+            "Repair epochs per model: learning rate, summed loss, micro-batches, violated "
+            "selection triples after the epoch; the kept epoch marked (seconds: the run's log)")
     return out

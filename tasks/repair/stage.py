@@ -271,13 +271,17 @@ def save_interim(workspace: Workspace, both: pd.DataFrame, after: pd.DataFrame,
     io.write_parquet(folder / "triples.parquet", both)
     io.write_parquet(folder / "results.parquet", after)
     io.write_parquet(folder / "diff.parquet", diff)
-    stable = []
-    for one in facts:
-        kept = {k: v for k, v in one.items() if k not in ("train_seconds", "retest_seconds")}
-        kept["epochs"] = [{k: v for k, v in e.items() if k != "seconds"} for e in one["epochs"]]
-        stable.append(kept)
+    stable = [without_timings(one) for one in facts]
     io.write_text(folder / "repair.json", json.dumps({"models": stable}, indent=2,
                                                      sort_keys=True, default=str) + "\n")
+
+
+def without_timings(facts: dict) -> dict:
+    """One model's facts without this machine's seconds (the flow's result and log keep
+    them): what goes into DVC outputs, so an unchanged rerun writes the same bytes."""
+    kept = {k: v for k, v in facts.items() if k not in ("train_seconds", "retest_seconds")}
+    kept["epochs"] = [{k: v for k, v in e.items() if k != "seconds"} for e in facts["epochs"]]
+    return kept
 
 
 def diff_by_case(labelled: pd.DataFrame, before_rows: pd.DataFrame,
