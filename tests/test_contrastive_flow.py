@@ -159,7 +159,8 @@ def test_external_costello_suite_runs_instead_of_generation(contrastive_run, tmp
         ["She loved the plot .", "She adored the plot .", "She hated the plot ."]]}))
     external = load_params(workspace.root, [f"contrastive.suite={custom}", *SMALL,
                                             f"data.mirror={params.data.mirror}",
-                                            "contrastive.thresholds=[zero]"])
+                                            "contrastive.thresholds=[zero]",
+                                            "runtime.task_runner=threads"])
     run_stage("contrastive", external, workspace)
     results = pd.read_parquet(workspace.interim / "contrastive" / "results.parquet")
     assert set(results["relation"]) == {"my-relation"}
