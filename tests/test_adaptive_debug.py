@@ -194,7 +194,7 @@ def small_debugging(base_classifier) -> list[str]:
     return [f"adaptive.debug.model={base_classifier}", "adaptive.debug.seeds=1",
             f"adaptive.debug.topics=[{json.dumps(NEGATION)}]", "adaptive.debug.rounds=1",
             "adaptive.debug.prompts=1", "adaptive.debug.completions=4",
-            "adaptive.debug.checklist_examples=6", "adaptive.debug.checklist_n=8",
+            "adaptive.debug.checklist_examples=5", "adaptive.debug.checklist_n=8",
             "adaptive.debug.epochs=1", "adaptive.debug.batch_size=16",
             "adaptive.debug.eval_max=8", "adaptive.debug.bootstrap=200",
             "adaptive.debug.conditions=[adatest, checklist-data, adatest-tree]",
