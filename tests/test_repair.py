@@ -236,14 +236,14 @@ def test_repair_flow_repairs_two_models_and_averages_them(data_project, tmp_path
     copy = tmp_path_factory.mktemp("encoders") / "minilm-copy"
     shutil.copytree(resolve(MINILM, "encoder").path, copy)
     small = ["contrastive.max_seeds=2", "contrastive.dictionary_max_words=200",
-             "contrastive.classifier_epochs=2", "contrastive.classifier_max_train=160",
-             "contrastive.classifier_max_test=60", "contrastive.distances=[l2]",
+             "contrastive.classifier_epochs=2", "contrastive.classifier_max_train=80",
+             "contrastive.classifier_max_test=30", "contrastive.distances=[l2]",
              "contrastive.thresholds=[zero]", f"contrastive.encoders=[{MINILM}, {copy}]",
              "repair.models=[all]", "repair.threshold=zero", "repair.heldout=0.3",
              "repair.validation=0", "repair.selection=train", "repair.epochs=1",
              "repair.max_steps_per_epoch=1", "repair.lr=0.05", "repair.batch_triples=2",
-             "repair.selection_max_triples=10", "repair.classifier_max_train=160",
-             "repair.classifier_max_test=60", "repair.bootstrap=100"]
+             "repair.selection_max_triples=10", "repair.classifier_max_train=80",
+             "repair.classifier_max_test=30", "repair.bootstrap=100"]
     params = load_params(workspace.root, overrides + small)
     run_stage("contrastive", params, workspace)
     out = run_stage("repair", params, workspace)
