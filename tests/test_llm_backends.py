@@ -76,6 +76,8 @@ def test_settings_out_of_range_are_named():
 class _StubLM:
     """Stands in for CausalLM so the local backend's own logic runs without loading weights."""
 
+    engine = "transformers"
+
     def __init__(self, outputs: list[str]):
         self.outputs, self.calls = outputs, []
 
@@ -96,10 +98,12 @@ def test_local_spec_batches_and_turns_empty_generations_into_errors(monkeypatch)
     stub = _StubLM(["yes", "", "no"])
     loaded = []
     monkeypatch.setattr(causal_lm, "load_causal_lm",
-                        lambda model_id, offline, device: loaded.append(model_id) or stub)
+                        lambda model_id, offline, device, engine, precision:
+                        loaded.append((model_id, engine, precision)) or stub)
     llm = load_llm(f"hf:{SMOLLM}", LLMSettings(max_new_tokens=5, system="Be brief.",
-                                               batch_size=2))
-    assert isinstance(llm, LocalLLM) and loaded == [SMOLLM] and llm.model_id == f"hf:{SMOLLM}"
+                                               batch_size=2, lm_engine="auto"))
+    assert isinstance(llm, LocalLLM) and llm.model_id == f"hf:{SMOLLM}"
+    assert loaded == [(SMOLLM, "auto", "float32")]  # models.lm_engine / lm_precision
     out = llm.answer(["a", "b", "c"])
     assert [(r.text, r.error, r.attempts) for r in out] == [
         ("yes", None, 1), (None, "empty response", 1), ("no", None, 1)]
@@ -107,6 +111,7 @@ def test_local_spec_batches_and_turns_empty_generations_into_errors(monkeypatch)
     params = llm.parameters()
     assert params["revision"] == "stub@sha256:1" and params["max_new_tokens"] == 5
     assert params["system"] == "Be brief." and params["decoding"]["strategy"] == "greedy"
+    assert params["backend"] == "transformers"  # the engine that ran (the stub's)
 
 
 # --------------------------------------------------------------------------- protocols

@@ -20,8 +20,9 @@ def test_stage_params_are_dvc_yamls():
     from flows.registry import STAGES
     from flows.stage import stage_params
 
-    assert stage_params("consistency") == ("seed", "profile", "models.offline", "models.names",
-                                           "models.spacy", "consistency")
+    assert stage_params("consistency") == ("seed", "profile", "models.offline",
+                                           "models.lm_engine", "models.lm_precision",
+                                           "models.names", "models.spacy", "consistency")
     assert all(stage_params(stage) for stage in STAGES)
 
 
