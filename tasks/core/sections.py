@@ -135,7 +135,7 @@ class ModelsParams(Section):
         "auto", description="what runs local LMs' answers, scores and label probabilities: "
         "auto (CTranslate2 where installed, on the CPU, for an architecture it converts; else "
         "transformers; provenance says which), transformers, or ctranslate2 (AdaTest's "
-        "seeded sampling stays on transformers); docs/benchmarks.md")
+        "seeded sampling stays on transformers); docs/operations.md")
     lm_precision: Literal["float32", "int8", "int16"] = Field(
         "float32", description="the engine's arithmetic: float32 (transformers' answers), or "
         "int8 / int16 (faster, other answers; named in every report they affect)")

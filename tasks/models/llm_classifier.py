@@ -401,10 +401,11 @@ class LLMClassifier(SentimentModel):
     def parameters(self) -> dict[str, object]:
         out = {**super().parameters(), "spec": self.ref.bare, **self.prompting.describe(),
                "probabilities": self.probability_rule()}
+        engine = self.engine()
         if not self.local:
             out["endpoint"] = self._served().endpoint()["base_url"]
-        elif self.engine():
-            out["engine"] = " ".join(self.engine().values())
+        elif engine:
+            out["engine"] = " ".join(engine.values())
         return out
 
     def cache_token(self) -> dict[str, object]:
