@@ -91,8 +91,8 @@ def identity(spec: str | ModelRef, settings: dict, prompts: dict,
     if kind == "hf":  # another engine: other last bits, so a new key (transformers: none)
         from tasks.models.lm_engines import planned_engine
 
-        engine = planned_engine(settings.get("lm_engine", "transformers"),
-                                settings.get("lm_precision", "float32"), settings["device"])
+        chosen = LLMSettings(**settings)  # its defaults for settings written before engines
+        engine = planned_engine(chosen.lm_engine, chosen.lm_precision, chosen.device)
         extra.update({"engine": engine} if engine else {})
     text = json.dumps({"spec": store_key(ref), "prompt": prompts, "revision": revision,
                        "settings": {k: settings[k] for k in ANSWER_SETTINGS[kind]}, **extra,

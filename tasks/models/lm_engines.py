@@ -58,49 +58,56 @@ def _installed() -> str | None:
     return ctranslate2.__version__
 
 
+def _planned(engine: str, precision: str, device: str) -> tuple[dict[str, str] | None, str]:
+    """(``planned_engine``'s record, why): the choice the settings make before the model
+    is loaded, with the reason a transformers choice gets."""
+    if engine not in ENGINES:
+        raise LingtestError(f"models.lm_engine: {engine!r} is not one of {ENGINES}")
+    if precision not in PRECISIONS:
+        raise LingtestError(f"models.lm_precision: {precision!r} is not one of {PRECISIONS}")
+    version = _installed()
+    why = ("models.lm_engine: transformers" if engine == "transformers" else
+           "auto: CTranslate2 is not installed" if engine == "auto" and version is None else
+           f"auto: the device is {pick_device(device)} (the engine is used on the CPU only)"
+           if engine == "auto" and str(pick_device(device)) != "cpu" else "")
+    if why:
+        if precision != "float32":
+            raise LingtestError(f"models.lm_precision: {precision} needs the CTranslate2 engine "
+                                f"(models.lm_engine: {engine}); fix: lm_precision: float32, or "
+                                f"{INSTALL} and lm_engine: auto / ctranslate2")
+        return None, why
+    if version is None:
+        raise LingtestError(f"models.lm_engine: ctranslate2 is not installed; fix: {INSTALL}, "
+                            f"or lm_engine: auto / transformers")
+    return {"engine": f"ctranslate2 {version}", "precision": precision}, ""
+
+
 def planned_engine(engine: str, precision: str, device: str) -> dict[str, str] | None:
     """The engine a load with these settings will use, known without loading the model
     (answer-store identities): None for transformers, so identities from before the engine
     existed still hold; else its name, version and precision. ``auto`` on a model whose
     architecture the engine does not convert falls back at load time (``engine_for``); that
     is fixed by the model and the version, so one identity still means one engine."""
-    if engine not in ENGINES:
-        raise LingtestError(f"models.lm_engine: {engine!r} is not one of {ENGINES}")
-    if precision not in PRECISIONS:
-        raise LingtestError(f"models.lm_precision: {precision!r} is not one of {PRECISIONS}")
-    version = _installed()
-    if engine == "transformers" or (engine == "auto" and (
-            version is None or str(pick_device(device)) != "cpu")):
-        if precision != "float32":
-            raise LingtestError(f"models.lm_precision: {precision} needs the CTranslate2 engine "
-                                f"(models.lm_engine: {engine}); fix: lm_precision: float32, or "
-                                f"{INSTALL} and lm_engine: auto / ctranslate2")
-        return None
-    if version is None:
-        raise LingtestError(f"models.lm_engine: ctranslate2 is not installed; fix: {INSTALL}, "
-                            f"or lm_engine: auto / transformers")
-    return {"engine": f"ctranslate2 {version}", "precision": precision}
+    return _planned(engine, precision, device)[0]
 
 
 def engine_for(lm: CausalLM, engine: str, precision: str) -> tuple[str, str]:
-    """(the engine to run ``lm`` on, why), ``planned_engine``'s choice checked against the
-    loaded model: its device and whether CTranslate2 converts its architecture."""
-    if planned_engine(engine, precision, str(lm.device)) is None:
-        why = "models.lm_engine: transformers" if engine == "transformers" else (
-            "auto: CTranslate2 is not installed" if _installed() is None else
-            f"auto: the device is {lm.device} (the engine is used on the CPU only)")
+    """(the engine to run ``lm`` on, why), the settings' choice (``_planned``) checked
+    against the loaded model: whether CTranslate2 converts its architecture."""
+    planned, why = _planned(engine, precision, str(lm.device))
+    if planned is None:
         return "transformers", why
     from ctranslate2.converters.transformers import _MODEL_LOADERS
 
-    config = type(lm.model.config).__name__
+    config, named = type(lm.model.config).__name__, f"CTranslate2 {_installed()}"
     if config not in _MODEL_LOADERS:
         if engine == "ctranslate2" or precision != "float32":
-            raise LingtestError(f"model `{lm.model_id}`: CTranslate2 {_installed()} does not "
+            raise LingtestError(f"model `{lm.model_id}`: {named} does not "
                                 f"convert {config} models; fix: models.lm_engine: auto or "
                                 f"transformers, lm_precision: float32")
-        return "transformers", f"auto: CTranslate2 {_installed()} does not convert {config}"
+        return "transformers", f"auto: {named} does not convert {config}"
     return "ctranslate2", (f"models.lm_engine: {engine}" if engine != "auto" else
-                           f"auto: CTranslate2 {_installed()} converts {config}")
+                           f"auto: {named} converts {config}")
 
 
 def on_engine(lm: CausalLM, engine: str, precision: str) -> CausalLM:
