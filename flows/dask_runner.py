@@ -21,6 +21,12 @@ BUSY_MACHINE = {
     "distributed.scheduler.worker-ttl": "15 minutes",  # default 5: a worker missing heartbeats
     "distributed.deploy.lost-worker-timeout": "60s",  # default 15 s: before a lost worker is closed
 }
+# Dask's nanny starts each worker with MALLOC_TRIM_THRESHOLD_=65536 (and leaves it in this
+# process's environment for every later child). Any set threshold turns off glibc's dynamic
+# mmap threshold, so each large buffer (a forward pass's activations, a decoding step's) is
+# mapped and unmapped again: 32 consistency answers on a worker took 104 s with it, 56 s of
+# them in the kernel, and 47 s without (benchmarks/bench_worker_malloc.py). None unsets it.
+WORKER_ENVIRON = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 CLOSE_TIMEOUT_S = 90.0  # the whole close, after which the run goes on without it
 
 
@@ -58,7 +64,7 @@ class BoundedDaskTaskRunner(DaskTaskRunner):
 
     def __enter__(self) -> "BoundedDaskTaskRunner":
         # set before the cluster starts: each nanny hands its worker the config of that moment
-        self._config = dask.config.set(BUSY_MACHINE)
+        self._config = dask.config.set({**BUSY_MACHINE, **WORKER_ENVIRON})
         return super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:

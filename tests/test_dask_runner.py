@@ -178,8 +178,9 @@ def _worker_config(_: int) -> dict:
     """What a worker process was started with (the flow's config travels through its nanny)."""
     import dask
 
-    return {key: dask.config.get(key) for key in ("distributed.comm.timeouts.connect",
-                                                  "distributed.comm.timeouts.tcp")}
+    return {**{key: dask.config.get(key) for key in ("distributed.comm.timeouts.connect",
+                                                     "distributed.comm.timeouts.tcp")},
+            "MALLOC_TRIM_THRESHOLD_": os.environ.get("MALLOC_TRIM_THRESHOLD_")}
 
 
 def _scheduler_ttl(dask_scheduler) -> float:
@@ -211,10 +212,13 @@ def _tracebacks(records: list) -> list[str]:
 
 
 def test_a_busy_machine_does_not_fail_a_run_as_its_cluster_closes(tmp_path, mirror,
-                                                                   prefect_harness):
+                                                                   prefect_harness,
+                                                                   monkeypatch):
     """The user's case: `lingtest test` ran capabilities on a local cluster, then adaptive on
     threads, on a machine loaded past its cores. Busy loops run through both flows; the
-    cluster runs with the busy-machine timeouts and its close ends neither run."""
+    cluster runs with the busy-machine timeouts and its close ends neither run. Its worker
+    runs without Dask's MALLOC_TRIM_THRESHOLD_ (x2 slower generation), which the flow's own
+    environment does not keep either (an earlier plain Dask cluster of this process set it)."""
     import subprocess
     import sys
 
@@ -227,6 +231,7 @@ def test_a_busy_machine_does_not_fail_a_run_as_its_cluster_closes(tmp_path, mirr
 
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=auto", "runtime.max_workers=1")
     unit = task(_worker_config, cache_policy=NO_CACHE)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
 
     def capabilities() -> tuple[dict, float]:
         client = FlowRunContext.get().task_runner.client
@@ -246,6 +251,8 @@ def test_a_busy_machine_does_not_fail_a_run_as_its_cluster_closes(tmp_path, mirr
             burner.wait()
     assert first.is_completed() and after == "adaptive ran"
     worker, ttl = first.result()
+    assert worker.pop("MALLOC_TRIM_THRESHOLD_") is None
+    assert "MALLOC_TRIM_THRESHOLD_" not in os.environ
     assert worker == {key: BUSY_MACHINE[key] for key in worker}
     assert ttl == 15 * 60
     assert _tracebacks(printed) == []
