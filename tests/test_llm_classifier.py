@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from tasks.core.errors import LingtestError
-from tasks.models.llm_classifier import (DEFAULT_WORDS, LLMClassifier, label_masses,
-                                         parse_label, prompting_for)
+from tasks.models.llm_classifier import (DEFAULT_TEMPLATE, DEFAULT_WORDS, LLMClassifier,
+                                         label_masses, parse_label, prompting_for)
 from tasks.models.model_spec import parse_model
 from tasks.models.sentiment import load_sentiment_model
 from tests.bad_input_harness import project  # noqa: F401 - a fixture
@@ -247,6 +247,18 @@ def test_smollm2_is_scored_by_its_next_token_distribution(tmp_path) -> None:
     assert probs[0, 2] > probs[1, 2] and probs[1, 0] > probs[0, 0]  # it reads the text
     assert model.tally.by_method == {"next-token": 2} and model.tally.undefined == 0
     assert 0 < model.tally.as_dict()["mean label mass"] <= 1
+    # each spelling read token by token, one forward pass per prefix ("Neutral" is two
+    # tokens), gives the probabilities the one row per prompt gave
+    lm = model._lm()
+    spell = {w: lm.tokenizer(w, add_special_tokens=False)["input_ids"] for w in
+             ("negative", "Negative", "neutral", "Neutral", "positive", "Positive")}
+    for text, got in zip(texts, probs):
+        head = lm._prompt_ids(DEFAULT_TEMPLATE.replace("{text}", text), True, None)
+        logp = {word: sum(float(lm.next_logprobs([head + ids[:j]])[0, tok])
+                          for j, tok in enumerate(ids)) for word, ids in spell.items()}
+        per_label = np.array([np.logaddexp(logp[w], logp[w.capitalize()])
+                              for w in ("negative", "neutral", "positive")])
+        assert np.abs(np.exp(per_label - np.logaddexp.reduce(per_label)) - got).max() < 1e-5
     again = load_sentiment_model(SMOLLM2, root=tmp_path)
     assert np.array_equal(again.predict_proba(texts), probs)
     assert again.tally.asked == 0

@@ -53,6 +53,15 @@ def test_scores_and_next_token_are_transformers(pair):
     rows = [lm._prompt_ids(DEFAULT_TEMPLATE.replace("{text}", s), True, None)
             for s in SENTENCES]
     assert (ct2.next_logprobs(rows) - lm.next_logprobs(rows)).abs().max() < 1e-3
+    # a label word's second token read in the same row as its first (the LLM classifier)
+    neutral = lm.tokenizer("Neutral", add_special_tokens=False)["input_ids"]
+    assert len(neutral) == 2
+    for engine in (lm, ct2):
+        both = engine.last_logprobs([row + neutral[:1] for row in rows], 2)
+        assert both.shape == (len(rows), 2, len(lm.tokenizer))
+        assert (both[:, 0] - engine.next_logprobs(rows)).abs().max() < 1e-4
+        assert (both[:, 1] - engine.next_logprobs([r + neutral[:1] for r in rows])
+                ).abs().max() < 1e-4
 
 
 def test_copy_is_made_once_and_checked_on_open(pair, caplog):

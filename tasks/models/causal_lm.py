@@ -182,10 +182,15 @@ class CausalLM:
         return [picked[i, : len(r) - 1].cpu() for i, r in enumerate(rows)]
 
     def next_logprobs(self, rows: list[list[int]]) -> torch.Tensor:
-        """log p(next token | row) for each row of token ids (a float64 (rows, vocab)
-        tensor): one left-padded forward pass keeping only the last position's logits, so no
-        vocabulary-wide softmax is paid for every prompt token (an LLM classifier's label
-        words after its prompt)."""
+        """log p(next token | row) for each row of token ids, a float64 (rows, vocab) tensor
+        (``last_logprobs`` at the last position)."""
+        return self.last_logprobs(rows, 1)[:, 0]
+
+    def last_logprobs(self, rows: list[list[int]], last: int) -> torch.Tensor:
+        """log p(next token | row[:len(row) - last + 1 + k]) for k < ``last``, a float64
+        (rows, last, vocab) tensor: one left-padded forward pass keeping only the last
+        ``last`` positions' logits, so no vocabulary-wide softmax is paid for every prompt
+        token (an LLM classifier's label words, teacher-forced after its prompt)."""
         width = max(len(r) for r in rows)
         pad = self.tokenizer.pad_token_id
         ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=self.device)
@@ -194,7 +199,7 @@ class CausalLM:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         with self._lock, torch.inference_mode():
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                logits_to_keep=1).logits[:, -1]
+                                logits_to_keep=last).logits[:, -last:]
         return torch.log_softmax(logits.double(), dim=-1).cpu()
 
     def score(self, texts: list[str], batch_size: int = 16) -> np.ndarray:

@@ -54,6 +54,9 @@ SCORINGS = ("auto", "logprobs", "text", "next-token")
 TOP_LOGPROBS = 20   # OpenAI's largest top_logprobs
 ANSWER_TOKENS = 16  # a one-word answer, or a short sentence that leads in to the label
 ANSWERS_DB = Path("data") / "cache" / "llm-answers.sqlite"
+# How a local LM's label words are read (part of its answer-store key: another reading, other
+# last bits): one row per longest token prefix of the spellings, read at each position.
+LABEL_ROWS = "per longest prefix"
 SERVED_FORMS = ("openai", "openai-chat", "ollama")
 LOCAL_LM_FORMS = ("hf", "hub", "folder")
 _OPENERS = " \t\n\"'*`([:"  # what may precede the label word in an answer
@@ -216,6 +219,20 @@ class Tally:
                 "mean label mass": round(float(np.mean(mass)), 4) if mass else None}
 
 
+def label_rows(token_ids: list[tuple[int, ...]]
+               ) -> tuple[list[tuple[int, ...]], int, dict[tuple[int, ...], tuple[int, int]]]:
+    """How to read label spellings of ``token_ids`` teacher-forced after a prompt: the rows
+    to run (each prompt + one longest token prefix), how many last positions to keep, and
+    for each prefix its (row, kept position) holding log p(next token | prompt + prefix)."""
+    prefixes = list(dict.fromkeys(ids[:j] for ids in token_ids for j in range(len(ids))))
+    longest = [p for p in prefixes
+               if not any(len(q) > len(p) and q[:len(p)] == p for q in prefixes)]
+    last = max(map(len, longest)) + 1
+    return longest, last, {p: next((k, last - 1 - len(m) + len(p))
+                                   for k, m in enumerate(longest) if m[:len(p)] == p)
+                           for p in prefixes}
+
+
 class LLMClassifier(SentimentModel):
     """An LLM asked to label each text (see the module docstring)."""
 
@@ -274,6 +291,7 @@ class LLMClassifier(SentimentModel):
                 "revision": self.revision, **self.prompting.describe(), **served,
                 "answer_tokens": None if self.local else ANSWER_TOKENS,
                 "top_logprobs": None if self.local else TOP_LOGPROBS,
+                **({"label_rows": LABEL_ROWS} if self.local else {}),
                 **({"engine": engine} if engine else {})}
 
     def engine(self) -> dict[str, str] | None:
@@ -325,23 +343,26 @@ class LLMClassifier(SentimentModel):
 
     def _local_answers(self, prompts: list[str], batch: int = 8) -> dict[str, str]:
         """Label log-probabilities of each prompt from the local LM, stored per batch: each
-        spelling's tokens teacher-forced after the prompt, one row per distinct token prefix
-        of the spellings (one row per prompt when every spelling is one token)."""
+        spelling's tokens teacher-forced after the prompt. One row per prompt and longest
+        token prefix of the spellings (``LABEL_ROWS``), read at each of its last positions:
+        one row per prompt when the multi-token spellings share their prefixes (SmolLM2's
+        "Neutral" is two tokens, "neutral" one: one row, where one per prefix took two)."""
         lm = self._lm()
         spellings = [(label, variant) for label, ws in self.prompting.words.items()
                      for w in ws for variant in dict.fromkeys((w, w[:1].upper() + w[1:]))]
         token_ids = [tuple(lm.tokenizer(v, add_special_tokens=False)["input_ids"])
                      for _, v in spellings]
-        prefixes = list(dict.fromkeys(ids[:j] for ids in token_ids for j in range(len(ids))))
+        longest, last, read_at = label_rows(token_ids)
         chat = bool(lm.tokenizer.chat_template)
         got: dict[str, str] = {}
         for start in range(0, len(prompts), batch):
             chunk = prompts[start:start + batch]
             heads = [lm._prompt_ids(p, chat=chat, system=None) for p in chunk]
-            nexts = lm.next_logprobs([head + list(pre) for head in heads for pre in prefixes])
+            reads = lm.last_logprobs([head + list(m) for head in heads for m in longest], last)
             fresh = {}
             for n, prompt in enumerate(chunk):
-                row = {pre: nexts[n * len(prefixes) + k] for k, pre in enumerate(prefixes)}
+                row = {pre: reads[n * len(longest) + k, at]
+                       for pre, (k, at) in read_at.items()}
                 scores: dict[str, list[float]] = {}
                 for (label, _), ids in zip(spellings, token_ids):
                     scores.setdefault(label, []).append(

@@ -244,13 +244,14 @@ class CT2CausalLM(CausalLM):
                                                max_input_length=0)
         return [torch.tensor(f.log_probs, dtype=torch.float32) for f in found]
 
-    def next_logprobs(self, rows: list[list[int]]) -> torch.Tensor:
-        """log p(next token | row) for each row, a float64 (rows, vocab) tensor (what
-        ``CausalLM.next_logprobs`` gives on transformers)."""
+    def last_logprobs(self, rows: list[list[int]], last: int) -> torch.Tensor:
+        """As ``CausalLM.last_logprobs``: the last ``last`` positions of each row, a float64
+        (rows, last, vocab) tensor."""
         with self._lock:
-            logits = self.generator.forward_batch(rows)
-        last = np.asarray(logits)[np.arange(len(rows)), [len(r) - 1 for r in rows]]
-        return torch.log_softmax(torch.from_numpy(last).double(), dim=-1)
+            logits = np.asarray(self.generator.forward_batch(rows))
+        at = np.array([range(len(r) - last, len(r)) for r in rows])
+        kept = logits[np.arange(len(rows))[:, None], at]
+        return torch.log_softmax(torch.from_numpy(kept).double(), dim=-1)
 
     def parameters(self) -> dict[str, object]:
         """The transformers record, plus the engine, its version, precision (the dtype is
