@@ -46,12 +46,24 @@ $(SERVERS): $(STAMP)
 	$(BIN)/python -m pip install --quiet -c $(LOCK) $(LLAMA_SERVER)
 	touch $(SERVERS)
 
+# After `data`, two arms of the stage graph that share no stage reproduce side by side: DVC
+# releases its repo lock while a stage's command runs (`--wait-for-lock` waits for it rather
+# than failing), so one arm's single-thread stages (the fine-tunings) use the core the other
+# leaves. The last `dvc repro` runs whatever the arms left (nothing: tests/test_dvc_deps.py
+# checks that they cover every stage and that neither reads the other's outputs).
+ARM_1 := train-sentiment capabilities adaptive adaptive-debug
+ARM_2 := contrastive repair consistency
+DVC := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc
+
 # With a default DVC remote (`dvc remote add -d …`), first fetch what it holds, so a new host
 # reproduces only what nobody has pushed yet.
 run: install
-	if $(BIN)/dvc remote default >/dev/null 2>&1; then \
-		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc pull --allow-missing; fi
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	if $(BIN)/dvc remote default >/dev/null 2>&1; then $(DVC) pull --allow-missing; fi
+	$(DVC) repro data
+	$(DVC) --wait-for-lock repro $(ARM_1) & arm_1=$$!; \
+		$(DVC) --wait-for-lock repro $(ARM_2); arm_2=$$?; \
+		wait $$arm_1 && test $$arm_2 -eq 0
+	$(DVC) repro
 
 test: install $(SERVERS)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25

@@ -195,3 +195,40 @@ def test_a_method_stage_contract_is_named_after_the_stage(stage) -> None:
     method = stage_method(stage)
     if method is not None:
         assert method.stage == stage and method.contract.method == stage
+
+
+def _outs() -> dict[str, list[str]]:
+    stages = yaml.safe_load((PACKAGE_ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    return {name: [str(next(iter(o))) if isinstance(o, dict) else str(o)
+                   for o in stage.get("outs", [])] for name, stage in stages.items()}
+
+
+def _make_arms() -> list[set[str]]:
+    """The Makefile's ARM_n stage lists (`make run` reproduces them side by side)."""
+    lines = (PACKAGE_ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
+    return [set(line.split(":=", 1)[1].split()) for line in lines if line.startswith("ARM_")]
+
+
+def test_make_runs_arms_that_cover_every_stage_and_read_nothing_of_each_other() -> None:
+    """`make run`'s arms run side by side after `data`: together with it they are every stage,
+    and no stage of one arm reads (transitively) an output of a stage of the other."""
+    deps, outs = _deps(), _outs()
+    upstream = {stage: {other for other in outs if other != stage and any(
+        _covered(dep, outs[other]) or any(_covered(out, [dep]) for out in outs[other])
+        for dep in deps[stage])} for stage in deps}
+
+    def ancestors(stage: str) -> set[str]:
+        found, todo = set(), [stage]
+        while todo:
+            for parent in upstream[todo.pop()] - found:
+                found.add(parent)
+                todo.append(parent)
+        return found
+
+    arms = _make_arms()
+    assert len(arms) == 2 and not arms[0] & arms[1]
+    assert {"data"} | arms[0] | arms[1] == set(deps)
+    assert ancestors("capabilities") == {"data", "train-sentiment"}  # the reading works
+    for arm, other in ((arms[0], arms[1]), (arms[1], arms[0])):
+        for stage in arm:
+            assert not ancestors(stage) & other, (stage, ancestors(stage) & other)
