@@ -49,8 +49,10 @@ $(SERVERS): $(STAMP)
 # After `data`, two arms of the stage graph that share no stage reproduce side by side: DVC
 # releases its repo lock while a stage's command runs (`--wait-for-lock` waits for it rather
 # than failing), so one arm's single-thread stages (the fine-tunings) use the core the other
-# leaves. The last `dvc repro` runs whatever the arms left (nothing: tests/test_dvc_deps.py
-# checks that they cover every stage and that neither reads the other's outputs).
+# leaves. Each arm runs its stages in the order listed and checks no stage upstream (`-s`:
+# both would lock `data`'s outputs to check it). The last `dvc repro` runs whatever the arms
+# left (nothing: tests/test_dvc_deps.py checks that they cover every stage, in an order that
+# follows the graph, and that neither reads the other's outputs).
 ARM_1 := train-sentiment capabilities adaptive adaptive-debug
 ARM_2 := contrastive repair consistency
 DVC := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc
@@ -60,8 +62,8 @@ DVC := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc
 run: install
 	if $(BIN)/dvc remote default >/dev/null 2>&1; then $(DVC) pull --allow-missing; fi
 	$(DVC) repro data
-	$(DVC) --wait-for-lock repro $(ARM_1) & arm_1=$$!; \
-		$(DVC) --wait-for-lock repro $(ARM_2); arm_2=$$?; \
+	$(DVC) --wait-for-lock repro -s $(ARM_1) & arm_1=$$!; \
+		$(DVC) --wait-for-lock repro -s $(ARM_2); arm_2=$$?; \
 		wait $$arm_1 && test $$arm_2 -eq 0
 	$(DVC) repro
 

@@ -203,15 +203,17 @@ def _outs() -> dict[str, list[str]]:
                    for o in stage.get("outs", [])] for name, stage in stages.items()}
 
 
-def _make_arms() -> list[set[str]]:
+def _make_arms() -> list[list[str]]:
     """The Makefile's ARM_n stage lists (`make run` reproduces them side by side)."""
     lines = (PACKAGE_ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
-    return [set(line.split(":=", 1)[1].split()) for line in lines if line.startswith("ARM_")]
+    return [line.split(":=", 1)[1].split() for line in lines if line.startswith("ARM_")]
 
 
 def test_make_runs_arms_that_cover_every_stage_and_read_nothing_of_each_other() -> None:
-    """`make run`'s arms run side by side after `data`: together with it they are every stage,
-    and no stage of one arm reads (transitively) an output of a stage of the other."""
+    """`make run`'s arms run side by side after `data`, each stage by stage in its order
+    (`dvc repro -s`: no upstream check): together with `data` they are every stage, a stage
+    comes after every stage of its arm it reads, and no stage of one arm reads
+    (transitively) an output of a stage of the other."""
     deps, outs = _deps(), _outs()
     upstream = {stage: {other for other in outs if other != stage and any(
         _covered(dep, outs[other]) or any(_covered(out, [dep]) for out in outs[other])
@@ -226,9 +228,11 @@ def test_make_runs_arms_that_cover_every_stage_and_read_nothing_of_each_other() 
         return found
 
     arms = _make_arms()
-    assert len(arms) == 2 and not arms[0] & arms[1]
-    assert {"data"} | arms[0] | arms[1] == set(deps)
+    first, second = map(set, arms)
+    assert len(arms) == 2 and not first & second
+    assert {"data"} | first | second == set(deps)
     assert ancestors("capabilities") == {"data", "train-sentiment"}  # the reading works
-    for arm, other in ((arms[0], arms[1]), (arms[1], arms[0])):
-        for stage in arm:
+    for arm, other in ((arms[0], second), (arms[1], first)):
+        for at, stage in enumerate(arm):
             assert not ancestors(stage) & other, (stage, ancestors(stage) & other)
+            assert ancestors(stage) & set(arm) <= set(arm[:at]), (stage, arm)
