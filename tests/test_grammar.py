@@ -171,7 +171,7 @@ def test_benepar_without_its_model_names_the_download():
         pytest.skip("benepar_en3 is installed here: the offline error cannot occur")
     except LookupError:
         pass
-    with pytest.raises(LingtestError, match=r"python -m benepar\.download benepar_en3"):
+    with pytest.raises(LingtestError, match=r"import benepar; benepar\.download\('benepar_en3'\)"):
         parse_benepar([(["Or", "both", "."], ["CC", "DT", "."])])
 
 

@@ -101,7 +101,8 @@ class HubLabelClassifier:
     BATCH = 32
 
     def __init__(self, ref: ModelRef, offline: bool):
-        from tasks.models.registry import hub_offline, resolve, transformers_classes
+        from tasks.models.registry import (hub_offline, loaded_revision, resolve,
+                                           transformers_classes)
 
         auto_model, auto_tokenizer = transformers_classes(
             "AutoModelForSequenceClassification", "AutoTokenizer")
@@ -118,7 +119,7 @@ class HubLabelClassifier:
         id2label = self.model.config.id2label
         self.labels = tuple(str(id2label[i]) for i in sorted(id2label, key=int))
         self.model_id, self.spec = ref.name, ref.bare
-        self.revision = res.revision or getattr(self.model.config, "_commit_hash", None)
+        self.revision = loaded_revision(res, self.model.config)
 
     def predict_with_probabilities(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
         import torch

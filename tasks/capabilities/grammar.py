@@ -374,7 +374,8 @@ def bracket_f1(gold_trees: Sequence[Node | str],
 def parse_benepar(sentences: Sequence[tuple[Sequence[str], Sequence[str]]],
                   model: str = "benepar_en3") -> list[Node]:
     """Parse (words, tags) sentences with benepar, as the paper did (``parser: benepar``)."""
-    fix = f"python -m benepar.download {model}, or set capabilities.parser=pcfg"
+    fix = (f"python -c \"import benepar; benepar.download('{model}')\", or set "
+           f"capabilities.parser=pcfg")
     try:
         import benepar
     except ImportError as exc:

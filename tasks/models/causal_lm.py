@@ -31,8 +31,8 @@ from tasks.core.errors import LingtestError
 from tasks.core.io import held_flock
 from tasks.models.encoders import pick_device
 from tasks.models.json_stop import JSONAnswerStop, json_end, looping
-from tasks.models.registry import (Resolution, assemble_gguf, hub_offline, lingtest_cache, resolve,
-                                   transformers_classes)
+from tasks.models.registry import (Resolution, assemble_gguf, hub_offline, lingtest_cache,
+                                   loaded_revision, resolve, transformers_classes)
 
 log = logging.getLogger(__name__)
 _CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
@@ -70,7 +70,7 @@ class CausalLM:
         self.tokenizer = tokenizer
         self.device = device
         self.load_seconds = load_seconds
-        self.revision = resolution.revision or getattr(model.config, "_commit_hash", None)
+        self.revision = loaded_revision(resolution, model.config)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self._start = self._start_ids()

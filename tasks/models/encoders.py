@@ -36,8 +36,8 @@ from tasks.core.errors import LingtestError
 from tasks.models import encoder_paths as paths
 from tasks.models.pooling import POOLING_MODES, parse_pooling
 from tasks.models.registry import (
-    PLAIN_HF_POOLING, Resolution, hub_offline, pooling_from_files, resolve, transformer_dir,
-    transformers_classes,
+    PLAIN_HF_POOLING, Resolution, hub_offline, loaded_revision, pooling_from_files, resolve,
+    transformer_dir, transformers_classes,
 )
 
 log = logging.getLogger(__name__)
@@ -141,8 +141,7 @@ class Encoder:
         self.lowercase = lowercase
         pass_rows(1, pass_tokens)  # refuse a bad floor at load, not at the first call
         self.pass_tokens = pass_tokens
-        commit = getattr(model.config, "_commit_hash", None)
-        self.revision = resolution.revision or commit  # hub: the commit actually loaded
+        self.revision = loaded_revision(resolution, model.config)  # hub: the commit loaded
         self.dim = int(model.config.hidden_size)
         self.precision, self.backend = paths.require_path(precision, backend, device)
         self._onnx = paths.LazyOnnx()

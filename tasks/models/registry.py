@@ -316,6 +316,19 @@ def hub_cache_snapshot(repo_id: str, cache_dir: str | os.PathLike | None = None)
     return Path(found).parent if isinstance(found, str) else None
 
 
+def loaded_revision(res: Resolution, config) -> str | None:
+    """The revision of the weights just loaded for ``res``: its own; for a hub load, the
+    commit transformers < 5 put on the config, else the cached snapshot ``from_pretrained``
+    read (transformers 5 records no commit)."""
+    if res.revision or res.source != "hub":
+        return res.revision
+    commit = getattr(config, "_commit_hash", None)
+    if commit:
+        return commit
+    snapshot = hub_cache_snapshot(res.model_id)
+    return snapshot.name if snapshot is not None else None
+
+
 def lingtest_cache() -> Path:
     """``$LINGTEST_CACHE``, default ``~/.cache/lingtest`` (shared by every project of the user,
     like the Hugging Face cache)."""

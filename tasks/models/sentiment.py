@@ -346,7 +346,8 @@ def load_hf_classifier(model_id: str, offline: bool = True,
     """A Hugging Face sequence-classification checkpoint via the registry (offline: packaged,
     cached or local only; a missing one is the registry's error with the fix), named
     ``name`` (default: its id) and read through ``label_map`` when given."""
-    from tasks.models.registry import hub_offline, resolve, transformers_classes
+    from tasks.models.registry import (hub_offline, loaded_revision, resolve,
+                                       transformers_classes)
 
     AutoModelForSequenceClassification, AutoTokenizer = transformers_classes(
         "AutoModelForSequenceClassification", "AutoTokenizer")
@@ -362,7 +363,7 @@ def load_hf_classifier(model_id: str, offline: bool = True,
                             f"load: {exc}") from exc
     labels, groups = label_order(model.config.id2label, name or res.model_id, label_map)
     limit = tokenizer.model_max_length if tokenizer.model_max_length < 100_000 else 512
-    revision = res.revision or getattr(model.config, "_commit_hash", None)
+    revision = loaded_revision(res, model.config)
     classifier = TorchClassifier(name or res.model_id, revision, labels, model, tokenizer, groups,
                                  min(int(limit), 512), neutral_band=neutral_band, hf_logits=True,
                                  pass_tokens=pass_tokens, precision=precision, backend=backend)
