@@ -310,8 +310,13 @@ def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
         with hub_offline(offline):
             tokenizer = AutoTokenizer.from_pretrained(source, subfolder=subfolder,
                                                       local_files_only=offline)
-            model = AutoModel.from_pretrained(source, subfolder=subfolder,
-                                              local_files_only=offline)
+            # weights the checkpoint lacks (a RoBERTa pooler) are drawn from one seed, so
+            # every load of a revision is the same model even where they are used
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                model, loading = AutoModel.from_pretrained(
+                    source, subfolder=subfolder, local_files_only=offline,
+                    output_loading_info=True)
     except (OSError, ValueError) as exc:
         raise LingtestError(f"model `{res.model_id}` ({res.source}, {source}) failed to load: "
                             f"{exc}") from exc
@@ -319,8 +324,13 @@ def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
     if pooling is not None:
         parse_pooling(pooling)  # a clear error before any embedding
     chosen = pooling or (pooling_from_files(folder) if folder is not None else PLAIN_HF_POOLING)
-    if chosen == PLAIN_HF_POOLING:  # COSTELLO: the pooler when the architecture has one
+    if chosen == PLAIN_HF_POOLING:  # COSTELLO: the pooler when the checkpoint trained one
         chosen = "pooler" if getattr(model, "pooler", None) is not None else "cls"
+        if chosen == "pooler" and untrained_pooler(loading):
+            log.info("%s: its checkpoint has no pooler weights: [CLS] pooling (the paper's "
+                     "code pools through a random pooler; contrastive.pooling: pooler does, "
+                     "seeded)", res.model_id)
+            chosen = "cls"
     st_max, lowercase = _st_settings(folder) if folder is not None else (None, False)
     limit = tokenizer.model_max_length if tokenizer.model_max_length < 100_000 else None
     own = st_max or min(limit or DEFAULT_MAX_LENGTH, DEFAULT_MAX_LENGTH)
@@ -333,6 +343,13 @@ def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
                    max_length_set=max_length is not None,
                    pass_tokens=PASS_TOKENS if pass_tokens is None else pass_tokens,
                    precision=precision, backend=backend)
+
+
+def untrained_pooler(loading: dict) -> bool:
+    """Whether ``from_pretrained``'s loading info says the pooler was not in the checkpoint
+    (RoBERTa checkpoints have none: transformers initialises one at random)."""
+    return any(key.split(".")[0] == "pooler" or ".pooler." in key
+               for key in loading.get("missing_keys", ()))
 
 
 def _hub_st_folder(model_id: str) -> Path | None:
