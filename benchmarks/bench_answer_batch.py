@@ -44,6 +44,17 @@ def stored_answers(engine: str) -> dict[str, str]:
     return dict(rows)
 
 
+def suite_prompts(count: int) -> list[str]:
+    """The committed suite's first ``count`` distinct prompts, in the stage's order."""
+    return list(dict.fromkeys(pd.read_parquet(QUERIES)["prompt"]))[:count]
+
+
+def local_llm(batch_size: int, engine: str = "ctranslate2", new_tokens: int = 256):
+    """The packaged SmolLM2 as the consistency stage loads it (greedy, on the CPU)."""
+    return load_llm(DEFAULT_LOCAL_MODEL, LLMSettings(
+        max_new_tokens=new_tokens, batch_size=batch_size, device="cpu", lm_engine=engine))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=64)
@@ -54,14 +65,12 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=256)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    prompts = list(dict.fromkeys(pd.read_parquet(QUERIES)["prompt"]))[:args.prompts]
+    prompts = suite_prompts(args.prompts)
     stored = stored_answers(args.engine)
     load = os.getloadavg()[0]
     rows, baseline = [], None
     for size in args.batches:
-        llm = load_llm(DEFAULT_LOCAL_MODEL, LLMSettings(
-            max_new_tokens=args.new_tokens, batch_size=size, device="cpu",
-            lm_engine=args.engine))
+        llm = local_llm(size, args.engine, args.new_tokens)
         tokenizer = llm.lm.tokenizer
         began = time.perf_counter()
         answers = [r.text or "" for r in llm.answer(prompts)]

@@ -27,7 +27,7 @@ import torch
 
 from tasks.models.causal_lm import load_causal_lm
 from tasks.models.llm import DEFAULT_LOCAL_MODEL
-from tasks.models.llm_classifier import DEFAULT_TEMPLATE, label_rows
+from tasks.models.llm_classifier import DEFAULT_TEMPLATE, label_rows, spelled_logprobs
 from tasks.models.lm_engines import on_engine
 
 WORDS = {"neg": "negative", "neutral": "neutral", "pos": "positive"}
@@ -42,11 +42,7 @@ def label_probs(logp: dict[tuple, dict[tuple, np.ndarray]], heads, spelled) -> n
     """(texts, labels) probabilities from each text's next-token log-probs per prefix."""
     out = []
     for n in range(len(heads)):
-        scores: dict[str, list[float]] = {}
-        for label, ids in spelled:
-            scores.setdefault(label, []).append(
-                sum(float(logp[n][ids[:j]][tok]) for j, tok in enumerate(ids)))
-        per = np.array([np.logaddexp.reduce(v) for v in scores.values()])
+        per = np.array(list(spelled_logprobs(logp[n], spelled).values()))
         out.append(np.exp(per - np.logaddexp.reduce(per)))
     return np.array(out)
 

@@ -31,15 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def answers(prompts: int) -> None:
-    import pandas as pd
+    """bench_answer_batch's work at the stage's batch size (32)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_answer_batch import local_llm, suite_prompts
 
-    from tasks.models.llm import DEFAULT_LOCAL_MODEL, LLMSettings, load_llm
-
-    queries = pd.read_parquet(ROOT / "data" / "interim" / "consistency" / "queries.parquet")
-    chosen = list(dict.fromkeys(queries["prompt"]))[:prompts]
-    llm = load_llm(DEFAULT_LOCAL_MODEL, LLMSettings(
-        max_new_tokens=256, batch_size=32, device="cpu", lm_engine="ctranslate2"))
-    llm.answer(chosen)
+    local_llm(32).answer(suite_prompts(prompts))
 
 
 def embedding(texts: int) -> None:

@@ -28,9 +28,16 @@ MODEL_PARAMS = {"capabilities": ("models.names", "models.label_map"),
                 "consistency": ("models.names",), "repair": ("models.names",)}
 
 
-def _deps() -> dict[str, list[str]]:
+def _paths(field: str) -> dict[str, list[str]]:
+    """Per dvc.yaml stage, the paths listed under ``field`` (deps or outs; an out with
+    options is a one-key mapping)."""
     stages = yaml.safe_load((PACKAGE_ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-    return {name: [str(d) for d in stage.get("deps", [])] for name, stage in stages.items()}
+    return {name: [str(next(iter(p))) if isinstance(p, dict) else str(p)
+                   for p in stage.get(field, [])] for name, stage in stages.items()}
+
+
+def _deps() -> dict[str, list[str]]:
+    return _paths("deps")
 
 
 def _covered(path: str, deps: list[str]) -> bool:
@@ -198,9 +205,7 @@ def test_a_method_stage_contract_is_named_after_the_stage(stage) -> None:
 
 
 def _outs() -> dict[str, list[str]]:
-    stages = yaml.safe_load((PACKAGE_ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-    return {name: [str(next(iter(o))) if isinstance(o, dict) else str(o)
-                   for o in stage.get("outs", [])] for name, stage in stages.items()}
+    return _paths("outs")
 
 
 def _make_arms() -> list[list[str]]:

@@ -33,6 +33,7 @@ import json
 import math
 import re
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,18 @@ def label_rows(token_ids: list[tuple[int, ...]]
                            for p in prefixes}
 
 
+def spelled_logprobs(next_logp: Mapping[tuple[int, ...], np.ndarray],
+                     spelled: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str, float]:
+    """Per label, log P(any of its spellings | prompt): each spelling's tokens scored
+    teacher-forced (``next_logp[prefix]``: log p(next token | prompt + prefix)), its
+    spellings' probabilities summed."""
+    scores: dict[str, list[float]] = {}
+    for label, ids in spelled:
+        scores.setdefault(label, []).append(
+            sum(float(next_logp[ids[:j]][tok]) for j, tok in enumerate(ids)))
+    return {label: float(np.logaddexp.reduce(v)) for label, v in scores.items()}
+
+
 class LLMClassifier(SentimentModel):
     """An LLM asked to label each text (see the module docstring)."""
 
@@ -363,12 +376,8 @@ class LLMClassifier(SentimentModel):
             for n, prompt in enumerate(chunk):
                 row = {pre: reads[n * len(longest) + k, at]
                        for pre, (k, at) in read_at.items()}
-                scores: dict[str, list[float]] = {}
-                for (label, _), ids in zip(spellings, token_ids):
-                    scores.setdefault(label, []).append(
-                        sum(float(row[ids[:j]][tok]) for j, tok in enumerate(ids)))
-                fresh[prompt] = json.dumps({"label_logprobs": {
-                    label: float(np.logaddexp.reduce(v)) for label, v in scores.items()}})
+                fresh[prompt] = json.dumps({"label_logprobs": spelled_logprobs(
+                    row, [(label, ids) for (label, _), ids in zip(spellings, token_ids)])})
             self._store.save_classifier_answers(self._model_key, fresh)
             got.update(fresh)
         return got
