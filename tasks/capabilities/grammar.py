@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -382,12 +384,52 @@ def parse_benepar(sentences: Sequence[tuple[Sequence[str], Sequence[str]]],
         raise LingtestError(f"capabilities.parser=benepar needs the benepar package; "
                             f"fix: pip install benepar && {fix}") from exc
     try:
-        parser = benepar.Parser(model)
+        with _benepar_special_tokens():
+            parser = benepar.Parser(model)
     except LookupError as exc:
         raise LingtestError(f"capabilities.parser=benepar: the model `{model}` is not "
                             f"installed; fix: {fix}") from exc
     inputs = [benepar.InputSentence(words=list(w), tags=list(t)) for w, t in sentences]
     return [_from_nltk(tree) for tree in parser.parse_sents(inputs)]
+
+
+_SHIM_LOCK = threading.Lock()
+
+
+def _special_tokens_around(tokenizer: Any, ids: list[int], pair: list[int] | None = None
+                           ) -> list[int]:
+    """``ids`` framed by the special tokens ``tokenizer`` adds to one sequence, read off its
+    own encoding of a word with and without them (what transformers 4's
+    ``build_inputs_with_special_tokens`` returned: T5 ``ids + [</s>]``, BERT ``[CLS] ids
+    [SEP]``)."""
+    if pair is not None:
+        raise NotImplementedError("benepar frames single sequences only")
+    bare = tokenizer("a", add_special_tokens=False)["input_ids"]
+    framed = tokenizer("a")["input_ids"]
+    start = next(i for i in range(len(framed) - len(bare) + 1)
+                 if framed[i:i + len(bare)] == bare)
+    return framed[:start] + list(ids) + framed[start + len(bare):]
+
+
+@contextmanager
+def _benepar_special_tokens() -> Iterator[None]:
+    """benepar 0.2.0 finds where a model's start and stop tokens sit by calling
+    ``tokenizer.build_inputs_with_special_tokens([-100])`` once, as it builds its
+    ``Retokenizer`` (benepar/retokenization.py:113); transformers 5 removed that method from
+    its tokenizers, so every benepar model failed to load. While a parser is built, the
+    tokenizer class gets it back (``_special_tokens_around``), and loses it afterwards; with
+    a transformers that still has it, nothing is changed."""
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    with _SHIM_LOCK:
+        if hasattr(TokenizersBackend, "build_inputs_with_special_tokens"):
+            yield
+            return
+        TokenizersBackend.build_inputs_with_special_tokens = _special_tokens_around
+        try:
+            yield
+        finally:
+            del TokenizersBackend.build_inputs_with_special_tokens
 
 
 def _from_nltk(tree: Any) -> Node:
