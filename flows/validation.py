@@ -94,7 +94,9 @@ def hub_notice(rows: list[dict], reachable=None) -> str | None:
 
     needed: dict[str, list[str]] = {}
     for row in rows:
-        if row.get("source") == "hub" and hub_cache_snapshot(row["id"]) is None:
+        # a hub row's path is the hub id it resolved to: a spec such as seq2seq:<id> or an
+        # alias is not the name the cache knows
+        if row.get("source") == "hub" and hub_cache_snapshot(row.get("path") or row["id"]) is None:
             needed.setdefault(row["key"], []).append(row["id"])
     if not needed:
         return None

@@ -35,7 +35,7 @@ class Seq2SeqLLM:
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
         from tasks.models.encoders import pick_device
-        from tasks.models.registry import resolve
+        from tasks.models.registry import loaded_revision, resolve
 
         self.model_id, self.name, self.settings = ref.bare, ref.name, settings
         self.resolution = resolve(ref.target, "seq2seq", offline=settings.offline).require()
@@ -48,6 +48,7 @@ class Seq2SeqLLM:
             raise LingtestError(f"consistency.llms: `{ref.spec}` is no loadable seq2seq "
                                 f"model ({error}); fix: a folder or hub id of an "
                                 "encoder-decoder model such as T5") from None
+        self.revision = loaded_revision(self.resolution, self.model.config)  # hub: the commit
         self.device = pick_device(settings.device)
         self.model.to(self.device).eval()
         self._lock = threading.Lock()
@@ -59,7 +60,7 @@ class Seq2SeqLLM:
         """What fixes the answers: revision, greedy decoding, cap, stop rule, batch size."""
         return {"backend": "transformers-seq2seq", "spec": self.model_id,
                 "model_id": self.resolution.model_id, "source": self.resolution.source,
-                "revision": self.resolution.revision, "gguf_file": None, "dtype":
+                "revision": self.revision, "gguf_file": None, "dtype":
                 str(self.model.dtype).removeprefix("torch."),
                 "architecture": type(self.model).__name__,
                 "decoding": {"strategy": "greedy", "do_sample": False, "num_beams": 1},
@@ -91,4 +92,4 @@ class Seq2SeqLLM:
                                  self._generate, on_answer)
 
     def __repr__(self) -> str:
-        return f"Seq2SeqLLM({self.model_id!r}, {self.resolution.revision!r})"
+        return f"Seq2SeqLLM({self.model_id!r}, {self.revision!r})"
