@@ -54,6 +54,10 @@ def test_queries_responses_verdicts_and_reports(consistency_run) -> None:
     workspace, _, first, url, path = consistency_run
     arrays = _arrays(workspace)
     assert sorted(arrays) == ["user-00", "user-01"]
+    # the run record DVC tracks names the database as on every machine
+    record = json.loads((workspace.data / "consistency" / "last-run.json").read_text())
+    assert record["database"] == "sqlite:///<root>/data/consistency/results.sqlite"
+    assert first["database"] == url
     for question_id, array in arrays.items():
         assert not array[0].any()  # row 0: the original question
         ipm = json.loads((workspace.interim / "consistency" / "ipm" /

@@ -27,7 +27,7 @@ from tasks.consistency.store import redact
 from tasks.core import io
 from tasks.core.config import Params
 from tasks.core.method import Method, Preparation, Unit, UnitResult, by_model
-from tasks.core.paths import Workspace
+from tasks.core.paths import Workspace, root_marked
 from tasks.core.publish import Figure, Report, provenance
 from tasks.core.runtime import git_commit
 from tasks.core.schema import Contract
@@ -345,7 +345,9 @@ class ConsistencyMethod(Method):
                "sent": int(sum(sent.values())), "sent_by_model": sent,
                "errors": int(sum(m["errors"] for m in models)),
                "database": redact(self._url())}
-        io.write_json(self.workspace.state / "consistency" / "last-run.json", out)
+        # the file DVC tracks names the database as on every machine (<root>/...)
+        io.write_json(self.workspace.state / "consistency" / "last-run.json",
+                      root_marked(out, self.workspace.root))
         return out
 
 
