@@ -48,13 +48,16 @@ $(SERVERS): $(STAMP)
 
 # After `data`, two arms of the stage graph that share no stage reproduce side by side: DVC
 # releases its repo lock while a stage's command runs (`--wait-for-lock` waits for it rather
-# than failing), so one arm's single-thread stages (the fine-tunings) use the core the other
-# leaves. Each arm runs its stages in the order listed and checks no stage upstream (`-s`:
-# both would lock `data`'s outputs to check it). The last `dvc repro` runs whatever the arms
-# left (nothing: tests/test_dvc_deps.py checks that they cover every stage, in an order that
-# follows the graph, and that neither reads the other's outputs).
-ARM_1 := train-sentiment capabilities adaptive adaptive-debug
+# than failing), so one arm's single-thread stages (the fine-tunings: train-sentiment,
+# adaptive-debug on threads, repair) use the core the other leaves. Each arm runs its stages
+# in the order listed and checks no stage upstream (`-s`: both would lock `data`'s outputs to
+# check it). Then the stages of AFTER_ARMS, which spread over both cores themselves
+# (capabilities on 2 Dask workers), run alone: `dvc repro` runs them and anything the arms
+# left (nothing: tests/test_dvc_deps.py checks that arms and AFTER_ARMS cover every stage, in
+# an order that follows the graph, and that neither arm reads the other's outputs).
+ARM_1 := train-sentiment adaptive-debug adaptive
 ARM_2 := contrastive repair consistency
+AFTER_ARMS := capabilities
 DVC := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc
 
 # With a default DVC remote (`dvc remote add -d …`), first fetch what it holds, so a new host

@@ -279,9 +279,10 @@ def test_debugging_stage_runs_the_protocol_end_to_end(data_project, debugging_ru
 @pytest.mark.slow
 def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
         data_project, base_classifier, debugging_run, tmp_path, dask_cluster) -> None:
-    """The AdaTest loop runs in the flow's process while the suite is built; the units
-    (one fine-tuning per model: ``runtime.shards=3`` splits none) on two worker processes
-    give the thread run's revisions, result rows, training tests and tables byte for byte."""
+    """The AdaTest loop (a task per topic and seed, on a worker while the suite is built)
+    and the units (one fine-tuning per model: ``runtime.shards=3`` splits none) on two
+    worker processes give the thread run's revisions, result rows, training tests and
+    tables byte for byte."""
     pytest.importorskip("prefect_dask")
     from flows.stage import run_stage
     from flows.registry import load_params
@@ -297,7 +298,11 @@ def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
     from tasks.adaptive.debug import DebuggingLoop
     units = DebuggingLoop(params, dask).units(pd.DataFrame())
     assert len(units) == 4 and {unit.shards for unit in units} == {1}  # no model trained twice
+    from test_contrastive_flow import latest_states
+
+    loops_before = len(latest_states("loop-t1@42", 100))  # the thread run's, in turn
     run_stage("adaptive-debug", params, dask)
+    assert latest_states("loop-t1@42", 100)[loops_before:] == ["Completed"]
     expected, found = (pd.read_parquet(w.interim / "adaptive-debug" / "results.parquet")
                        for w in (threads, dask))
     assert found["revision"].nunique() == 4

@@ -208,17 +208,17 @@ def _outs() -> dict[str, list[str]]:
     return _paths("outs")
 
 
-def _make_arms() -> list[list[str]]:
-    """The Makefile's ARM_n stage lists (`make run` reproduces them side by side)."""
+def _make_lists(prefix: str) -> list[list[str]]:
+    """The Makefile's stage lists whose variable names start with ``prefix``."""
     lines = (PACKAGE_ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
-    return [line.split(":=", 1)[1].split() for line in lines if line.startswith("ARM_")]
+    return [line.split(":=", 1)[1].split() for line in lines if line.startswith(prefix)]
 
 
 def test_make_runs_arms_that_cover_every_stage_and_read_nothing_of_each_other() -> None:
     """`make run`'s arms run side by side after `data`, each stage by stage in its order
-    (`dvc repro -s`: no upstream check): together with `data` they are every stage, a stage
-    comes after every stage of its arm it reads, and no stage of one arm reads
-    (transitively) an output of a stage of the other."""
+    (`dvc repro -s`: no upstream check), then AFTER_ARMS: together with `data` they are
+    every stage, a stage comes after every stage of its arm it reads, and no stage of one
+    arm reads (transitively) an output of a stage of the other."""
     deps, outs = _deps(), _outs()
     upstream = {stage: {other for other in outs if other != stage and any(
         _covered(dep, outs[other]) or any(_covered(out, [dep]) for out in outs[other])
@@ -232,10 +232,10 @@ def test_make_runs_arms_that_cover_every_stage_and_read_nothing_of_each_other() 
                 todo.append(parent)
         return found
 
-    arms = _make_arms()
+    arms, [after] = _make_lists("ARM_"), _make_lists("AFTER_ARMS")
     first, second = map(set, arms)
-    assert len(arms) == 2 and not first & second
-    assert {"data"} | first | second == set(deps)
+    assert len(arms) == 2 and not first & second and not (first | second) & set(after)
+    assert {"data"} | first | second | set(after) == set(deps)
     assert ancestors("capabilities") == {"data", "train-sentiment"}  # the reading works
     for arm, other in ((arms[0], second), (arms[1], first)):
         for at, stage in enumerate(arm):

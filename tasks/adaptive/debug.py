@@ -37,6 +37,7 @@ from tasks.adaptive.debug_protocol import (LoopSettings, NearestExampleOracle, T
                                            split_topic)
 from tasks.adaptive.tree import read_tree
 from tasks.capabilities.checklist_run import run_checklist, sample_suite
+from tasks.core.caching import NO_CACHE, task
 from tasks.core.cases import case_id, provenance_json
 from tasks.core.config import Params
 from tasks.core.errors import LingtestError
@@ -60,6 +61,12 @@ ADATEST, CHECKLIST_DATA, TREE = "adatest", "checklist-data", "adatest-tree"
 CHECKLIST, SST2, IMDB = "checklist", "sst2-validation", "imdb-contrast"
 RESULT_COLUMNS = ["case_id", "method", "model_id", "revision", "output", "verdict", "score",
                   "condition", "variant", "trained_topics", "train_seed", "set", "topic"]
+
+
+@task(name="adatest-loop", task_run_name="loop-t{i}@{seed}", cache_policy=NO_CACHE)
+def topic_loop(method: "DebuggingLoop", i: int, topic: str, seed: int) -> TopicRun:
+    """One topic's AdaTest loop as a task (``DebuggingLoop.run_loops``)."""
+    return method.topic_loop(i, topic, seed)
 
 
 def tree_training_set(tree_path: Path, topics: list[str],
@@ -296,7 +303,16 @@ class DebuggingLoop(Method):
                                    self.debug.neutral_band)
 
     def run_loops(self) -> None:
-        """The AdaTest condition's test–fix–retest loop per topic and training seed."""
+        """The AdaTest condition's test–fix–retest loop per topic and training seed, one
+        call each (``topic_loop``): each is seeded by its topic and seed alone, so the flow
+        spreads them over its worker processes, if any, with the same results."""
+        jobs = [(i, topic, seed) for i, topic in enumerate(self.debug.topics, start=1)
+                for seed in self.train_seeds]
+        runs = self.fan_out(topic_loop, [(self, *job) for job in jobs])
+        self.topic_runs = {(topic, seed): run for (_, topic, seed), run in zip(jobs, runs)}
+
+    def topic_loop(self, i: int, topic: str, seed: int) -> TopicRun:
+        """The AdaTest loop on topic ``i`` with training seed ``seed``."""
         from tasks.adaptive.generators import make_generator
         from tasks.adaptive.prompts import minilm_embed
 
@@ -304,26 +320,20 @@ class DebuggingLoop(Method):
         generator = make_generator(self.params.models.causal_lm, offline=offline,
                                    root=self.workspace.root, names=self.params.models.names)
         embed = minilm_embed(offline)
-        base = self.base_model()
         settings = LoopSettings(d.rounds, d.threshold, d.prompts, d.completions)
-        name = self.model_ref.name
-        for i, topic in enumerate(d.topics, start=1):
-            split = self.splits[topic]
-            with torch_threads(self.params.runtime.threads):
-                oracle = NearestExampleOracle(split, embed, self.params.seed, d.oracle_k,
-                                              d.oracle_similarity)
-            for seed in self.train_seeds:
-                fixes = iter(range(1, d.rounds + 1))
+        split, name, fixes = self.splits[topic], self.model_ref.name, iter(range(1, d.rounds + 1))
 
-                def fine_tune(tests: pd.DataFrame, seed=seed, i=i, fixes=fixes):
-                    return self.fine_tune(tests, seed, f"{name}+loop{i}r{next(fixes)}@{seed}")
+        def fine_tune(tests: pd.DataFrame) -> object:
+            return self.fine_tune(tests, seed, f"{name}+loop{i}r{next(fixes)}@{seed}")
 
-                log.info("adaptive-debug: AdaTest loop on `%s` (seed %d)", topic, seed)
-                # the LM, the encoder and the scoring on runtime.threads (2 threads on 2
-                # shared cores made SmolLM2's sampling 10-20x slower)
-                with torch_threads(self.params.runtime.threads):
-                    self.topic_runs[(topic, seed)] = debug_topic(
-                        split, base, fine_tune, generator, oracle, embed, settings, seed)
+        log.info("adaptive-debug: AdaTest loop on `%s` (seed %d)", topic, seed)
+        # the LM, the encoder and the scoring on runtime.threads (2 threads on 2 shared
+        # cores made SmolLM2's sampling 10-20x slower)
+        with torch_threads(self.params.runtime.threads):
+            oracle = NearestExampleOracle(split, embed, self.params.seed, d.oracle_k,
+                                          d.oracle_similarity)
+            return debug_topic(split, self.base_model(), fine_tune, generator, oracle, embed,
+                               settings, seed)
 
     def training_data(self, condition: str, tag: str, seed: int) -> pd.DataFrame:
         """What a model trained on before mixing: (text, label, topic, source, round)."""
