@@ -221,6 +221,21 @@ def encoder_pooling(folder: Path) -> tuple[str, str]:
     return pooling_from_files(folder), ""
 
 
+def checkpoint_pooling(folder: Path) -> str:
+    """What ``PLAIN_HF_POOLING`` becomes when a plain HF folder loads (as ``load_encoder``
+    decides it): the pooler when the checkpoint holds the pooler's weights, else [CLS]."""
+    from safetensors import safe_open
+
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        keys = list(json.loads(index.read_text(encoding="utf-8"))["weight_map"])
+    else:
+        with safe_open(str(folder / "model.safetensors"), "pt") as weights:
+            keys = list(weights.keys())
+    return "pooler" if any(k.split(".")[0] == "pooler" or ".pooler." in k for k in keys) \
+        else "cls"
+
+
 def pooling_from_files(folder: Path) -> str:
     """The pooling the model's own files prescribe: ST Pooling (+ Normalize) config, else the
     COSTELLO rule for plain HF encoders. Names: cls, pooler, mean, max, mean_sqrt_len,

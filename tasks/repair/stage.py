@@ -174,7 +174,7 @@ def train(params: Params, workspace: Workspace, model_id: str, labelled: pd.Data
     """Fine-tune ``model_id`` on the training split; write the kept epoch's weights to
     ``out_dir``; return the run's facts (θ, sizes, epochs, revision of the repaired weights)."""
     from tasks.contrastive.embedding import EmbeddingStore, embed_texts
-    from tasks.models.registry import resolve
+    from tasks.models.registry import PLAIN_HF_POOLING, checkpoint_pooling, resolve
     from tasks.training.embedding_repair import repair_encoder, save_repaired
 
     p = params.repair
@@ -201,8 +201,10 @@ def train(params: Params, workspace: Workspace, model_id: str, labelled: pd.Data
     for sub in [out_dir, *out_dir.rglob("*")]:  # write_model_dir leaves sub-folders 0644
         sub.chmod(0o755 if sub.is_dir() else 0o644)
     saved = resolve(str(out_dir), "encoder")
-    if saved.pooling != encoder.pooling:
-        raise LingtestError(f"repair: the saved model pools `{saved.pooling}`, the tested one "
+    # a plain HF folder's pooling is decided from its weights as they load
+    pooling = checkpoint_pooling(out_dir) if saved.pooling == PLAIN_HF_POOLING else saved.pooling
+    if pooling != encoder.pooling:
+        raise LingtestError(f"repair: the saved model pools `{pooling}`, the tested one "
                             f"`{encoder.pooling}`; its folder lacks the pooling files")
     return {"model_id": model_id, "revision": encoder.revision, "pooling": encoder.pooling,
             "repaired_revision": saved.revision, "theta": theta,

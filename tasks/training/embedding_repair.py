@@ -221,8 +221,17 @@ def save_repaired(encoder, out_dir: Path) -> Path:
     """Write the encoder's current weights as a model folder that ``load_encoder`` reads back
     with the same pooling: the source's sentence-transformers files (modules, pooling,
     normalisation) are copied, the transformer weights and tokenizer written anew."""
+    from tasks.models.registry import st_modules
+
     source = encoder.resolution.path
     folder = Path(source) if source and Path(source).is_dir() else None
+    state = None
+    if (folder is None or st_modules(folder) is None) and encoder.pooling == "cls" and \
+            getattr(encoder.model, "pooler", None) is not None:
+        # A plain HF model tested on [CLS] because its checkpoint has no pooler weights (a
+        # RoBERTa's): saved without the pooler transformers drew, so it loads as [CLS] again
+        state = {key: value for key, value in encoder.model.state_dict().items()
+                 if key.split(".")[0] != "pooler"}
 
     def write(stage: Path) -> None:
         if folder is not None:
@@ -244,7 +253,7 @@ def save_repaired(encoder, out_dir: Path) -> Path:
         else:
             target = stage
         target.mkdir(parents=True, exist_ok=True)
-        encoder.model.save_pretrained(target, safe_serialization=True)
+        encoder.model.save_pretrained(target, safe_serialization=True, state_dict=state)
         encoder.tokenizer.save_pretrained(target)
         for sub in stage.rglob("*"):
             if sub.is_dir():
