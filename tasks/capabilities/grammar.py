@@ -393,6 +393,17 @@ def parse_benepar(sentences: Sequence[tuple[Sequence[str], Sequence[str]]],
     return [_from_nltk(tree) for tree in parser.parse_sents(inputs)]
 
 
+def benepar_model_note(model: str = "benepar_en3") -> str:
+    """benepar's model with the sha256 of its weights: its download names no version."""
+    from benepar.integrations.downloader import locate_model
+
+    from tasks.models.registry import weights_sha16
+
+    weights = Path(locate_model(model)) / "benepar_model.bin"
+    return f"benepar {model}" + (f" @ sha256:{weights_sha16(weights)}" if weights.is_file()
+                                 else "")
+
+
 _SHIM_LOCK = threading.Lock()
 
 

@@ -124,10 +124,27 @@ def substitutes(params) -> str:
 
 
 def parser_note(parser: str, pcfg: dict) -> str:
-    """The parser used, with the induced PCFG's held-out bracket F1 when there is one."""
+    """The parser used: the PCFG with its held-out bracket F1 when there is one; benepar with
+    its model's weights (the PCFG, induced anyway, parsed nothing)."""
+    if parser == "benepar":
+        from tasks.capabilities.grammar import benepar_model_note
+
+        return benepar_model_note()
     bracket = pcfg.get("bracket")
     return parser + (f" (labelled-bracket F1 {bracket['f1']:.3f} on {bracket['sentences']} "
                      "held-out treebank trees)" if bracket else "")
+
+
+def fill_model_note(model_id: str, offline: bool) -> str:
+    """The fill model, with the commit a hub model was read at (nothing pins it; a packaged
+    model is pinned by its package's version in the environment lines)."""
+    from tasks.capabilities.fill import fill_kind
+    from tasks.models.registry import loaded_revision, resolve
+
+    res = resolve(model_id, fill_kind(model_id), offline=offline)
+    if res.source not in ("hub", "hub-cache"):
+        return model_id
+    return f"{model_id} @ {loaded_revision(res, None)}"
 
 
 class CapabilitiesMethod(Method):
@@ -335,7 +352,8 @@ class CapabilitiesMethod(Method):
         out = Report(self.stage, metrics=report.headline_metrics(tables, suite, pcfg, curve),
                      substitutes=substitutes(params), provenance=provenance(
                          params, self.workspace, "capabilities", inputs=self.files.values(),
-                         models=models, **{"fill model": c.fill_model,
+                         models=models, **{"fill model": fill_model_note(
+                                               c.fill_model, params.models.offline),
                                            "parser": parser_note(c.parser, pcfg)},
                          **llm_provenance([r.extra for r in runs])))
         titles = pd.DataFrame({"capability": lcs, "title": [s.capability for s in specs]})
