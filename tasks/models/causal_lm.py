@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import StoppingCriteriaList
 
 from tasks.core.errors import LingtestError
 from tasks.core.io import held_flock
@@ -34,6 +33,7 @@ from tasks.models.json_stop import JSONAnswerStop, json_end, looping
 from tasks.models.registry import (Resolution, assemble_gguf, hub_offline, lingtest_cache,
                                    loaded_revision, resolve, transformers_classes)
 
+(StoppingCriteriaList,) = transformers_classes("StoppingCriteriaList")  # under the lock
 log = logging.getLogger(__name__)
 _CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
 _CACHE_LOCK = threading.Lock()

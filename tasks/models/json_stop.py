@@ -18,7 +18,10 @@ not leave it, and a loop that ran on to the cap took half the consistency stage'
 from __future__ import annotations
 
 import torch
-from transformers import StoppingCriteria
+
+from tasks.models.registry import transformers_classes
+
+(StoppingCriteria,) = transformers_classes("StoppingCriteria")  # imported under the lock
 
 _OPEN, _CLOSE = "{[", "}]"
 

@@ -113,14 +113,14 @@ class Resolution:
 
 # --------------------------------------------------------------------------- helpers
 
-_TRANSFORMERS_LOCK = threading.Lock()
-
-
 def transformers_classes(*names: str) -> tuple:
-    """``transformers.<name>`` for each name, resolved under one lock: transformers' lazy
-    module imports a class on first access, and two threads doing that at once fail with
-    "cannot import name 'AutoModel'" (two encoders loading side by side did, 2 runs in 3)."""
-    with _TRANSFORMERS_LOCK:
+    """``transformers.<name>`` for each name, resolved under the lock models load under
+    (``hub_offline``): transformers' lazy module imports a class on first access, and two
+    threads importing overlapping parts of it at once fail with "cannot import name
+    'AutoModel'" (two encoders loading side by side did, 2 runs in 3) or "module
+    'transformers' has no attribute 'AutoModelForSeq2SeqLM'" (KomMKonLLM's T5 beside SmolLM2,
+    3 runs in 3: the other thread was importing transformers' generation module)."""
+    with _LOADING_LOCK:
         import transformers
 
         return tuple(getattr(transformers, name) for name in names)
@@ -511,19 +511,29 @@ def describe_models(params: "ModelsParams") -> list[dict[str, str | None]]:
 
 # --------------------------------------------------------------------------- offline loading
 
-_OFFLINE_LOCK = threading.RLock()
+# One model load or lazy transformers import at a time in this process (``hub_offline``,
+# ``transformers_classes``); re-entrant, as a load may resolve classes.
+_LOADING_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
 def hub_offline(offline: bool = True) -> Iterator[None]:
-    """While loading offline: HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE set in this process only
-    (and huggingface_hub's import-time constant), restored afterwards so the online path stays
-    untouched. A no-op when ``offline`` is False."""
+    """Around every model load: one load at a time in this process, and while loading
+    offline HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE set in this process only (and
+    huggingface_hub's import-time constant), restored afterwards so the online path stays
+    untouched.
+
+    Why the lock online too: transformers 5's ``from_pretrained`` patches process-wide state
+    until it returns (``PreTrainedModel.tie_weights`` emptied, torch's init functions and the
+    default dtype replaced), so a model loading beside another in a thread can keep a tied
+    head on the meta device (KomMKonLLM's T5 beside SmolLM2, ``models.offline: false``:
+    "Cannot copy out of meta tensor")."""
     if not offline:
-        yield
+        with _LOADING_LOCK:
+            yield
         return
     import huggingface_hub.constants as hf_constants
-    with _OFFLINE_LOCK:
+    with _LOADING_LOCK:
         saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
         saved_const = hf_constants.HF_HUB_OFFLINE
         os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")

@@ -32,18 +32,21 @@ class Seq2SeqLLM:
     """Greedy answers of an ``AutoModelForSeq2SeqLM`` (no chat template: T5 has none)."""
 
     def __init__(self, ref: ModelRef, settings: LLMSettings):
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
         from tasks.models.encoders import pick_device
-        from tasks.models.registry import loaded_revision, resolve
+        from tasks.models.registry import (hub_offline, loaded_revision, resolve,
+                                           transformers_classes)
+
+        AutoModelForSeq2SeqLM, AutoTokenizer = transformers_classes("AutoModelForSeq2SeqLM",
+                                                                    "AutoTokenizer")
 
         self.model_id, self.name, self.settings = ref.bare, ref.name, settings
         self.resolution = resolve(ref.target, "seq2seq", offline=settings.offline).require()
         source = self.resolution.path or ref.target
         extra = {"local_files_only": True} if settings.offline else {}
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(source, **extra)
-            self.model = AutoModelForSeq2SeqLM.from_pretrained(source, **extra)
+            with hub_offline(settings.offline):
+                self.tokenizer = AutoTokenizer.from_pretrained(source, **extra)
+                self.model = AutoModelForSeq2SeqLM.from_pretrained(source, **extra)
         except (OSError, ValueError) as error:
             raise LingtestError(f"consistency.llms: `{ref.spec}` is no loadable seq2seq "
                                 f"model ({error}); fix: a folder or hub id of an "
@@ -68,9 +71,10 @@ class Seq2SeqLLM:
                 "stop": STOP_RULE, "batch_size": self.settings.batch_size}
 
     def _generate(self, prompts: list[str]) -> list[str]:
-        from transformers import StoppingCriteriaList
-
         from tasks.models.json_stop import JSONAnswerStop, json_end
+        from tasks.models.registry import transformers_classes
+
+        (StoppingCriteriaList,) = transformers_classes("StoppingCriteriaList")
 
         texts = [p.strip().replace("\n", " ") for p in prompts]  # as the guide's T5 app
         batch = self.tokenizer(texts, return_tensors="pt", padding=True).to(self.device)
