@@ -238,6 +238,44 @@ def models(set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP
     Console(width=240).print(table)
 
 
+@app.command("plan")
+def plan_run(
+        stages_: Optional[List[str]] = typer.Option(
+            None, "--stages", help="Stages to plan, comma-separated or repeated (default: "
+            "every stage, in dvc.yaml's order)."),
+        gpu_tflops: Optional[float] = typer.Option(
+            None, "--gpu-tflops", help="The GPU's assumed sustained TFLOP/s (default 10: "
+            "about a third of an A10G's or L4's fp32 peak)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+        recalibrate: bool = typer.Option(
+            False, "--recalibrate", help="Measure this CPU again (else the stored figures "
+            "under $LINGTEST_CACHE/plan are reused)."),
+        set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+        profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
+    """Before a run: per stage the models it loads (where they are, what to download, how
+    large), its model calls, and their time on this CPU and on a GPU; loads no weights but
+    the packaged MiniLM and SmolLM2, timed once per machine (docs/reproducing.md)."""
+    import json
+
+    from rich.console import Console
+
+    from flows.cpu_calibration import load_or_measure
+    from flows.run_estimate import (DEFAULT_GPU_TFLOPS, check_gpu_tflops, make_plan, render,
+                                    selected_stages)
+
+    chosen = selected_stages(stages_)  # an unknown stage: refused before anything loads
+    gpu = check_gpu_tflops(DEFAULT_GPU_TFLOPS if gpu_tflops is None else gpu_tflops)
+    params = current_params(set_, profile)
+    workspace = Workspace.current()
+    calibration = load_or_measure(params, workspace, recalibrate,
+                                  say=lambda line: typer.echo(line, err=True))
+    the_plan = make_plan(params, workspace, chosen, calibration, gpu)
+    if as_json:
+        typer.echo(json.dumps(the_plan.as_json(), indent=2, default=str))
+        return
+    render(the_plan, Console(width=None if sys.stdout.isatty() else 160))
+
+
 @app.command()
 def ui(host: str = "127.0.0.1", port: int = 4200) -> None:
     """Start the Prefect server (SQLite under .prefect/); flows started meanwhile report to it."""
