@@ -85,6 +85,23 @@ def test_sizes_are_the_published_ones_and_downloads_four_bytes_a_weight():
     assert model_size("nobody/unknown-model") is None
 
 
+def test_every_hub_id_has_the_architecture_family_its_standin_has():
+    """The sizes table and the stand-in hub (tests/standin_hub.py) read each id alike: the
+    same architecture family, and a cased BERT vocabulary where the stand-in has one."""
+    from standin_hub import STANDINS
+
+    from flows.model_sizes import ARCHITECTURES, HUB_ARCHITECTURE
+
+    config = {"bert": "BertConfig", "distilbert": "DistilBertConfig", "albert": "AlbertConfig",
+              "roberta": "RobertaConfig", "electra": "ElectraConfig", "llama": "LlamaConfig",
+              "t5": "T5Config"}
+    for model_id, standin in STANDINS.items():
+        name = HUB_ARCHITECTURE[model_id]
+        assert ARCHITECTURES[name].config == config[standin.family], model_id
+        assert (name == "bert-base-cased") == (standin.family == "bert" and standin.cased), \
+            model_id
+
+
 def tiny_contrastive(workspace: Workspace, table) -> list[str]:
     """A small project for the contrastive stage: SST and MRPC, and a suite of 3 CR1
     triples as the stage stores it (built with this project's parameters)."""
