@@ -65,6 +65,10 @@ CLASSIFY = "tests/test_oracle.py::test_cli_adds_parsed_column_in_place"
 REVIEW_DEFAULTS = ("tests/test_adaptive_review_app.py::"
                    "test_review_as_documented_starts_without_the_trained_classifier")
 REAL_SERVER = "tests/test_real_server.py::test_a_rerun_sends_no_chat_request"
+PLAN = "measures this CPU once (about a minute), then counts every stage's suites"
+PLAN_PAPER = ("tests/test_run_estimate.py::"
+              "test_the_paper_plan_downloads_every_hub_model_it_names_with_a_size")
+PLAN_CLI = "tests/test_run_estimate.py::test_the_plan_as_json_from_the_command_line"
 EMBEDDINGS = ("tests/test_embedding_endpoints.py::"
               "test_the_stage_runs_on_a_service_and_a_rerun_asks_nothing")
 # not run here: (why, the test that runs what it does)
@@ -156,6 +160,18 @@ LISTED = {
          "tests/test_data_flow.py::test_rerun_hits_the_cache_and_writes_identical_tables"),
     "lingtest run data --profile paper":
         ("fetches the papers' assets from the internet", "tests/test_config.py::test_paper_profile_merges_over_defaults"),
+    "lingtest plan --profile paper": (PLAN, PLAN_PAPER),
+    "lingtest plan --profile paper --stages contrastive,repair --json > plan.json":
+        (PLAN, "tests/test_run_estimate.py::test_the_contrastive_counts_are_what_the_stage_"
+               "embeds_searches_and_trains"),
+    "lingtest plan --gpu-tflops 30": (PLAN, PLAN_CLI),
+    "lingtest run contrastive --profile paper":
+        ("needs the Hugging Face hub (the paper profile's 42 encoders)",
+         "tests/test_standin_hub.py::test_the_check_before_a_run_accepts_the_paper_profile_"
+         "from_the_cache"),
+    "dvc exp run -S profile=paper":
+        ("the whole pipeline on the papers' models: days on a CPU (lingtest plan --profile "
+         "paper)", SERVED),
 }
 
 
