@@ -206,7 +206,7 @@ def test_the_plan_as_json_from_the_command_line(project, monkeypatch, capsys):  
     (["plan", "--stages", "contrastive,nope"], "unknown stage `nope`; stages: data, contrastive"),
     (["plan", "--set", "contrastive.nope=1"], "unknown key `contrastive.nope`"),
     (["plan", "--gpu-tflops", "0"], "--gpu-tflops 0.0: give the GPU's sustained TFLOP/s"),
-    (["plan", "--profile", "nope"], "nope"),
+    (["plan", "--profile", "nope"], "profile `nope`: "),
 ])
 def test_bad_input_is_one_clear_error(argv, needle, project, monkeypatch, capsys):  # noqa: F811
     assert_one_clear_error(argv, {}, needle, project, monkeypatch, capsys)
