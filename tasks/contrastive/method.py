@@ -306,7 +306,8 @@ class ContrastiveMethod(Method):
         violations = self.save_interim(suite, results, runs)
         models = self._per_model(runs)
         infos = [run.extra["info"] for run in models]
-        out = Report(self.stage, metrics=report.headline_metrics(results),
+        tables = {info["model_id"]: report.table2(results, info["model_id"]) for info in infos}
+        out = Report(self.stage, metrics=report.headline_metrics(results, tables),
                      substitutes=substitutes(infos, self._classifiers_used(models)),
                      provenance=provenance(
                          self.params, self.workspace, "contrastive", inputs=self.suite_inputs(),
@@ -333,7 +334,6 @@ class ContrastiveMethod(Method):
                                               "no dictionary embedded or searched"]})
         out.add("contrastive-thresholds", searched,
                 "Adaptive thresholds: nearest-neighbour distances of dictionary words")
-        tables = {info["model_id"]: report.table2(results, info["model_id"]) for info in infos}
         out.add_per_model("contrastive-table2", tables,
                           "COSTELLO Table 2 for {model}: violations (N_V) and precision "
                           "(P_A, P_B, %) per distance and threshold")
