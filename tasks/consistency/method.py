@@ -35,7 +35,7 @@ from tasks.models.llm import DEFAULT_LOCAL_MODEL, parse_llm
 from tasks.models.model_spec import ModelRef, unique_names
 
 SUBSTITUTES = ("Substitute: the guide's LLMs → the packaged SmolLM2-135M-Instruct (Q4_1 GGUF, "
-               "de-quantised to float32, greedy decoding on CPU) in the default profile.")
+               "de-quantised to float32, greedy decoding on CPU) in the {profile} profile.")
 LLMS_KEY = "consistency.llms"
 GUIDE_GENERATOR = "guide import"  # the provenance generator of imported ca-N.csv arrays
 
@@ -288,7 +288,8 @@ class ConsistencyMethod(Method):
                                          c.zero_division)
         records = [store_tasks.model_record(url, m["model_key"]) for m in models]
         out = Report(
-            self.stage, substitutes=SUBSTITUTES if any(map(packaged_smollm2, records)) else "",
+            self.stage, substitutes=SUBSTITUTES.format(profile=params.profile)
+            if any(map(packaged_smollm2, records)) else "",
             metrics=report.metrics_json(table, {m["name"]: m["total"] for m in models},
                                         c.recall_definition, c.consistency_definition),
             provenance=provenance(
