@@ -136,6 +136,7 @@ def embed(model: ModelRef, texts: list[str], store_root: str, offline: bool, dev
     info = {"model_id": encoder.model_id, "spec": redact_text(model.bare), "form": model.form,
             "source": parameters.get("source"), "revision": encoder.revision,
             "pooling": encoder.pooling, "exact_length": bool(encoder.exact_length),
+            "cls_for_pooler": bool(getattr(encoder, "cls_for_pooler", False)),
             "describe": describe_encoder(encoder),
             "vocabulary": vocabulary_note(encoder, "user" in dictionaries) if words
             else None,  # None: no θ search

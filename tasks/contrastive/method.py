@@ -38,20 +38,32 @@ EXACT_LENGTH_KEY = "exact-length passes"
 
 def substitutes(infos: list[dict], n_classifiers: int) -> str:
     """What stood in for the paper's models and classifiers in this run: the models that ran
-    (name, spec, form, revision, pooling or "own encode") and the classifier count as run.
+    other than the paper's 42 (name, spec, form, revision, pooling or "own encode"), the
+    paper's models pooled otherwise than its code's pooler, and the classifier count as run.
     The default run (the packaged MiniLM, 14 classifiers) keeps its sentence."""
+    from tasks.core.config import papers_models
+
     default = [(i["model_id"], i.get("source")) for i in infos] == [(MINILM, "package")]
     if default and n_classifiers == 14:
         return SUBSTITUTES
+    papers = set(papers_models("contrastive.encoders"))  # COSTELLO's 42
+    own = [i for i in infos if i.get("spec", i["model_id"]) in papers
+           and i.get("form", "hub") == "hub"]
+    named = []
     if default:
-        models = "the packaged all-MiniLM-L6-v2 (default profile)"
-    else:
-        models = "; ".join(f"{i['model_id']} ({i.get('form', 'hub')} "
-                           f"`{i.get('spec', i['model_id'])}`, {i['revision']}, {i['pooling']})"
-                           for i in infos)
-    return (f"Substitutes: the paper's 42 hub encoders → {models}; the paper's SST/MRPC "
-            f"downstream classifiers → {n_classifiers} MLPs trained here on the tested "
-            f"model's embeddings.")
+        named.append("the paper's 42 hub encoders → the packaged all-MiniLM-L6-v2 (default "
+                     "profile)")
+    elif len(own) < len(infos):
+        named.append("the paper's 42 hub encoders → " + "; ".join(
+            f"{i['model_id']} ({i.get('form', 'hub')} `{i.get('spec', i['model_id'])}`, "
+            f"{i['revision']}, {i['pooling']})" for i in infos if i not in own))
+    pooled = [i["model_id"] for i in own if i.get("cls_for_pooler")]
+    if pooled:
+        named.append("the random pooler the paper's code pools through where a checkpoint "
+                     "has no pooler weights → [CLS] (" + ", ".join(pooled) + ")")
+    named.append(f"the paper's SST/MRPC downstream classifiers → {n_classifiers} MLPs "
+                 "trained here on the tested model's embeddings")
+    return "Substitutes: " + "; ".join(named) + "."
 def relations_note(suite: pd.DataFrame) -> str:
     """The relations the run tested, with their triples (and an imported suite's own
     relation names): what ran, whatever ``contrastive.relations`` lists."""

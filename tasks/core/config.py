@@ -69,6 +69,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return loaded
 
 
+def papers_models(dotted: str) -> list[str]:
+    """The models the papers used for one parameter, as the paper profile lists them with
+    their sources (``contrastive.encoders`` in params/paper.yaml): what a report does not
+    call a substitute. Empty when the profile does not set it."""
+    from tasks.core.paths import PACKAGE_ROOT
+
+    value: Any = _read_yaml(PACKAGE_ROOT / "params" / "paper.yaml")
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return list(value or [])
+
+
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     merged = copy.deepcopy(base)
     for key, value in over.items():

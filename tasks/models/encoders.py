@@ -122,6 +122,7 @@ class Encoder:
     """A loaded encoder: ``encode`` gives float32 sentence embeddings, one row per input."""
 
     exact_length = True  # passes of one exact token count (other encoders: any_encoder)
+    cls_for_pooler = False  # [CLS] taken for want of pooler weights (COSTELLO's code: pooler)
     vocabulary_source = "tokenizer"
     ref = None  # the model spec it was loaded from (any_encoder.load_any_encoder sets it)
 
@@ -324,13 +325,14 @@ def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
     if pooling is not None:
         parse_pooling(pooling)  # a clear error before any embedding
     chosen = pooling or (pooling_from_files(folder) if folder is not None else PLAIN_HF_POOLING)
+    no_pooler_weights = False
     if chosen == PLAIN_HF_POOLING:  # COSTELLO: the pooler when the checkpoint trained one
         chosen = "pooler" if getattr(model, "pooler", None) is not None else "cls"
         if chosen == "pooler" and untrained_pooler(loading):
             log.info("%s: its checkpoint has no pooler weights: [CLS] pooling (the paper's "
                      "code pools through a random pooler; contrastive.pooling: pooler does, "
                      "seeded)", res.model_id)
-            chosen = "cls"
+            chosen, no_pooler_weights = "cls", True
     st_max, lowercase = _st_settings(folder) if folder is not None else (None, False)
     limit = tokenizer.model_max_length if tokenizer.model_max_length < 100_000 else None
     own = st_max or min(limit or DEFAULT_MAX_LENGTH, DEFAULT_MAX_LENGTH)
@@ -339,10 +341,12 @@ def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
         raise LingtestError(f"max_length {max_length} exceeds `{res.model_id}`'s "
                             f"{positions} positions; fix: set contrastive.max_length <= "
                             f"{positions} or null (the model's own {own})")
-    return Encoder(res, model, tokenizer, dev, chosen, int(max_length or own), lowercase,
-                   max_length_set=max_length is not None,
-                   pass_tokens=PASS_TOKENS if pass_tokens is None else pass_tokens,
-                   precision=precision, backend=backend)
+    encoder = Encoder(res, model, tokenizer, dev, chosen, int(max_length or own), lowercase,
+                      max_length_set=max_length is not None,
+                      pass_tokens=PASS_TOKENS if pass_tokens is None else pass_tokens,
+                      precision=precision, backend=backend)
+    encoder.cls_for_pooler = no_pooler_weights
+    return encoder
 
 
 def untrained_pooler(loading: dict) -> bool:

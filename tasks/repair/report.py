@@ -20,13 +20,6 @@ from tasks.repair.stage import without_timings
 PAPER_DECLINE = {"CR1": 53.28, "CR2": 35.39, "CR3": 57.63, "CR4": 41.76, "all": 50.48}
 PAPER_ACCURACY = {"sentiment": -0.94, "paraphrase": -1.0}  # pp, SST and MRPC classifiers
 PAPER_ROW = "paper: mean over 10 models"
-# The paper's 10 repaired models (plmforfix.list in lenijwp/COSTELLO, two ids corrected as
-# params/paper.yaml says): not substitutes when they are the ones repaired.
-PAPER_MODELS = ("albert-base-v2", "textattack/bert-base-uncased-imdb",
-                "fabriceyhc/bert-base-uncased-imdb", "nateraw/bert-base-uncased-imdb",
-                "Wakaka/bert-finetuned-imdb", "gchhablani/bert-base-cased-finetuned-sst2",
-                "textattack/albert-base-v2-SST-2", "bert-base-cased-finetuned-mrpc",
-                "Intel/bert-base-uncased-mrpc", "textattack/albert-base-v2-MRPC")
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 REPORTED_SPLITS = ("train", "heldout")
 SPLITS_ORDER = ("train", "validation", "heldout")
@@ -301,10 +294,13 @@ SUBSTITUTES = ("Substitutes: the paper's 10 repaired hub encoders → the packag
 def substitutes(facts: list[dict], n_classifiers: int) -> str:
     """What stood in for the paper's repaired models, their pooler output and its
     classifiers in this run; the default run (MiniLM, 14 classifiers) keeps its sentence."""
+    from tasks.core.config import papers_models
+
     if [one["model_id"] for one in facts] == [MINILM] and n_classifiers == 14:
         return SUBSTITUTES
     named = []
-    others = [one for one in facts if one["model_id"] not in PAPER_MODELS]
+    papers = papers_models("repair.models")  # COSTELLO's 10 (plmforfix.list)
+    others = [one for one in facts if one["model_id"] not in papers]
     if others:
         named.append("the paper's 10 repaired hub encoders → " + ", ".join(
             one["model_id"] for one in others))
