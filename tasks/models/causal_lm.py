@@ -29,11 +29,10 @@ import torch
 from tasks.core.errors import LingtestError
 from tasks.core.io import held_flock
 from tasks.models.encoders import pick_device
-from tasks.models.json_stop import JSONAnswerStop, json_end, looping
+from tasks.models.json_stop import JSONAnswerStop, StoppingCriteriaList, json_end, looping
 from tasks.models.registry import (Resolution, assemble_gguf, hub_offline, lingtest_cache,
                                    loaded_revision, resolve, transformers_classes)
 
-(StoppingCriteriaList,) = transformers_classes("StoppingCriteriaList")  # under the lock
 log = logging.getLogger(__name__)
 _CACHE: dict[tuple[str, str, bool], "CausalLM"] = {}
 _CACHE_LOCK = threading.Lock()

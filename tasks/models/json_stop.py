@@ -21,7 +21,9 @@ import torch
 
 from tasks.models.registry import transformers_classes
 
-(StoppingCriteria,) = transformers_classes("StoppingCriteria")  # imported under the lock
+# imported under the lock models load under: a lazy import beside a loading thread races
+StoppingCriteria, StoppingCriteriaList = transformers_classes("StoppingCriteria",
+                                                              "StoppingCriteriaList")
 
 _OPEN, _CLOSE = "{[", "}]"
 

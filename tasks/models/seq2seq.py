@@ -71,10 +71,7 @@ class Seq2SeqLLM:
                 "stop": STOP_RULE, "batch_size": self.settings.batch_size}
 
     def _generate(self, prompts: list[str]) -> list[str]:
-        from tasks.models.json_stop import JSONAnswerStop, json_end
-        from tasks.models.registry import transformers_classes
-
-        (StoppingCriteriaList,) = transformers_classes("StoppingCriteriaList")
+        from tasks.models.json_stop import JSONAnswerStop, StoppingCriteriaList, json_end
 
         texts = [p.strip().replace("\n", " ") for p in prompts]  # as the guide's T5 app
         batch = self.tokenizer(texts, return_tensors="pt", padding=True).to(self.device)
