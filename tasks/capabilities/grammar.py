@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -404,9 +403,6 @@ def benepar_model_note(model: str = "benepar_en3") -> str:
                                  else "")
 
 
-_SHIM_LOCK = threading.Lock()
-
-
 def _special_tokens_around(tokenizer: Any, ids: list[int], pair: list[int] | None = None
                            ) -> list[int]:
     """``ids`` framed by the special tokens ``tokenizer`` adds to one sequence, read off its
@@ -429,10 +425,13 @@ def _benepar_special_tokens() -> Iterator[None]:
     ``Retokenizer`` (benepar/retokenization.py:113); transformers 5 removed that method from
     its tokenizers, so every benepar model failed to load. While a parser is built, the
     tokenizer class gets it back (``_special_tokens_around``), and loses it afterwards; with
-    a transformers that still has it, nothing is changed."""
+    a transformers that still has it, nothing is changed. Under the lock models load under
+    (``registry.one_load``): the parser loads its T5 with transformers too."""
     from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
-    with _SHIM_LOCK:
+    from tasks.models.registry import one_load
+
+    with one_load():
         if hasattr(TokenizersBackend, "build_inputs_with_special_tokens"):
             yield
             return

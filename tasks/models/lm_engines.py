@@ -139,14 +139,18 @@ def _convert(source: str, folder: Path, precision: str) -> None:
     from ctranslate2.converters import TransformersConverter
 
     from tasks.models.causal_lm import _head_tied
+    from tasks.models.registry import one_load
 
     class HeadTied(TransformersConverter):
-        """The converter's own load, with a tied head that transformers left on the meta
-        device tied to the embedding (``causal_lm._head_tied``; seen in the test suite)."""
+        """The converter's own load, one load at a time in the process (``one_load``: a
+        model loading beside it in a thread kept its tied head on the meta device), with a
+        tied head that transformers left on the meta device tied to the embedding
+        (``causal_lm._head_tied``; seen in the test suite)."""
 
         def load_model(self, model_class, model_name_or_path, **kwargs):
-            return _head_tied(super().load_model(model_class, model_name_or_path, **kwargs),
-                              str(model_name_or_path))
+            with one_load():
+                model = super().load_model(model_class, model_name_or_path, **kwargs)
+            return _head_tied(model, str(model_name_or_path))
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))

@@ -517,6 +517,14 @@ _LOADING_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
+def one_load() -> Iterator[None]:
+    """The loading lock alone, around a library's own ``from_pretrained`` (CTranslate2's
+    converter, benepar's parser): see ``hub_offline``."""
+    with _LOADING_LOCK:
+        yield
+
+
+@contextlib.contextmanager
 def hub_offline(offline: bool = True) -> Iterator[None]:
     """Around every model load: one load at a time in this process, and while loading
     offline HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE set in this process only (and
@@ -529,7 +537,7 @@ def hub_offline(offline: bool = True) -> Iterator[None]:
     head on the meta device (KomMKonLLM's T5 beside SmolLM2, ``models.offline: false``:
     "Cannot copy out of meta tensor")."""
     if not offline:
-        with _LOADING_LOCK:
+        with one_load():
             yield
         return
     import huggingface_hub.constants as hf_constants
