@@ -150,6 +150,15 @@ def test_substitutes_name_the_models_and_classifier_count_that_ran():
     text = substitutes([user], 6)
     assert "hashing (python `python:enc.py:Hashing`, python@sha256:abc, own encode)" in text
     assert "all-MiniLM" not in text and "6 MLPs" in text
+    # the paper's own encoders are none; [CLS] for want of pooler weights is named
+    bert = {"model_id": "bert-base-uncased", "source": "hub", "form": "hub",
+            "spec": "bert-base-uncased", "revision": "c1", "pooling": "pooler"}
+    roberta = {**bert, "model_id": "roberta-base", "spec": "roberta-base", "pooling": "cls",
+               "cls_for_pooler": True}
+    assert substitutes([bert, roberta], 14) == (
+        "Substitutes: the random pooler the paper's code pools through where a checkpoint "
+        "has no pooler weights → [CLS] (roberta-base); the paper's SST/MRPC downstream "
+        "classifiers → 14 MLPs trained here on the tested model's embeddings.")
 
 
 def test_provenance_says_which_models_ran_without_exact_length_passes():

@@ -192,6 +192,19 @@ def test_one_model_has_no_mean_row():
     assert set(report.metrics(facts, report.fix_rates(both, 200, 0), acc)) == {"setting", "A"}
 
 
+def test_substitutes_name_what_was_repaired():
+    """The default run keeps its sentence; the paper's own models are no substitutes, other
+    models, a pooling other than the pooler and the classifier count are named as run."""
+    assert report.substitutes([{"model_id": MINILM, "pooling": "mean+norm"}], 14) == \
+        report.SUBSTITUTES
+    papers = load_params(PACKAGE_ROOT, [], "paper").repair.models
+    text = report.substitutes([{"model_id": m, "pooling": "pooler"} for m in papers], 5)
+    assert text == ("Substitutes: the paper's downstream classifiers → the contrastive "
+                    "stage's 5 MLPs, retrained on the repaired embeddings.")
+    text = report.substitutes([{"model_id": "org/mine", "pooling": "cls"}], 14)
+    assert "hub encoders → org/mine" in text and "(org/mine: cls)" in text
+
+
 def test_models_to_repair_must_be_tested_by_the_contrastive_stage():
     tested = [MINILM, "local/minilm-copy"]
     assert stage.models_under_repair(Params(), tested) == [MINILM]  # null: the first

@@ -174,6 +174,23 @@ def test_a_roberta_encoder_gives_the_same_vectors_on_every_load(standin_hub):
         assert np.array_equal(first.encode(text), second.encode(text)), pooling
 
 
+def test_a_repaired_hub_model_loads_with_the_pooling_it_was_tested_with(standin_hub, tmp_path):
+    """A plain hub encoder saved after repair (no sentence-transformers files) pools as it
+    was tested when loaded from its folder: BERT through its trained pooler, RoBERTa on [CLS]
+    (saved without the pooler transformers drew for its checkpoint)."""
+    from tasks.core.publish import slug
+    from tasks.models.encoders import load_encoder
+    from tasks.models.registry import checkpoint_pooling
+    from tasks.training.embedding_repair import save_repaired
+
+    for model_id, pooling in [("bert-base-uncased", "pooler"),
+                              ("textattack/roberta-base-SST-2", "cls")]:
+        tested = load_encoder(model_id, offline=False)
+        folder = save_repaired(tested, tmp_path / slug(model_id))
+        assert tested.pooling == checkpoint_pooling(folder) == pooling, model_id
+        assert load_encoder(str(folder)).pooling == pooling, model_id
+
+
 def test_classifiers_read_their_own_labels_as_negative_and_positive(standin_hub):
     """Each naming the paper's classifiers use (LABEL_i, NEGATIVE/POSITIVE, neg/pos, three
     classes) is read onto lingtest's labels column for column: a label's probability is the
