@@ -239,7 +239,7 @@ def models(set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP
 
 
 @app.command("plan")
-def plan_run(
+def plan(
         stages_: Optional[List[str]] = typer.Option(
             None, "--stages", help="Stages to plan, comma-separated or repeated (default: "
             "every stage, in dvc.yaml's order)."),

@@ -36,8 +36,8 @@ from tasks.core.errors import LingtestError
 from tasks.models import encoder_paths as paths
 from tasks.models.pooling import POOLING_MODES, parse_pooling
 from tasks.models.registry import (
-    PLAIN_HF_POOLING, Resolution, hub_offline, loaded_revision, pooling_from_files, resolve,
-    transformer_dir, transformers_classes,
+    PLAIN_HF_POOLING, Resolution, hub_offline, is_pooler_weight, loaded_revision,
+    pooling_from_files, resolve, transformer_dir, transformers_classes,
 )
 
 log = logging.getLogger(__name__)
@@ -352,8 +352,7 @@ def load_encoder(model_id: str, offline: bool = True, device: str = "auto",
 def untrained_pooler(loading: dict) -> bool:
     """Whether ``from_pretrained``'s loading info says the pooler was not in the checkpoint
     (RoBERTa checkpoints have none: transformers initialises one at random)."""
-    return any(key.split(".")[0] == "pooler" or ".pooler." in key
-               for key in loading.get("missing_keys", ()))
+    return any(map(is_pooler_weight, loading.get("missing_keys", ())))
 
 
 def _hub_st_folder(model_id: str) -> Path | None:

@@ -232,8 +232,12 @@ def checkpoint_pooling(folder: Path) -> str:
     else:
         with safe_open(str(folder / "model.safetensors"), "pt") as weights:
             keys = list(weights.keys())
-    return "pooler" if any(k.split(".")[0] == "pooler" or ".pooler." in k for k in keys) \
-        else "cls"
+    return "pooler" if any(map(is_pooler_weight, keys)) else "cls"
+
+
+def is_pooler_weight(key: str) -> bool:
+    """Whether a state-dict key is a pooler's weight (``pooler.…`` or ``<model>.pooler.…``)."""
+    return key.split(".")[0] == "pooler" or ".pooler." in key
 
 
 def pooling_from_files(folder: Path) -> str:
