@@ -25,7 +25,7 @@ def _validate(stage: str, params, workspace: Workspace) -> None:
     from tasks.core import alerts
 
     alerts.check_rules(params.runtime.alerts, workspace.root)
-    check_display_names(params)
+    check_display_names(params, workspace)
     validate_inputs(stage, params, workspace)
 
 

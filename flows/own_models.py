@@ -134,12 +134,13 @@ def run_own_models(the_plan: Plan, overrides: list[str], profile: str | None, ro
     """Every planned method on the user's models, then its comparison; returns the
     comparisons (``breaches`` non-empty: a gate failed)."""
     from flows.stage import run_stage
-    from flows.validation import validate_inputs
+    from flows.validation import check_display_names, validate_inputs
 
     workspace = Workspace(root, the_plan.out)
     staged = [(m, method_params(the_plan, m, overrides, profile, root))
               for m in the_plan.methods]
     for method, params in staged:  # every method's inputs checked before the first runs
+        check_display_names(params, workspace)
         validate_inputs(method, params, workspace)
     out = []
     for number, (method, params) in enumerate(staged, 1):

@@ -123,15 +123,27 @@ def validate_files(stage: str, params: Params, workspace: Workspace) -> None:
                             f"{workspace.processed}; fix: lingtest run data (or make run)")
 
 
-def check_display_names(params: Params) -> None:
-    """Every ``models.names`` key is a model some stage loads: a misspelt id would leave its
-    model under the raw id in every report, silently."""
-    configured = {e.spec for e in configured_models(params)}
-    stray = sorted(set(params.models.names) - configured)
+def check_display_names(params: Params, workspace: Workspace | None = None) -> None:
+    """Every ``models.names`` key is a model some stage loads, and every
+    ``models.llm_classifier`` key one's display name or spec: a misspelt key would leave its
+    model under the raw id in every report, or asked with the default prompt, silently."""
+    configured = configured_models(params)
+    stray = sorted(set(params.models.names) - {e.spec for e in configured})
     if stray:
         raise LingtestError(f"models.names: {stray} name no model of any stage; fix: keys are "
                             "model ids as the stages list them (`lingtest models`), or remove "
                             "the entry")
+    if not params.models.llm_classifier:
+        return
+    known = set()
+    for entry in configured:
+        known.add(entry.spec.split("#", 1)[0])
+        known.add(_name_of(entry.spec, params, workspace or Workspace.current()))
+    stray = sorted(set(params.models.llm_classifier) - known)
+    if stray:
+        raise LingtestError(f"models.llm_classifier: {stray} name no model of any stage; fix: "
+                            "keys are the display names of the LLMs tested as classifiers "
+                            "(`lingtest models`), or remove the entry")
 
 
 def validate_inputs(stage: str, params: Params, workspace: Workspace) -> None:

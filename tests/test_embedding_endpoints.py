@@ -68,7 +68,7 @@ def test_each_protocol_embeds_in_batches_and_stores(protocol, tmp_path):
         else:
             assert first["model"] == {"openai": "text-embedding-3-small",
                                       "ollama": "nomic-embed-text"}[protocol]
-        stated = {"openai": "|text-embedding-3-small|created=1705948997|owned_by=system",
+        stated = {"openai": "|text-embedding-3-small|owned_by=system",
                   "ollama": "|nomic-embed-text|sha256:0123456789abcdef",
                   "tei": "|BAAI/bge-small-en-v1.5|5c38ec7c405ec4b44b94cc5a9bb96e73|float16"}
         assert model.revision == f"endpoint:{server.url}{stated[protocol]}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,8 @@ class SentimentChat(FakeLLMServer):
         if method == "GET" and path == "/v1/models":
             with self._lock:
                 self.requests.append(Recorded(method, path, headers, body))
-            return 200, {}, {"data": [{"id": "tiny-chat", "created": 1700000000}]}
+            return 200, {}, {"data": [{"id": "tiny-chat", "created": int(time.time()),
+                                       "root": "/models/tiny-chat-q8"}]}
         return super().handle(method, path, headers, body)
 
 
@@ -148,7 +150,8 @@ def test_a_served_chat_model_classifies_and_a_rerun_asks_nothing(tmp_path, logpr
             assert probs[0].tolist() == [0.0, 0.0, 1.0]
             assert model.tally.by_method == {"text": 5}
         assert model.tally.undefined == 1
-        assert "tiny-chat" in model.revision and "1700000000" in model.revision
+        # the weights the server names, not `created` (vLLM stamps it per request)
+        assert model.revision.endswith("model tiny-chat (/models/tiny-chat-q8)")
         again = _chat(server, tmp_path)
         labels2, probs2 = again.predict_with_probabilities3(TEXTS)
         assert len(server.generations()) == sent  # every answer came from the store

@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from tasks.core.errors import LingtestError
-from tasks.models.model_spec import ModelRef, parse_model
+from tasks.models.model_spec import (CLASSIFIER_OPTIONS, ENCODER_OPTIONS, ModelRef, parse_model,
+                                     refuse_options)
 from tasks.models.registry import OWN_ENCODE, Resolution, resolve, st_modules
 
 ENCODER_FORMS = ("hub", "folder", "python")
@@ -99,11 +100,11 @@ def check_encoder(ref: ModelRef, offline: bool = True, root: Path | None = None,
     without contacting its server."""
     from tasks.models import embedding_endpoints as endpoints
 
+    refuse_options(ref, CLASSIFIER_OPTIONS, "an LLM tested as a classifier, not to an "
+                   "encoder", key)
     if endpoints.is_endpoint(ref):
         return endpoints.check_endpoint_encoder(ref, key)
-    if "dimensions" in ref.options:
-        raise LingtestError(f"{key}: model `{ref.name}`: dimensions= applies to an embedding "
-                            f"service (openai:, ollama:); fix: drop #dimensions=")
+    refuse_options(ref, ENCODER_OPTIONS, "an embedding service (openai:, ollama:)", key)
     if ref.form not in ENCODER_FORMS:
         what = ("a built-in classifier" if ref.form == "builtin" else f"a `{ref.form}:` model")
         raise LingtestError(f"model `{ref.spec}` is {what}, not a sentence encoder; "

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.core.errors import LingtestError
-from tasks.models.model_spec import ModelRef
+from tasks.models.model_spec import (CLASSIFIER_OPTIONS, ENCODER_OPTIONS, ModelRef,
+                                     refuse_options)
 
 
 def _row(ref: ModelRef, kind: str, source: str, revision: str | None = None,
@@ -68,8 +69,12 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
                             f"(openai:MODEL@URL, ollama:MODEL, hf:ID) asked through a prompt")
     from tasks.models.llm_classifier import is_llm_classifier
 
+    refuse_options(ref, ENCODER_OPTIONS, "an embedding service tested as an encoder "
+                   "(contrastive), not to a classifier")
     if is_llm_classifier(ref):
         return check_llm_classifier(ref, offline, root, label_map, llm_classifier)
+    refuse_options(ref, CLASSIFIER_OPTIONS, "an LLM tested as a classifier (openai:, "
+                   "ollama:, hf:, a causal LM's hub id or folder), not to this model")
     if ref.form == "python":
         from tasks.models.label_maps import sentiment_labels
         from tasks.models.own_classifiers import declared_labels

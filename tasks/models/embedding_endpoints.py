@@ -296,7 +296,9 @@ class OpenAIEmbeddings(EmbeddingClient):
         if entry is None:
             raise self._absent_model([str(e.get("id")) for e in entries],
                                      f"openai:<one of them>@{public_url(self.base_url)}")
-        return [str(entry["id"]), *(f"{field}={entry[field]}" for field in ("created", "owned_by")
+        # not `created`: vLLM's and lmdeploy's model cards stamp it with the time of each
+        # request, so it would make every run a new revision (and re-embed everything)
+        return [str(entry["id"]), *(f"{field}={entry[field]}" for field in ("owned_by", "root")
                                     if entry.get(field) not in (None, ""))]
 
 

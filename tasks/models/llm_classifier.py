@@ -462,7 +462,10 @@ class LLMClassifier(SentimentModel):
 # --------------------------------------------------------------------------- served backends
 
 def _revision_of(backend, listed: dict | None) -> str:
-    stated = (listed or {}).get("created") or (listed or {}).get("digest")
+    """What the server states of its model: Ollama's digest, or the weights an OpenAI-
+    compatible server names as the entry's ``root`` (vLLM). Not ``created``: vLLM's and
+    lmdeploy's model cards stamp it with each request's time, a new key every run."""
+    stated = (listed or {}).get("digest") or (listed or {}).get("root")
     return f"endpoint {public_url(backend.base_url)} model {backend.model}" + (
         f" ({stated})" if stated else " (the server states no version)")
 
@@ -496,7 +499,7 @@ class ChatLabels(OpenAILLM):
         return None
 
     def revision(self) -> str:
-        """The model's entry in ``GET /models`` (its ``created`` time) where listed."""
+        """The model's entry in ``GET /models`` where listed (``_revision_of``)."""
         import httpx
 
         try:

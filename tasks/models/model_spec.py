@@ -51,6 +51,9 @@ OPTION_KEYS = {"name": "the display name", "key_env": "the API key's environment
                "template": "an LLM classifier's prompt template file",
                "scoring": "how an LLM classifier's label probabilities are obtained",
                "dimensions": "an embedding endpoint's output dimensions"}
+# Options read in one role only: an LLM tested as a classifier, an embedding service.
+CLASSIFIER_OPTIONS = ("template", "scoring")
+ENCODER_OPTIONS = ("dimensions",)
 PREFIXES = ("python", "predictions", "openai", "openai-chat", "ollama", "tei", "hf", "seq2seq")
 # A display name: what report files and metric keys carry. Hub and built-in ids keep their
 # "org/name" form (portable across machines); every other name is one path segment.
@@ -218,6 +221,19 @@ def parse_model(spec: str, key: str = "model", names: dict[str, str] | None = No
                                 f"fix: #name=<one word> or models.names")
     return ModelRef(spec, form, target, check_name(name, key, spec), base_url,
                     options.get("key_env"), options)
+
+
+def refuse_options(ref: ModelRef, options: tuple[str, ...], role: str,
+                   key: str | None = None) -> None:
+    """One error when ``ref`` carries an option its ``role`` here never reads
+    (``#template=`` on an encoder, ``#dimensions=`` on a classifier): ignored, it would be a
+    silent typo."""
+    given = [option for option in options if option in ref.options]
+    if given:
+        shown = ", ".join(f"{option}=" for option in given)
+        verb = "applies" if len(given) == 1 else "apply"
+        raise LingtestError(f"{key + ': ' if key else ''}model `{ref.name}`: {shown} {verb} "
+                            f"to {role}; fix: drop #{given[0]}= from `{ref.bare}`")
 
 
 def parse_models(specs: list[str], key: str, names: dict[str, str] | None = None,
