@@ -86,6 +86,7 @@ class FakeLLMServer:
     fail_status: int = 500
     retry_after: str | None = None
     sleep_s: float = 0.0
+    slow_first: int = 0  # > 0: only the first N generation / embedding calls sleep sleep_s
     html_page: bool = False
     digest: str = DIGEST
     long_answer: int = 0
@@ -155,8 +156,9 @@ class FakeLLMServer:
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
             failing = self._generations <= self.fail_first
+            slow = not self.slow_first or self._generations <= self.slow_first
         try:
-            time.sleep(self.sleep_s)
+            time.sleep(self.sleep_s if slow else 0.0)
         finally:
             with self._lock:  # before replying, so a client slot is free only after this
                 self._in_flight -= 1

@@ -69,8 +69,8 @@ PLAN = "measures this CPU once (about a minute), then counts every stage's suite
 PLAN_PAPER = ("tests/test_run_estimate.py::"
               "test_the_paper_plan_downloads_every_hub_model_it_names_with_a_size")
 PLAN_CLI = "tests/test_run_estimate.py::test_the_plan_as_json_from_the_command_line"
-EMBEDDINGS = ("tests/test_embedding_endpoints.py::"
-              "test_the_stage_runs_on_a_service_and_a_rerun_asks_nothing")
+EMBEDDINGS = ("tests/test_served_encoder_cli.py::"
+              "test_the_served_model_is_reported_beside_the_baseline")
 # not run here: (why, the test that runs what it does)
 LISTED = {
     "lingtest test openai:nomic-embed-text@http://127.0.0.1:11434/v1 --methods contrastive":

@@ -18,6 +18,7 @@ from bad_input_harness import assert_one_clear_error, project, run  # noqa: F401
 from llm_servers import FakeLLMServer, bag_of_words, killed_mid_run, token_count
 
 from tasks.contrastive.embedding import EmbeddingStore, embed_texts
+from tasks.contrastive.report import NO_REQUESTS, endpoint_usage, usage_text
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT
 from tasks.models.any_encoder import (check_contrastive_encoder, check_encoder,
@@ -124,6 +125,39 @@ def test_429_then_200_honours_retry_after(tmp_path):
         embed_texts(model, TEXTS[:4], EmbeddingStore.for_encoder(tmp_path, model), batch_size=4)
         assert delays == [3.0, 3.0] and len(server.embeddings()) == 3
         assert model.usage()["requests"] == 3
+
+
+def _retried_once(server: FakeLLMServer, tmp_path: Path, caplog, **settings) -> str:
+    """Embed four texts in one request through ``server``, which fails its first attempt:
+    the second attempt's vectors are stored, and the one back-off's log line is returned."""
+    model = encoder(server, retries=2, concurrency=1, backoff_s=0.25, **settings)
+    delays: list[float] = []
+    model.client._sleep = delays.append  # record instead of waiting
+    store = EmbeddingStore.for_encoder(tmp_path, model)
+    with caplog.at_level("INFO", logger="tasks.models.llm_http"):
+        vectors = embed_texts(model, TEXTS[:4], store, batch_size=4)
+    assert delays == [0.25]  # one back-off: backoff_s, no Retry-After
+    assert len(server.embeddings()) == 2 and model.usage()["requests"] == 2
+    expected = np.array([bag_of_words(t) for t in TEXTS[:4]], dtype=np.float32)
+    assert vectors.tobytes() == expected.tobytes() and len(store) == 4
+    [line] = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    return line
+
+
+def test_503_then_200_is_retried(tmp_path, caplog):
+    with FakeLLMServer("openai", fail_first=1, fail_status=503) as server:
+        line = _retried_once(server, tmp_path, caplog)
+        assert server.replied == 1 and "attempt 1 failed (HTTP 503 from" in line
+
+
+def test_a_timed_out_embedding_request_is_sent_again(tmp_path, caplog):
+    """The first request outlasts ``timeout_s`` (the server answers it too late); the
+    second, answered at once, is the one whose vectors are stored."""
+    with FakeLLMServer("openai", sleep_s=1.5, slow_first=1) as server:
+        started = time.monotonic()
+        line = _retried_once(server, tmp_path, caplog, timeout_s=0.3)
+        assert time.monotonic() - started < 1.5  # not waited out: the client gave up
+        assert "attempt 1 failed (timeout after 0.3 s" in line
 
 
 def test_failed_requests_are_one_error_and_the_others_stay_stored(tmp_path):
@@ -358,13 +392,32 @@ def test_the_report_counts_requests_tokens_and_store_hits(stage_run):
     assert row["revision"].startswith(f"endpoint:{stage_run['server_url']}|")
     [again] = stage_run["rerun"].to_dict("records")
     assert (again["requests"], again["input_tokens"], again["from_store"]) == (0, 0, len(sent))
+    assert again["tokens"] == NO_REQUESTS  # no request: no source of the 0 tokens claimed
     table2 = (stage_run["workspace"].reports / "contrastive"
               / "contrastive-table2-text-embedding-3-small.md").read_text()
     assert (f"text-embedding-3-small: {stage_run['server_url']}, revision "
             f"endpoint:{stage_run['server_url']}|text-embedding-3-small|") in table2
-    assert "0 requests, 0 input tokens (server-stated)" in table2
+    assert f"0 requests, 0 input tokens ({NO_REQUESTS})" in table2
     assert ("text-embedding-3-small: contrastive.dictionary_file's words (the model has no "
             "vocabulary)") in table2
+
+
+def test_the_token_source_is_claimed_only_when_requests_were_made():
+    """The report's ``tokens`` label: the encoder's (server-stated, estimated) when the run
+    asked the server, none when every vector came from the store."""
+    def info(requests: int, tokens: str) -> dict:
+        return {"model_id": f"m{requests}", "endpoint": {
+            "endpoint": "http://127.0.0.1:9/v1", "revision": "endpoint:x|m", "fingerprints": [],
+            "requests": requests, "input_tokens": 5 * requests, "tokens": tokens,
+            "embedded_now": requests, "from_store": 4}}
+
+    infos = [info(0, "server-stated"), info(2, "estimated (characters/4)"),
+             info(3, "server-stated")]
+    assert endpoint_usage(infos)["tokens"].tolist() == [
+        NO_REQUESTS, "estimated (characters/4)", "server-stated"]
+    assert usage_text(infos[0]["endpoint"]) == (f"0 requests, 0 input tokens ({NO_REQUESTS}), "
+                                                "4 vectors from the embedding store")
+    assert "10 input tokens (estimated (characters/4))" in usage_text(infos[1]["endpoint"])
 
 
 def test_a_service_has_no_share_in_the_process_runners_preparation(stage_run):
