@@ -18,11 +18,12 @@ from bad_input_harness import assert_one_clear_error, project, run  # noqa: F401
 from llm_servers import FakeLLMServer, bag_of_words, killed_mid_run, token_count
 
 from tasks.contrastive.embedding import EmbeddingStore, embed_texts
-from tasks.contrastive.report import NO_REQUESTS, endpoint_usage, usage_text
+from tasks.contrastive.report import endpoint_usage, usage_text
 from tasks.core.errors import LingtestError
 from tasks.core.paths import PACKAGE_ROOT
 from tasks.models.any_encoder import (check_contrastive_encoder, check_encoder,
                                       check_repairable, describe_encoder, load_any_encoder)
+from tasks.models.embedding_endpoints import NO_REQUESTS
 from tasks.models.llm import LLMSettings
 from tasks.models.model_spec import parse_model
 
@@ -402,22 +403,19 @@ def test_the_report_counts_requests_tokens_and_store_hits(stage_run):
             "vocabulary)") in table2
 
 
-def test_the_token_source_is_claimed_only_when_requests_were_made():
-    """The report's ``tokens`` label: the encoder's (server-stated, estimated) when the run
-    asked the server, none when every vector came from the store."""
-    def info(requests: int, tokens: str) -> dict:
-        return {"model_id": f"m{requests}", "endpoint": {
-            "endpoint": "http://127.0.0.1:9/v1", "revision": "endpoint:x|m", "fingerprints": [],
-            "requests": requests, "input_tokens": 5 * requests, "tokens": tokens,
-            "embedded_now": requests, "from_store": 4}}
-
-    infos = [info(0, "server-stated"), info(2, "estimated (characters/4)"),
-             info(3, "server-stated")]
-    assert endpoint_usage(infos)["tokens"].tolist() == [
-        NO_REQUESTS, "estimated (characters/4)", "server-stated"]
+def test_the_token_source_is_claimed_only_when_requests_were_made(tmp_path):
+    """The encoder's ``tokens`` label: none before it asks the server (every vector from the
+    store), then where the counts came from (here estimated: the server states no usage)."""
+    with FakeLLMServer("openai", usage=False) as server:
+        model = encoder(server)
+        assert model.usage()["tokens"] == NO_REQUESTS
+        store = EmbeddingStore.for_encoder(tmp_path, model)
+        embed_texts(model, TEXTS[:2], store, batch_size=4)
+        assert model.usage()["tokens"] == "estimated (characters/4)"
+        infos = [{"model_id": "m", "endpoint": {**encoder(server).usage(), "from_store": 2}}]
+    assert endpoint_usage(infos)["tokens"].tolist() == [NO_REQUESTS]
     assert usage_text(infos[0]["endpoint"]) == (f"0 requests, 0 input tokens ({NO_REQUESTS}), "
-                                                "4 vectors from the embedding store")
-    assert "10 input tokens (estimated (characters/4))" in usage_text(infos[1]["endpoint"])
+                                                "2 vectors from the embedding store")
 
 
 def test_a_service_has_no_share_in_the_process_runners_preparation(stage_run):

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tasks.models.embedding_endpoints import NO_REQUESTS
 from tests.projects import sibling_project
 from tests.real_servers import serving
 from tests.test_embedding_endpoints import tiny_project
@@ -218,7 +219,7 @@ def test_the_contrastive_stage_embeds_through_the_server_once(served_encoder) ->
     assert again["summary"]["endpoint_requests"] == {EMBEDDER: 0}
     [row] = pd.read_csv(workspace.reports / "contrastive" /
                         "contrastive-endpoints.csv").to_dict("records")
-    assert (row["requests"], row["tokens"]) == (0, "server-stated")
+    assert (row["requests"], row["tokens"]) == (0, NO_REQUESTS)  # no source to claim
 
 
 def test_the_served_minilm_measures_what_the_in_process_one_does(served_encoder) -> None:

@@ -18,7 +18,7 @@ from llm_servers import FakeLLMServer
 from test_embedding_endpoints import tiny_project
 from test_own_encoders import HASHING
 
-from tasks.contrastive.report import NO_REQUESTS
+from tasks.models.embedding_endpoints import NO_REQUESTS
 
 KEY = "sk-served-encoder-7031"
 MODEL = "text-embedding-3-small"  # one the fake server lists at /v1/models

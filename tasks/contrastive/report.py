@@ -211,30 +211,20 @@ def precision_figure(table: pd.DataFrame, path: Path, title: str) -> Path:
     return path
 
 
-NO_REQUESTS = "no request made"
-
-
-def token_source(usage: dict) -> str:
-    """Where an embedding service's input-token count came from: the server's counts or the
-    estimate (``EndpointEncoder.usage``'s ``tokens``), or, when this run made no request
-    (every vector from the store), no source at all rather than "server-stated"."""
-    return usage["tokens"] if usage["requests"] else NO_REQUESTS
-
-
 def usage_text(usage: dict) -> str:
     """One embedding service's counts in words (``EndpointEncoder.usage`` + from_store)."""
     return (f"{usage['requests']} requests, {usage['input_tokens']} input tokens "
-            f"({token_source(usage)}), {usage['from_store']} vectors from the embedding store")
+            f"({usage['tokens']}), {usage['from_store']} vectors from the embedding store")
 
 
 def endpoint_usage(infos: list[dict]) -> pd.DataFrame:
     """Per embedding service of the run: its endpoint (public URL), the revision the server
-    stated, the requests made, input tokens (server-stated, estimated, or ``NO_REQUESTS``
-    when none was made), vectors embedded now and served from the store. A rerun on the same
+    stated, the requests made, input tokens (server-stated, estimated, or no source when no
+    request was made), vectors embedded now and served from the store. A rerun on the same
     texts shows 0 requests."""
     rows = [{"model_id": i["model_id"], "endpoint": u["endpoint"], "revision": u["revision"],
              "requests": u["requests"], "input_tokens": u["input_tokens"],
-             "tokens": token_source(u), "embedded_now": u["embedded_now"],
+             "tokens": u["tokens"], "embedded_now": u["embedded_now"],
              "from_store": u["from_store"],
              "system_fingerprints": ", ".join(u["fingerprints"]) or ""}
             for i in infos if (u := i.get("endpoint"))]

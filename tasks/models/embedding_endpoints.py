@@ -41,6 +41,8 @@ from tasks.models.model_spec import ModelRef
 
 ENCODER_ENDPOINTS = ("openai", "ollama", "tei")
 ENDPOINT_POOLING = "endpoint"
+# The input tokens' source when this run asked nothing (every vector from the store).
+NO_REQUESTS = "no request made"
 API = {"openai": "OpenAI embeddings API (/embeddings)", "ollama": "Ollama embed API (/api/embed)",
        "tei": "Text Embeddings Inference (/embed)"}
 KEY = "contrastive.encoders"
@@ -450,8 +452,9 @@ class EndpointEncoder:
     def usage(self) -> dict[str, object]:
         """What this encoder asked the server so far, for the embed task and the report."""
         c = self.client
-        tokens = ("server-stated" if not c.estimated else "estimated (characters/4)"
-                  if c.estimated == c.requests else "partly estimated (characters/4)")
+        tokens = (NO_REQUESTS if not c.requests else "server-stated" if not c.estimated
+                  else "estimated (characters/4)" if c.estimated == c.requests
+                  else "partly estimated (characters/4)")
         return {"endpoint": self.endpoint, "revision": self.revision, "requests": c.requests,
                 "input_tokens": c.tokens, "tokens": tokens, "embedded_now": self.embedded,
                 "fingerprints": sorted(c.fingerprints)}
