@@ -284,13 +284,18 @@ def test_check_llm_names_each_problem_and_its_fix(tmp_path, monkeypatch):
 def test_check_llm_rows_carry_no_secret(tmp_path, monkeypatch):
     (tmp_path / "mine.py").write_text(BATCHED, encoding="utf-8")
     monkeypatch.setenv("MY_LLM_KEY", "sk-do-not-print")
-    spec = "openai:gpt-x@http://user:pw-secret@127.0.0.1:9/v1#key_env=MY_LLM_KEY&name=remote"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    spec = "openai:gpt-x@http://user:pw-secret@127.0.0.1:9/v1#name=remote"
     row = check_llm(parse_llm(spec), True, tmp_path)
     assert row == {"id": "openai:gpt-x@http://user:***@127.0.0.1:9/v1", "name": "remote",
                    "kind": "llm:openai", "source": "http",
                    "revision": "unversioned (system_fingerprint recorded per run)",
-                   "path": "http://127.0.0.1:9/v1; key MY_LLM_KEY (set)"}
-    assert "pw-secret" not in json.dumps(row) and "sk-do-not-print" not in json.dumps(row)
+                   "path": "http://127.0.0.1:9/v1; key OPENAI_API_KEY (unset)"}
+    keyed = check_llm(parse_llm("openai:gpt-x@http://127.0.0.1:9/v1#key_env=MY_LLM_KEY"),
+                      True, tmp_path)
+    assert keyed["path"] == "http://127.0.0.1:9/v1; key MY_LLM_KEY (set)"
+    assert "pw-secret" not in json.dumps(row) and "sk-do-not-print" not in json.dumps(
+        [row, keyed])
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8/v1")
     assert check_llm(parse_llm("openai:gpt-x"), True, tmp_path)["path"] == (
         "http://127.0.0.1:8/v1 (from OPENAI_BASE_URL); key OPENAI_API_KEY (unset)")

@@ -106,3 +106,19 @@ def test_a_served_revision_ignores_the_per_request_created_stamp(tmp_path: Path)
         stated = {model.revision for model in classifiers}
         assert stated == {f"endpoint {server.url} model tiny-chat (/weights/tiny-chat)"}
         assert server.requests.count(None) >= 4  # each load asked the server again
+
+
+def test_a_url_password_beside_key_env_is_refused(monkeypatch) -> None:
+    """httpx sends a URL's user:password as Basic auth in place of the Bearer key, so the
+    key would silently never reach the server."""
+    from tasks.models.llm_http import resolve_endpoint
+
+    monkeypatch.setenv("EMBED_KEY", "sk-test")
+    spec = "openai:e@http://user:pw@127.0.0.1:9/v1#key_env=EMBED_KEY"
+    with pytest.raises(LingtestError, match="its URL holds a password and #key_env= names a "
+                                            "key") as caught:
+        resolve_endpoint(parse_model(spec, "contrastive.encoders"), key="contrastive.encoders")
+    assert "pw" not in str(caught.value)
+    end = resolve_endpoint(parse_model("openai:e@http://127.0.0.1:9/v1#key_env=EMBED_KEY"),
+                           key="contrastive.encoders")
+    assert end.public == "http://127.0.0.1:9/v1"

@@ -147,6 +147,10 @@ def resolve_endpoint(ref: "ModelRef", base_url: str | None = None,
                             "is not a valid URL; fix: %-encode / @ : # ? % in its user name or "
                             "password (e.g. / as %2F, @ as %40)") from None
     key_env = ref.key_env or DEFAULT_KEY_ENV
+    if ref.key_env and httpx.URL(url).password:  # httpx would send the URL's, not the key
+        raise LingtestError(f"{key}: model `{ref.name}`: its URL holds a password and #key_env="
+                            f" names a key; only the URL's would reach the server; fix: drop "
+                            f"one of them (the key goes as 'Authorization: Bearer')")
     if ref.key_env and not os.environ.get(ref.key_env):
         raise LingtestError(f"{key}: model `{ref.name}` reads its API key from ${ref.key_env} "
                             f"(key_env), which is not set; fix: export {ref.key_env}=<key>, "
