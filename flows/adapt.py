@@ -21,7 +21,19 @@ from tasks.adaptive.review import ModelOracle, run_round
 from tasks.adaptive.review_form import apply_review, review_input, review_markdown, suggest
 from tasks.adaptive.tree import read_tree, write_tree
 from tasks.core.secrets import MaskedURL, plain_url
+from tasks.models.llm import LLMSettings
 from tasks.models.sentiment import load_sentiment_model
+
+HTTP_KEYS = ("timeout_s", "retries", "backoff_s", "concurrency")
+
+
+def http_parameters(params) -> dict:
+    """The project's HTTP settings (``embedding_endpoints.endpoint_settings``) as the
+    flow's ``http`` parameter: plain values a flow run stores."""
+    from tasks.models.embedding_endpoints import endpoint_settings
+
+    settings = endpoint_settings(params)
+    return {key: getattr(settings, key) for key in HTTP_KEYS}
 
 
 @flow(name="adapt", log_prints=True)
@@ -39,7 +51,7 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
                encoder_precision: str = "fp32", encoder_backend: str = "torch",
                label_maps: dict | None = None, names: dict | None = None,
                llm_classifier: dict | None = None, lm_engine: str = "transformers",
-               lm_precision: str = "float32") -> list[dict]:
+               lm_precision: str = "float32", http: dict | None = None) -> list[dict]:
     """``rounds`` rounds on ``topic`` of the tree at ``tree_path``; each round's counts.
     ``diversity`` (AdaTest's default) fills each prompt with tests unlike those already in it
     (1 − max cosine similarity of MiniLM embeddings); off, the picks follow the scores alone.
@@ -51,7 +63,10 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
     ``encoder_precision`` / ``encoder_backend``: their path (``runtime.encoder_*``);
     ``label_maps`` / ``names``: ``models.label_map`` / ``models.names`` for both models;
     ``llm_classifier``: ``models.llm_classifier`` (an LLM under test, prompted);
-    ``lm_engine`` / ``lm_precision``: ``models.lm_*`` (a local LM under test's engine).
+    ``lm_engine`` / ``lm_precision``: ``models.lm_*`` (a local LM under test's engine);
+    ``http``: a served LLM under test's HTTP settings, ``LLMSettings`` keywords (the
+    project's ``consistency.timeout_s`` / ``retries`` / ``backoff_s`` / ``concurrency``:
+    ``http_parameters``; None: the defaults).
     ``base_url``: a ``MaskedURL`` keeps a password in it out of the run's stored parameters."""
     logger = get_run_logger()
     base_url = plain_url(base_url)
@@ -60,7 +75,8 @@ def adapt_flow(tree_path: str, topic: str, rounds: int = 1,
     encoder_path = {"precision": encoder_precision, "backend": encoder_backend,
                     "label_maps": label_maps, "names": names,
                     "llm_classifier": llm_classifier, "seed": seed,
-                    "lm_engine": lm_engine, "lm_precision": lm_precision}
+                    "lm_engine": lm_engine, "lm_precision": lm_precision,
+                    "http": LLMSettings(**http) if http else None}
     under_test = load_sentiment_model(model, (0.5, 0.5), offline, Path(root), pass_tokens,
                                       **encoder_path)
     suggester = make_generator(generator, offline=offline, base_url=base_url, root=Path(root))

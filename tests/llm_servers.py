@@ -93,6 +93,7 @@ class FakeLLMServer:
     dim: int = 64
     usage: bool = True
     info: dict = field(default_factory=lambda: dict(TEI_INFO))
+    openai_models: list = field(default_factory=lambda: list(OPENAI_MODELS))  # GET /v1/models
     requests: list[Recorded] = field(default_factory=list, init=False)
     replied: int = field(default=0, init=False)
     max_in_flight: int = field(default=0, init=False)
@@ -145,7 +146,7 @@ class FakeLLMServer:
                                             for name in ("llama3.2:latest",
                                                          "nomic-embed-text:latest")]}
             if self.protocol == "openai" and path == "/v1/models":
-                return 200, {}, {"object": "list", "data": OPENAI_MODELS}
+                return 200, {}, {"object": "list", "data": self.openai_models}
             if self.protocol == "tei" and path == "/info":
                 return 200, {}, self.info
             return 404, {}, {"error": f"no route {path}"}
@@ -273,3 +274,43 @@ def killed_mid_run(script: str, args: list[str], replied, at_least: int,
     child.wait()
     assert child.returncode == -signal.SIGKILL, "the run ended before it was killed"
     return count
+
+
+class LabelChat(FakeLLMServer):
+    """An OpenAI-compatible chat model used as a classifier: ``rule(prompt)`` is its answer
+    to each chat prompt (e.g. "good", "Negative", "I cannot tell."); with ``logprobs`` on and
+    asked for, the answer comes as one token per word, its first word at probability 0.8
+    beside ``rivals[first word]`` (when named) at 0.15. ``GET /v1/models`` lists ``model``
+    alone, created ``created``. ``chat_prompts()``: the prompts it was asked, in order."""
+
+    def __init__(self, rule, logprobs: bool = True, rivals: dict[str, str] | None = None,
+                 model: str = "tiny-chat", created: int = 1700000000):
+        super().__init__("openai")
+        self.rule, self.logprobs, self.rivals = rule, logprobs, dict(rivals or {})
+        self.openai_models = [{"id": model, "object": "model", "created": created}]
+
+    def chat_prompts(self) -> list[str]:
+        return [r.body["messages"][-1]["content"] for r in self.generations()]
+
+    def _tokens(self, content: str) -> list[dict[str, Any]]:
+        words = re.findall(r"\s*\S+", content)
+        tokens = [{"token": w, "logprob": -0.01, "top_logprobs": [{"token": w, "logprob": -0.01}]}
+                  for w in words]
+        if tokens:
+            first = tokens[0]
+            first["logprob"] = first["top_logprobs"][0]["logprob"] = math.log(0.8)
+            rival = self.rivals.get(words[0].strip())
+            if rival:
+                first["top_logprobs"].append({"token": rival, "logprob": math.log(0.15)})
+        return tokens
+
+    def _reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.replied += 1
+        content = self.rule(body["messages"][-1]["content"])
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": content}}
+        if self.logprobs and body.get("logprobs"):
+            choice["logprobs"] = {"content": self._tokens(content)}
+        return {"id": "chatcmpl-test", "object": "chat.completion", "model": body["model"],
+                "choices": [choice]}

@@ -104,7 +104,7 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
         typer.echo(f"note: {target} is outside {GROWN_TREES}/, so DVC does not track it and "
                    "the adaptive stage does not re-score it", err=True)
     tree = str(target)
-    from flows.adapt import adapt_flow
+    from flows.adapt import adapt_flow, http_parameters
 
     from tasks.core.secrets import MaskedURL
 
@@ -122,7 +122,7 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
                label_maps=params.models.label_map, names=params.models.names,
                llm_classifier={name: settings.model_dump() for name, settings
                                in params.models.llm_classifier.items()},
-               **params.models.lm_path())
+               http=http_parameters(params), **params.models.lm_path())
 
 
 @app.command()
@@ -180,7 +180,6 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
         completions=completions,
         binary_labels=tuple(params.adaptive.binary_labels or []) or None,
         prompt_settings=PromptSettings(prompt_diversity=diversity))
-    from tasks.adaptive.tested_models import load_tested_model
     specs = _tested_models(model, params, workspace)
     from tasks.models.llm import check_llm, parse_llm
     generators = list(dict.fromkeys(generator or REVIEW_GENERATORS))
@@ -201,23 +200,9 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
     from tasks.adaptive.generators import make_generator
     from tasks.adaptive.prompts import minilm_embed
     from tasks.adaptive.review_app.session import ReviewSession
-    from tasks.models.sentiment import load_sentiment_model
 
     offline = bool(params.models.offline)
-
-    def sentiment(spec: str):
-        return load_sentiment_model(spec, (0.5, 0.5), offline, workspace.root,
-                                    params.runtime.pass_tokens,
-                                    precision=params.runtime.encoder_precision,
-                                    backend=params.runtime.encoder_backend,
-                                    label_maps=params.models.label_map,
-                                    names=params.models.names,
-                                    llm_classifier=params.models.llm_classifier,
-                                    device=params.runtime.device, seed=params.seed,
-                                    **params.models.lm_path())
-
-    models = [load_tested_model(spec, sentiment, workspace.root, offline, params.models.names,
-                                params.models.label_map) for spec in specs]
+    models = review_models(specs, params, workspace)
 
     def loader(spec: str):
         return lambda: make_generator(spec, offline=offline, base_url=base_url,
@@ -242,6 +227,21 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
         if recorder is not None and not recorder.stop():
             typer.secho("lingtest review: the Prefect flow run did not end in time; it "
                         "stays Running in the UI", fg="yellow", err=True)
+
+
+def review_models(specs: list[str], params, workspace: Workspace) -> list:
+    """The models under test ``lingtest review`` shows, loaded with the run's settings as the
+    stages load them (``sentiment.load_configured``: label maps, names, encoder path, an LLM
+    classifier's template and label words, and the project's HTTP settings for a served
+    one), at the adaptive neutral band (0.5, 0.5) ``lingtest adapt`` uses."""
+    from tasks.adaptive.tested_models import load_tested_model
+    from tasks.models.sentiment import load_configured
+
+    def sentiment(spec: str):
+        return load_configured(spec, params, workspace.root, (0.5, 0.5))
+
+    return [load_tested_model(spec, sentiment, workspace.root, bool(params.models.offline),
+                              params.models.names, params.models.label_map) for spec in specs]
 
 
 # `lingtest review`'s generators when none is named: Gemma 3 270M first (16 of 80 suggestions
