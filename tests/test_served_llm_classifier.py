@@ -293,9 +293,6 @@ def test_the_adaptive_report_names_a_served_classifier_without_its_secrets(
     assert not leaked, leaked
 
 
-@pytest.mark.xfail(strict=True, reason="tasks/models/llm_classifier.py keys the answer store "
-                   "by the spec as written (LLMClassifier._answers_store: ref.bare), URL "
-                   "password included; the consistency store keys by store_key(ref), redacted")
 def test_the_answer_store_keeps_no_url_password(project) -> None:
     """data/cache/llm-answers.sqlite names the model without the password in its URL, as
     the consistency stage's store does (``answering.store_key``)."""

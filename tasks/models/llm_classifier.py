@@ -320,8 +320,12 @@ class LLMClassifier(SentimentModel):
             if self._store is None:
                 from tasks.consistency.store import open_store
 
+                from tasks.core.secrets import redact_text
+
                 self._store = open_store(f"sqlite:///{self.root / ANSWERS_DB}")
-                self._model_key = self._store.upsert_model(self.ref.bare, self.identity())
+                # without a URL password, as the consistency store keys (answering.store_key)
+                self._model_key = self._store.upsert_model(redact_text(self.ref.bare),
+                                                           self.identity())
         return self._store
 
     # ------------------------------------------------------------------ answering
