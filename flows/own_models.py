@@ -4,8 +4,10 @@ pipeline's baseline models, without touching the pipeline's tracked outputs.
 Each method runs its own stage flow on a workspace whose interim files, run state and
 reports live under ``runs/<name>/`` (git-ignored); the suite is built by the same cached
 tasks as the pipeline's, so an unchanged suite is a cache hit, and the baseline models'
-rows are read from the pipeline's stored results (``data/interim/<stage>/results.parquet``),
-never recomputed. A ``compare-with-baseline`` flow then publishes, per method, the side-by-
+rows are read from the pipeline's stored results (``data/interim/<stage>/results.parquet``)
+when they answer every case of the run; when they do not (another profile, seed or setting
+built another suite), the baseline models run on the run's suite under
+``runs/<name>/baseline/``. A ``compare-with-baseline`` flow then publishes, per method, the side-by-
 side failure rates and the per-case fixed / broken counts (``tasks.core.side_by_side``) as
 report files and Prefect artifacts; gates (``max_fail``, ``max_broken``) turn them into an
 exit status for CI.
@@ -52,13 +54,15 @@ class Gates:
 
 
 def method_params(the_plan: Plan, method: str, overrides: list[str], profile: str | None,
-                  root: Path) -> Params:
-    """The run's parameters with the method's model list set to the user's models (and the
-    consistency answers kept in the run's own database, not the pipeline's)."""
-    sets = [*overrides, f"{METHOD_MODELS[method]}={json.dumps(the_plan.specs)}"]
+                  root: Path, specs: list[str] | None = None, out: Path | None = None
+                  ) -> Params:
+    """The run's parameters with the method's model list set to the user's models (or
+    ``specs``), and the consistency answers kept in the run's own database (under ``out``,
+    default the run's folder), not the pipeline's."""
+    sets = [*overrides, f"{METHOD_MODELS[method]}={json.dumps(specs or the_plan.specs)}"]
     params = load_params(root, sets, profile)
     if method == "consistency" and params.consistency.database_url is None:
-        database = the_plan.out / "consistency.sqlite"
+        database = (out or the_plan.out) / "consistency.sqlite"
         params = load_params(root, [*sets, f"consistency.database_url=sqlite:///{database}"],
                              profile)
     return params
@@ -66,6 +70,56 @@ def method_params(the_plan: Plan, method: str, overrides: list[str], profile: st
 
 def method_class(method: str):
     return stage_method(method)
+
+
+def baseline_to_run_here(method: str, params: Params, root: Path, outputs: Path,
+                         mine: list[str]) -> tuple[list[str], str]:
+    """The specs of the pipeline's stored models of ``method``, when their stored rows leave
+    some of this run's cases unanswered — another profile, seed or setting built another
+    suite (the quick profile's capabilities share 12 of its ~1,800 cases with the
+    default's) — so they run on this run's suite instead; and why, in words. ([], "") when
+    the stored rows cover every case, or there are none (no ``make run`` yet). A stored
+    model is found by its name in params.yaml's list, or is its own spec (a built-in or
+    org/name hub id); one that is neither is left out, and the words say so."""
+    ran = method_class(method)(params, Workspace(root, outputs))
+    cases = set(pd.read_parquet(ran.results_path, columns=["case_id"])["case_id"])
+    stored = baseline_rows(method_class(method)(params, Workspace(root)).results_path, mine)
+    if stored is None or stored.empty:
+        return [], ""
+    covered = stored.groupby("model_id", sort=False)["case_id"].agg(
+        lambda ids: len(cases & set(ids)))
+    if covered.min() == len(cases):
+        return [], ""
+    key = METHOD_MODELS[method]
+    section, field = key.split(".")
+    pipeline = load_params(root, [], None)
+    by_name = {_spec_name(spec, key, pipeline, root): spec
+               for spec in getattr(pipeline.section(section), field)}
+    specs = {name: by_name.get(name) or (name if _names_itself(name, key, root) else None)
+             for name in covered.index}
+    left = [name for name, spec in specs.items() if spec is None]
+    why = (f"the pipeline's stored results answer {covered.min()} of this run's {len(cases)} "
+           f"cases (made with other settings)") + (
+        f"; {', '.join(left)} left out (not in params.yaml's {key}, so it cannot be rerun)"
+        if left else "")
+    return [spec for spec in specs.values() if spec], why
+
+
+def _spec_name(spec: str, key: str, params: Params, root: Path) -> str:
+    from tasks.models.model_spec import parse_model
+
+    return parse_model(spec, key, params.models.names, root).name
+
+
+def _names_itself(name: str, key: str, root: Path) -> bool:
+    """A stored model name that is also its spec: a built-in or an org/name hub id."""
+    from tasks.models.model_spec import parse_model
+
+    try:
+        ref = parse_model(name, key, None, root)
+    except LingtestError:
+        return False
+    return ref.form == "builtin" or (ref.form == "hub" and "/" in name)
 
 
 def baseline_rows(path: Path, mine: list[str]) -> pd.DataFrame | None:
@@ -79,15 +133,20 @@ def baseline_rows(path: Path, mine: list[str]) -> pd.DataFrame | None:
 @flow(name="compare-with-baseline", log_prints=True)
 def compare_with_baseline(method: str, run_name: str, mine: list[str], params: Params,
                           root: str, outputs: str, max_fail: float | None = None,
-                          max_broken: int | None = None) -> dict:
+                          max_broken: int | None = None, baseline_outputs: str | None = None,
+                          why_here: str = "") -> dict:
     """Side-by-side failure rates and per-case changes of ``mine`` against the pipeline's
-    baseline models on ``method``'s suite, published under ``runs/<name>/reports``."""
+    baseline models on ``method``'s suite, published under ``runs/<name>/reports``: their
+    stored rows, or the rows of their run on this suite under ``baseline_outputs``."""
     workspace = Workspace(Path(root), Path(outputs))
     ran = method_class(method)(params, workspace)  # where the stage wrote its suite and rows
     contract = ran.contract
     suite, results = pd.read_parquet(ran.suite_path), pd.read_parquet(ran.results_path)
     results = results[results["model_id"].isin(mine)]
     stored = method_class(method)(params, Workspace(Path(root))).results_path  # the pipeline's
+    if baseline_outputs:  # the pipeline's models, run on this run's suite
+        stored = method_class(method)(params, Workspace(Path(root), Path(baseline_outputs))
+                                      ).results_path
     baseline = baseline_rows(stored, mine)
     base_models = list(dict.fromkeys(baseline["model_id"])) if baseline is not None else []
     rows = pd.concat([results, baseline], ignore_index=True) if base_models else results
@@ -101,10 +160,13 @@ def compare_with_baseline(method: str, run_name: str, mine: list[str], params: P
     report = Report(f"{method}-vs-baseline", provenance=provenance(
         params, workspace, METHOD_MODELS[method].split(".")[0],
         models=[f"{m} @ {revision.get(m)} (yours)" for m in mine]
-        + [f"{m} @ {revision.get(m)} (baseline: the pipeline's {stored.relative_to(root)})"
-           for m in base_models]))
+        + [f"{m} @ {revision.get(m)} (baseline: "
+           + ("run here on this run's suite" if baseline_outputs else
+              f"the pipeline's {stored.relative_to(root)}") + ")" for m in base_models]))
     note = ("No baseline: the pipeline has no stored results for this method yet (make run)."
             if not base_models else
+            f"Baseline models run here on this run's suite: {why_here}; {shared} cases every "
+            "model answered are compared." if baseline_outputs else
             f"Baseline rows read from the pipeline's stored results, not recomputed; "
             f"{shared} cases every model answered are compared.")
     report.add(f"{prefix}-side-by-side", table,
@@ -147,9 +209,18 @@ def run_own_models(the_plan: Plan, overrides: list[str], profile: str | None, ro
         echo(f"lingtest test [{number}/{len(staged)}]: {method} on "
              f"{', '.join(the_plan.names)} → {the_plan.out / 'reports' / method}")
         run_stage(method, params, workspace, run_tags=(f"test:{the_plan.name}",))
+        here, why = baseline_to_run_here(method, params, root, the_plan.out, the_plan.names)
+        base_out = the_plan.out / "baseline"
+        if here:
+            echo(f"lingtest test [{number}/{len(staged)}]: {method}: {why}, so the baseline "
+                 f"{', '.join(here)} runs on this run's suite → {base_out / 'reports' / method}")
+            run_stage(method, method_params(the_plan, method, overrides, profile, root, here,
+                                             base_out),
+                      Workspace(root, base_out), run_tags=(f"test:{the_plan.name}:baseline",))
         out.append(compare_with_baseline(method, the_plan.name, the_plan.names, params,
                                          str(root), str(the_plan.out), gates.max_fail,
-                                         gates.max_broken))
+                                         gates.max_broken, str(base_out) if here else None,
+                                         why))
     return out
 
 

@@ -338,6 +338,7 @@ def test_lingtest_test_puts_a_new_model_beside_the_stored_baseline(own_runs, mon
                        "shouty-capabilities-side-by-side.csv")
     # the stored models of the pipeline's run are the baseline: read, not rerun
     assert list(side.columns[-3:]) == ["shouty fail %", "lexicon fail %", "vader fail %"]
+    assert not (run / "baseline").exists()
     stored = pd.read_parquet(workspace.interim / "capabilities" / "results.parquet")
     vader = stored[stored["model_id"] == "vader"]
     overall = side[side["capability"] == "all"].iloc[0]
@@ -355,6 +356,59 @@ def test_lingtest_test_puts_a_new_model_beside_the_stored_baseline(own_runs, mon
     adaptive = pd.read_csv(run / "reports" / "adaptive-vs-baseline" /
                            "shouty-adaptive-side-by-side.csv")
     assert "shouty fail %" in adaptive.columns and (adaptive["topic"] == "all").any()
+
+
+@pytest.mark.slow
+def test_a_run_on_another_suite_reruns_the_baseline_on_it(own_runs, monkeypatch,
+                                                          capsys) -> None:
+    """Another seed builds another suite, which the stored rows answer only in part: the
+    pipeline's models run on this run's suite (under runs/<name>/baseline/), so the
+    comparison counts every case; a stored model that params.yaml does not list cannot be
+    rerun, and the table says it was left out."""
+    import sys
+
+    from flows import cli
+
+    workspace = own_runs[0]
+    module = workspace.root / "inputs" / "models" / "shouty.py"
+    module.write_text(SHOUTY, encoding="utf-8")
+    pipeline = {top: _tree_state(workspace.root / top) for top in ("reports", "data/interim")}
+    sets = [arg for s in [*own_runs[2], *SMALL, "seed=7"] for arg in ("--set", s)]
+    monkeypatch.setenv("LINGTEST_ROOT", str(workspace.root))
+    monkeypatch.chdir(workspace.root)
+    monkeypatch.setattr(sys, "argv", ["lingtest", "test", "python:inputs/models/shouty.py:"
+                                      "predict_proba#name=shouty7", "--methods",
+                                      "capabilities", *sets])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    output = capsys.readouterr()
+    assert exit_.value.code == 0, output.err[-2000:]
+    assert {top: _tree_state(workspace.root / top)
+            for top in ("reports", "data/interim")} == pipeline  # the pipeline's untouched
+    run = workspace.root / "runs" / "shouty7"
+    mine = pd.read_parquet(run / "interim" / "capabilities" / "results.parquet")
+    stored = pd.read_parquet(workspace.interim / "capabilities" / "results.parquet")
+    answered = len(set(mine["case_id"]) & set(stored.loc[stored["model_id"] == "vader",
+                                                         "case_id"]))
+    assert answered < mine["case_id"].nunique()  # another suite: the stored rows fall short
+    assert (f"the pipeline's stored results answer {answered} of this run's "
+            f"{mine['case_id'].nunique()} cases") in " ".join(output.err.split())
+    here = pd.read_parquet(run / "baseline" / "interim" / "capabilities" / "results.parquet")
+    assert set(here["model_id"]) == {"vader"}  # lexicon: not in params.yaml, left out
+    assert set(here["case_id"]) == set(mine["case_id"])
+    report = run / "reports" / "capabilities-vs-baseline"
+    side = pd.read_csv(report / "shouty7-capabilities-side-by-side.csv")
+    assert list(side.columns[-2:]) == ["shouty7 fail %", "vader fail %"]
+    overall = side[side["capability"] == "all"].iloc[0]
+    assert overall["cases"] == mine["case_id"].nunique()
+    assert overall["vader fail %"] == pytest.approx(
+        round(100 * here["verdict"].eq("fail").mean(), 2))
+    text = (report / "shouty7-capabilities-side-by-side.md").read_text()
+    assert "Baseline models run here on this run's suite" in text
+    assert "lexicon left out (not in params.yaml's capabilities.models" in text
+    provenance = json.loads((report / "provenance.json").read_text())
+    assert "vader @ vaderSentiment" in provenance["models"]
+    assert "(baseline: run here on this run's suite)" in provenance["models"]
 
 
 # ------------------------------------------------------------------ predictions files
