@@ -378,3 +378,51 @@ def test_two_encoders_load_side_by_side_in_a_fresh_process(tmp_path):
                               timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_an_online_hub_id_is_keyed_to_the_commit_the_hub_states(monkeypatch, tmp_path):
+    """Online, a hub id resolves to the hub's current commit (one request per id), so a new
+    commit under the same id changes every cache key that takes the model; without the hub
+    (offline mode here) it is the cached snapshot's commit, and none when nothing is cached."""
+    from types import SimpleNamespace
+
+    from huggingface_hub import HfApi
+
+    from tasks.core.caching import ModelRef
+
+    asked: list[str] = []
+    commits = iter(["a" * 40, "b" * 40])
+
+    def model_info(self, repo_id, timeout=None, **kwargs):
+        asked.append(repo_id)
+        return SimpleNamespace(sha=next(commits))
+
+    monkeypatch.setattr(HfApi, "model_info", model_info)
+    monkeypatch.setattr(registry, "_HUB_DOWN", [])
+    registry._hub_main_commit.cache_clear()
+    key = ModelRef(("encoder",), resolve)
+    first = key.revision(NOT_CACHED, offline=False)
+    assert first == ["encoder", "hub", "a" * 40, None]
+    assert key.revision(NOT_CACHED, offline=False) == first and asked == [NOT_CACHED]
+    registry._hub_main_commit.cache_clear()  # a new process, after a push to the hub
+    assert key.revision(NOT_CACHED, offline=False)[2] == "b" * 40
+    assert resolve(MINILM, "encoder", offline=False).source == "package"  # asks nothing
+    assert asked == [NOT_CACHED, NOT_CACHED]
+
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    def offline(self, repo_id, timeout=None, **kwargs):  # as under HF_HUB_OFFLINE=1
+        asked.append(repo_id)
+        raise OfflineModeIsEnabled(f"Cannot reach https://huggingface.co/api/models/{repo_id}")
+
+    monkeypatch.setattr(HfApi, "model_info", offline)
+    monkeypatch.setattr(registry, "_HUB_DOWN", [])
+    registry._hub_main_commit.cache_clear()
+    monkeypatch.setattr(registry, "hub_cache_snapshot",
+                        lambda repo_id, cache_dir=None: tmp_path / ("c" * 40))
+    assert resolve(NOT_CACHED, "encoder", offline=False).revision == "c" * 40
+    assert registry._HUB_DOWN == ["OfflineModeIsEnabled"]  # no more requests this process
+    monkeypatch.setattr(registry, "hub_cache_snapshot", lambda repo_id, cache_dir=None: None)
+    assert resolve("lingtest-tests/another-encoder", "encoder", offline=False).revision is None
+    assert asked == [NOT_CACHED] * 3
+    registry._hub_main_commit.cache_clear()

@@ -100,7 +100,8 @@ def test_a_rebuild_gives_the_same_commits(standin_hub, tmp_path):
 def test_the_registry_resolves_every_id_to_the_cache_offline_and_to_the_hub_online(standin_hub):
     """Offline, each id is the cached snapshot with its commit as revision; online, the
     registry leaves the id to ``from_pretrained`` (the hub, which reads the same cache when
-    it cannot be reached), except SmolLM2, which an installed package carries."""
+    it cannot be reached) under the commit the hub states, here unreachable, so the cached
+    one; except SmolLM2, which an installed package carries."""
     from tasks.models.registry import resolve
 
     for model_id, roles in paper_model_ids().items():
@@ -111,7 +112,8 @@ def test_the_registry_resolves_every_id_to_the_cache_offline_and_to_the_hub_onli
                 continue
             assert (offline.source, offline.revision) == ("hub-cache", standin_hub.commit(model_id))
             assert offline.path.endswith(standin_hub.commit(model_id))
-            assert (online.source, online.path, online.revision) == ("hub", model_id, None)
+            assert (online.source, online.path, online.revision) == (
+                "hub", model_id, standin_hub.commit(model_id))
 
 
 def test_the_check_before_a_run_accepts_the_paper_profile_from_the_cache(standin_hub):

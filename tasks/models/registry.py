@@ -325,6 +325,36 @@ def _dist_version(dist: str) -> str:
         return "unknown"
 
 
+HUB_TIMEOUT_S = 10.0
+_HUB_DOWN: list[str] = []  # set once the hub did not answer in this process: ask no more
+
+
+def hub_commit(repo_id: str) -> str | None:
+    """The commit a hub load of ``repo_id`` reads now: the hub's main branch, else (offline
+    mode, no network, a gated repo) the cached snapshot's; None when neither is known. It
+    keys an online model's cached results to its weights, so a new commit under the same id
+    is a cache miss, not a stale hit."""
+    return _hub_main_commit(repo_id) or getattr(hub_cache_snapshot(repo_id), "name", None)
+
+
+@lru_cache(maxsize=None)
+def _hub_main_commit(repo_id: str) -> str | None:
+    """One ``model_info`` request per id and process; after a transport failure or offline
+    mode none more (a machine without the hub pays one timeout, not one per model)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, HTTPError
+
+    if _HUB_DOWN:
+        return None
+    try:
+        return HfApi().model_info(repo_id, timeout=HUB_TIMEOUT_S).sha
+    except HfHubHTTPError:  # the hub answered: this id is gated, private or unknown
+        return None
+    except (HTTPError, OSError) as exc:  # no route to the hub (OfflineModeIsEnabled: OSError)
+        _HUB_DOWN.append(type(exc).__name__)
+        return None
+
+
 def hub_cache_snapshot(repo_id: str, cache_dir: str | os.PathLike | None = None) -> Path | None:
     """The cached snapshot folder of a hub repo whose config is in the local cache, else None."""
     from huggingface_hub import try_to_load_from_cache
@@ -338,14 +368,14 @@ def hub_cache_snapshot(repo_id: str, cache_dir: str | os.PathLike | None = None)
 def loaded_revision(res: Resolution, config) -> str | None:
     """The revision of the weights just loaded for ``res``: its own; for a hub load, the
     commit transformers < 5 put on the config, else the cached snapshot ``from_pretrained``
-    read (transformers 5 records no commit)."""
-    if res.revision or res.source != "hub":
+    read (transformers 5 records no commit), else the commit the hub stated at resolve."""
+    if res.source != "hub":
         return res.revision
     commit = getattr(config, "_commit_hash", None)
     if commit:
         return commit
     snapshot = hub_cache_snapshot(res.model_id)
-    return snapshot.name if snapshot is not None else None
+    return snapshot.name if snapshot is not None else res.revision
 
 
 def lingtest_cache() -> Path:
@@ -481,7 +511,8 @@ def resolve(model_id: str, kind: str | None = None, offline: bool = True,
         return packaged
     if not offline:  # the real path: from_pretrained(id) downloads, or uses its own cache
         pooling = "auto (ST config, else pooler|cls)" if kind == "encoder" else None
-        return Resolution(canonical, kind, "hub", canonical, pooling=pooling)
+        return Resolution(canonical, kind, "hub", canonical, revision=hub_commit(canonical),
+                          pooling=pooling)
     snapshot = hub_cache_snapshot(canonical, cache_dir)
     if snapshot is not None and main_weights(snapshot) is not None:
         pooling, more = encoder_pooling(snapshot) if kind == "encoder" else (None, "")
