@@ -307,14 +307,15 @@ def load_minilm_classifier(folder: Path, model_id: str = MINILM_SST2_ID,
     """The classifier saved by ``save_minilm_classifier`` (fine-tuned by lingtest)."""
     from safetensors.torch import load_file
 
-    from tasks.models.registry import transformers_classes, weights_sha16
+    from tasks.models.registry import one_load, transformers_classes, weights_sha16
 
     AutoModel, AutoTokenizer = transformers_classes("AutoModel", "AutoTokenizer")
 
     info = json.loads((folder / MINILM_CONFIG).read_text(encoding="utf-8"))
     try:
-        encoder = AutoModel.from_pretrained(folder, local_files_only=True)
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        with one_load():  # as every load: transformers patches process-wide state meanwhile
+            encoder = AutoModel.from_pretrained(folder, local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         model = build_classifier(encoder, len(info["labels"]))
         model.head.load_state_dict(load_file(str(folder / HEAD_FILE)))
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
