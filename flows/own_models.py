@@ -72,37 +72,67 @@ def method_class(method: str):
     return stage_method(method)
 
 
+# Settings that do not change a method's verdicts: how answers are fetched and stored.
+NOT_VERDICTS = ("database_url", "concurrency", "timeout_s", "retries", "backoff_s")
+
+
 def baseline_to_run_here(method: str, params: Params, root: Path, outputs: Path,
                          mine: list[str]) -> tuple[list[str], str]:
-    """The specs of the pipeline's stored models of ``method``, when their stored rows leave
-    some of this run's cases unanswered — another profile, seed or setting built another
-    suite (the quick profile's capabilities share 12 of its ~1,800 cases with the
-    default's) — so they run on this run's suite instead; and why, in words. ([], "") when
-    the stored rows cover every case, or there are none (no ``make run`` yet). A stored
-    model is found by its name in params.yaml's list, or is its own spec (a built-in or
-    org/name hub id); one that is neither is left out, and the words say so."""
+    """The specs of the pipeline's stored models of ``method`` when their stored rows cannot
+    stand beside this run's, and why in words: the run's seed or method settings differ from
+    the ones the stored rows were made with (their report's provenance) — another profile's
+    θ dictionary gives other verdicts on the same cases — or they leave some of its cases
+    unanswered (the quick profile's capabilities share 12 of ~1,800 cases with the
+    default's). ([], "") when they can stand, or there are none (no ``make run`` yet). A
+    stored model is found by its name in params.yaml's list, or is its own spec (a built-in
+    or org/name hub id); one that is neither is left out, and the words say so."""
     ran = method_class(method)(params, Workspace(root, outputs))
     cases = set(pd.read_parquet(ran.results_path, columns=["case_id"])["case_id"])
     stored = baseline_rows(method_class(method)(params, Workspace(root)).results_path, mine)
     if stored is None or stored.empty:
         return [], ""
-    covered = stored.groupby("model_id", sort=False)["case_id"].agg(
-        lambda ids: len(cases & set(ids)))
-    if covered.min() == len(cases):
-        return [], ""
     key = METHOD_MODELS[method]
     section, field = key.split(".")
+    differ = settings_differ(method, params, root, exclude=(field, *NOT_VERDICTS))
+    covered = stored.groupby("model_id", sort=False)["case_id"].agg(
+        lambda ids: len(cases & set(ids)))
+    if not differ and covered.min() == len(cases):
+        return [], ""
     pipeline = load_params(root, [], None)
     by_name = {_spec_name(spec, key, pipeline, root): spec
                for spec in getattr(pipeline.section(section), field)}
     specs = {name: by_name.get(name) or (name if _names_itself(name, key, root) else None)
              for name in covered.index}
     left = [name for name, spec in specs.items() if spec is None]
-    why = (f"the pipeline's stored results answer {covered.min()} of this run's {len(cases)} "
+    shown = ", ".join(differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
+    verb = "differs" if len(differ) == 1 else "differ"
+    why = (f"this run's {shown} {verb} from the stored results' (another suite, or other "
+           f"verdicts on the same cases)" if differ else
+           f"the pipeline's stored results answer {covered.min()} of this run's {len(cases)} "
            f"cases (made with other settings)") + (
         f"; {', '.join(left)} left out (not in params.yaml's {key}, so it cannot be rerun)"
         if left else "")
     return [spec for spec in specs.values() if spec], why
+
+
+def settings_differ(method: str, params: Params, root: Path,
+                    exclude: tuple[str, ...]) -> list[str]:
+    """The seed and ``method``'s settings (bar ``exclude``) that differ between ``params``
+    and the pipeline's stored report of that method (its provenance), as ``section.key``;
+    [] when they agree or no report states them."""
+    from tasks.core.paths import root_marked
+
+    stored = Workspace(root).reports / method / "provenance.json"
+    section = METHOD_MODELS[method].split(".")[0]
+    try:
+        provenance = json.loads(stored.read_text(encoding="utf-8"))
+        theirs = json.loads(provenance[f"parameters ({section})"])
+    except (OSError, ValueError, KeyError):
+        return []
+    mine = json.loads(root_marked(params.section(section).model_dump_json(), root))
+    differ = [f"{section}.{name}" for name in mine
+              if name not in exclude and mine[name] != theirs.get(name)]
+    return (["seed"] if provenance.get("seed") != params.seed else []) + differ
 
 
 def _spec_name(spec: str, key: str, params: Params, root: Path) -> str:
@@ -167,8 +197,9 @@ def compare_with_baseline(method: str, run_name: str, mine: list[str], params: P
             if not base_models else
             f"Baseline models run here on this run's suite: {why_here}; {shared} cases every "
             "model answered are compared." if baseline_outputs else
-            f"Baseline rows read from the pipeline's stored results, not recomputed; "
-            f"{shared} cases every model answered are compared.")
+            f"Baseline rows read from the pipeline's stored results, not recomputed"
+            + (f", though {why_here}: no baseline model could be rerun, so compare with care"
+               if why_here else "") + f"; {shared} cases every model answered are compared.")
     report.add(f"{prefix}-side-by-side", table,
                f"{method}: fail % per {contract.group} — your models beside the baseline",
                notes=note, substitutes=False)

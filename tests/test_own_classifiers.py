@@ -391,8 +391,8 @@ def test_a_run_on_another_suite_reruns_the_baseline_on_it(own_runs, monkeypatch,
     answered = len(set(mine["case_id"]) & set(stored.loc[stored["model_id"] == "vader",
                                                          "case_id"]))
     assert answered < mine["case_id"].nunique()  # another suite: the stored rows fall short
-    assert (f"the pipeline's stored results answer {answered} of this run's "
-            f"{mine['case_id'].nunique()} cases") in " ".join(output.err.split())
+    assert ("this run's seed differs from the stored results' (another suite, or other "
+            "verdicts on the same cases)") in " ".join(output.err.split())
     here = pd.read_parquet(run / "baseline" / "interim" / "capabilities" / "results.parquet")
     assert set(here["model_id"]) == {"vader"}  # lexicon: not in params.yaml, left out
     assert set(here["case_id"]) == set(mine["case_id"])
@@ -409,6 +409,26 @@ def test_a_run_on_another_suite_reruns_the_baseline_on_it(own_runs, monkeypatch,
     provenance = json.loads((report / "provenance.json").read_text())
     assert "vader @ vaderSentiment" in provenance["models"]
     assert "(baseline: run here on this run's suite)" in provenance["models"]
+
+
+def test_the_stored_baseline_stands_only_beside_a_run_of_its_own_settings(own_runs) -> None:
+    """Settings that change verdicts on the same cases (a θ dictionary, a band) are read
+    from the stored report's provenance; the model lists and how answers are fetched are
+    not verdicts."""
+    from flows.own_models import NOT_VERDICTS, settings_differ
+
+    workspace, _, overrides = own_runs
+    root = workspace.root
+
+    def differ(*extra: str) -> list[str]:
+        params = load_params(root, [*overrides, *SMALL, LABEL_MAP, *extra])
+        return settings_differ("capabilities", params, root,
+                               exclude=("models", *NOT_VERDICTS))
+
+    assert differ() == []
+    assert differ("capabilities.models=[vader]", "consistency.concurrency=9") == []
+    assert differ("capabilities.neutral_band=[0.4, 0.6]", "seed=3") == [
+        "seed", "capabilities.neutral_band"]
 
 
 # ------------------------------------------------------------------ predictions files
