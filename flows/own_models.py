@@ -5,12 +5,11 @@ Each method runs its own stage flow on a workspace whose interim files, run stat
 reports live under ``runs/<name>/`` (git-ignored); the suite is built by the same cached
 tasks as the pipeline's, so an unchanged suite is a cache hit, and the baseline models'
 rows are read from the pipeline's stored results (``data/interim/<stage>/results.parquet``)
-when they answer every case of the run; when they do not (another profile, seed or setting
-built another suite), the baseline models run on the run's suite under
-``runs/<name>/baseline/``. A ``compare-with-baseline`` flow then publishes, per method, the side-by-
-side failure rates and the per-case fixed / broken counts (``tasks.core.side_by_side``) as
-report files and Prefect artifacts; gates (``max_fail``, ``max_broken``) turn them into an
-exit status for CI.
+when they were made with the run's seed and method settings and answer every case; else
+the baseline models run on the run's suite under ``runs/<name>/baseline/``. A
+``compare-with-baseline`` flow then publishes, per method, the side-by-side failure rates
+and the per-case fixed / broken counts (``tasks.core.side_by_side``) as report files and
+Prefect artifacts; gates (``max_fail``, ``max_broken``) turn them into an exit status for CI.
 """
 from __future__ import annotations
 
