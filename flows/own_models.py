@@ -91,15 +91,18 @@ def baseline_to_run_here(method: str, params: Params, root: Path, outputs: Path,
     if stored is None or stored.empty:
         return [], ""
     key = METHOD_MODELS[method]
-    section, field = key.split(".")
+    field = key.split(".")[1]
     differ = settings_differ(method, params, root, exclude=(field, *NOT_VERDICTS))
     covered = stored.groupby("model_id", sort=False)["case_id"].agg(
         lambda ids: len(cases & set(ids)))
     if not differ and covered.min() == len(cases):
         return [], ""
+    from flows.validation import configured_models
+
     pipeline = load_params(root, [], None)
-    by_name = {_spec_name(spec, key, pipeline, root): spec
-               for spec in getattr(pipeline.section(section), field)}
+    tested = ("classifier", "tested model", "encoder", "llm")  # not fill, spacy: no baseline
+    by_name = {_spec_name(entry.spec, key, pipeline, root): entry.spec
+               for entry in configured_models(pipeline, [method]) if entry.kind in tested}
     specs = {name: by_name.get(name) or (name if _names_itself(name, key, root) else None)
              for name in covered.index}
     left = [name for name, spec in specs.items() if spec is None]
@@ -109,7 +112,8 @@ def baseline_to_run_here(method: str, params: Params, root: Path, outputs: Path,
            f"verdicts on the same cases)" if differ else
            f"the pipeline's stored results answer {covered.min()} of this run's {len(cases)} "
            f"cases (made with other settings)") + (
-        f"; {', '.join(left)} left out (not in params.yaml's {key}, so it cannot be rerun)"
+        f"; {', '.join(left)} left out (not among params.yaml's {method} models, so it "
+        f"cannot be rerun)"
         if left else "")
     return [spec for spec in specs.values() if spec], why
 

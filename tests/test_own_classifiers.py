@@ -405,7 +405,7 @@ def test_a_run_on_another_suite_reruns_the_baseline_on_it(own_runs, monkeypatch,
         round(100 * here["verdict"].eq("fail").mean(), 2))
     text = (report / "shouty7-capabilities-side-by-side.md").read_text()
     assert "Baseline models run here on this run's suite" in text
-    assert "lexicon left out (not in params.yaml's capabilities.models" in text
+    assert "lexicon left out (not among params.yaml's capabilities models" in text
     provenance = json.loads((report / "provenance.json").read_text())
     assert "vader @ vaderSentiment" in provenance["models"]
     assert "(baseline: run here on this run's suite)" in provenance["models"]

@@ -131,3 +131,27 @@ def test_the_same_command_again_asks_nothing_and_serves_the_store(served_cli):
     assert row["revision"] == first["endpoints"].loc[0, "revision"]
     assert f"0 requests, 0 input tokens ({NO_REQUESTS}), {sent} vectors from the embedding " \
            "store" in again["provenance"]["embedding services"]
+
+
+def test_a_baseline_run_with_other_settings_is_named_and_its_encoder_left_out(served_cli):
+    """Another θ dictionary size gives other verdicts on the same cases, so the stored rows
+    cannot stand beside such a run; the stored hashing encoder is not among params.yaml's
+    contrastive models (models.encoders, as contrastive.encoders is unset there), so it
+    cannot be rerun and the words say so."""
+    from flows.own_models import baseline_to_run_here
+    from flows.registry import load_params
+
+    root = served_cli["root"]
+    spec = f"contrastive.encoders=['openai:{MODEL}@{served_cli['url']}#key_env=EMBED_KEY']"
+    with mock.patch.dict(os.environ, {"EMBED_KEY": KEY}):
+        params = load_params(root, [*TINY, spec, "contrastive.dictionary_max_words=50"])
+    here, why = baseline_to_run_here("contrastive", params, root, root / "runs" / MODEL,
+                                     [MODEL])
+    assert here == []
+    assert why == ("this run's contrastive.dictionary_max_words differs from the stored "
+                   "results' (another suite, or other verdicts on the same cases); "
+                   f"{BASELINE} left out (not among params.yaml's contrastive models, so it "
+                   "cannot be rerun)")
+    same = load_params(root, [*TINY, spec])
+    assert baseline_to_run_here("contrastive", same, root, root / "runs" / MODEL,
+                                [MODEL]) == ([], "")
