@@ -29,6 +29,8 @@ URL = "http://127.0.0.1:9/v1"  # nothing listens: a check that contacted it woul
     ("vader#scoring=text", "model `vader`: scoring= applies to an LLM tested as a classifier"),
     ("lingtest/minilm-sst2#template=p.txt&scoring=text", "template=, scoring= apply to an LLM"),
     (f"openai:m@{URL}#dimensions=8", "model `m`: dimensions= applies to an embedding service"),
+    ("openai:m@http://me:hunter2@127.0.0.1:9/v1#dimensions=8",
+     "from `openai:m@http://me:***@127.0.0.1:9/v1`"),  # the password is not shown
 ])
 def test_an_option_a_classifier_never_reads_is_refused(tmp_path: Path, spec: str,
                                                        needle: str) -> None:

@@ -319,7 +319,6 @@ class LLMClassifier(SentimentModel):
         with _STORE_OPENING:  # one instance's threads open it once (open_store: processes)
             if self._store is None:
                 from tasks.consistency.store import open_store
-
                 from tasks.core.secrets import redact_text
 
                 self._store = open_store(f"sqlite:///{self.root / ANSWERS_DB}")

@@ -230,10 +230,12 @@ def refuse_options(ref: ModelRef, options: tuple[str, ...], role: str,
     silent typo."""
     given = [option for option in options if option in ref.options]
     if given:
+        from tasks.core.secrets import redact_text
+
         shown = ", ".join(f"{option}=" for option in given)
         verb = "applies" if len(given) == 1 else "apply"
         raise LingtestError(f"{key + ': ' if key else ''}model `{ref.name}`: {shown} {verb} "
-                            f"to {role}; fix: drop #{given[0]}= from `{ref.bare}`")
+                            f"to {role}; fix: drop #{given[0]}= from `{redact_text(ref.bare)}`")
 
 
 def parse_models(specs: list[str], key: str, names: dict[str, str] | None = None,
