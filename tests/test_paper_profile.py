@@ -258,3 +258,7 @@ def test_stages_the_profile_changes_only_by_going_online(paper, stage):
     assert not paper.params().models.offline
     assert (paper.reports(stage) / "metrics.json").is_file()
     stage_says_paper(paper, stage)
+    if stage == "train-sentiment":  # the paper's classifiers are tested themselves here
+        table = (paper.reports(stage) / "train-sentiment-minilm-sst2.md").read_text()
+        assert "No substitute: the capabilities stage tests textattack/bert-base-uncased-SST-2" \
+            in table and "the paper's SST-2 fine-tuned BERT" not in table
