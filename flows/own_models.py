@@ -81,7 +81,7 @@ def baseline_to_run_here(method: str, params: Params, root: Path, outputs: Path,
     stand beside this run's, and why in words: the run's seed or method settings differ from
     the ones the stored rows were made with (their report's provenance) — another profile's
     θ dictionary gives other verdicts on the same cases — or they leave some of its cases
-    unanswered (the quick profile's capabilities share 12 of ~1,800 cases with the
+    unanswered (the quick profile's capabilities share 12 of its 63 cases with the
     default's). ([], "") when they can stand, or there are none (no ``make run`` yet). A
     stored model is found by its name in params.yaml's list, or is its own spec (a built-in
     or org/name hub id); one that is neither is left out, and the words say so."""
@@ -97,11 +97,11 @@ def baseline_to_run_here(method: str, params: Params, root: Path, outputs: Path,
         lambda ids: len(cases & set(ids)))
     if not differ and covered.min() == len(cases):
         return [], ""
-    from flows.validation import configured_models
+    from flows.validation import configured_models, display_name
 
     pipeline = load_params(root, [], None)
     tested = ("classifier", "tested model", "encoder", "llm")  # not fill, spacy: no baseline
-    by_name = {_spec_name(entry.spec, key, pipeline, root): entry.spec
+    by_name = {display_name(entry.spec, pipeline, Workspace(root)): entry.spec
                for entry in configured_models(pipeline, [method]) if entry.kind in tested}
     specs = {name: by_name.get(name) or (name if _names_itself(name, key, root) else None)
              for name in covered.index}
@@ -136,12 +136,6 @@ def settings_differ(method: str, params: Params, root: Path,
     differ = [f"{section}.{name}" for name in mine
               if name not in exclude and mine[name] != theirs.get(name)]
     return (["seed"] if provenance.get("seed") != params.seed else []) + differ
-
-
-def _spec_name(spec: str, key: str, params: Params, root: Path) -> str:
-    from tasks.models.model_spec import parse_model
-
-    return parse_model(spec, key, params.models.names, root).name
 
 
 def _names_itself(name: str, key: str, root: Path) -> bool:

@@ -58,12 +58,12 @@ def describe_configured(params: Params, workspace: Workspace) -> list[dict[str, 
             rows.append(check_model(entry.key, entry.spec, entry.kind, params, workspace))
         except LingtestError as error:
             rows.append({"key": entry.key, "id": entry.spec,
-                         "name": _name_of(entry.spec, params, workspace),
+                         "name": display_name(entry.spec, params, workspace),
                          "kind": entry.kind, "source": "missing", "reason": str(error)})
     return rows
 
 
-def _name_of(spec: str, params: Params, workspace: Workspace) -> str:
+def display_name(spec: str, params: Params, workspace: Workspace) -> str:
     """A spec's display name when it parses at all (a missing model still has one)."""
     from tasks.models.model_spec import parse_model
 
@@ -138,7 +138,7 @@ def check_display_names(params: Params, workspace: Workspace | None = None) -> N
     known = set()
     for entry in configured:
         known.add(entry.spec.split("#", 1)[0])
-        known.add(_name_of(entry.spec, params, workspace or Workspace.current()))
+        known.add(display_name(entry.spec, params, workspace or Workspace.current()))
     stray = sorted(set(params.models.llm_classifier) - known)
     if stray:
         raise LingtestError(f"models.llm_classifier: {stray} name no model of any stage; fix: "
