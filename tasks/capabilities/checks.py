@@ -16,11 +16,25 @@ def configured_models(params: Params) -> list[ModelEntry]:
 
 
 def check_inputs(params: Params, workspace: Workspace) -> None:
-    """The capability specifications parse."""
+    """The capability specifications parse, and the downloads the settings name are here."""
     from tasks.capabilities.specs import BUILTIN_SPECS, load_specs
 
     c = params.capabilities
     load_specs(workspace.root / c.specs_dir if c.specs_dir else BUILTIN_SPECS, c.capabilities)
+    check_assets(params, workspace)
+
+
+def check_assets(params: Params, workspace: Workspace) -> None:
+    """benepar's model (``parser: benepar``) and SentiWordNet (``word_sentiment:
+    sentiwordnet``) are installed: a second's check, where the stage would meet them only
+    after loading its models and tagging the treebank."""
+    c = params.capabilities
+    if c.parser == "benepar":
+        from tasks.capabilities.grammar import require_benepar
+        require_benepar()
+    if c.word_sentiment == "sentiwordnet":
+        from tasks.capabilities.search import require_sentiwordnet
+        require_sentiwordnet(workspace.nltk_data)
 
 
 def check_fill_model(key: str, model_id: str, params: Params, workspace: Workspace,

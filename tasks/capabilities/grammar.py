@@ -372,22 +372,38 @@ def bracket_f1(gold_trees: Sequence[Node | str],
             "exact_match": exact / len(gold_trees) if gold_trees else 0.0}
 
 
+def _benepar_fix(model: str) -> str:
+    return (f"python -c \"import benepar; benepar.download('{model}')\", or set "
+            f"capabilities.parser=pcfg")
+
+
+def require_benepar(model: str = "benepar_en3") -> None:
+    """benepar and its model are installed, or the error naming the download: checked before
+    the stage loads a model (``CapabilitiesMethod.check_inputs``), not after the tagging."""
+    try:
+        from benepar.integrations.downloader import locate_model
+    except ImportError as exc:
+        raise LingtestError(f"capabilities.parser=benepar needs the benepar package; "
+                            f"fix: pip install benepar && {_benepar_fix(model)}") from exc
+    try:
+        locate_model(model)
+    except LookupError as exc:
+        raise LingtestError(f"capabilities.parser=benepar: the model `{model}` is not "
+                            f"installed; fix: {_benepar_fix(model)}") from exc
+
+
 def parse_benepar(sentences: Sequence[tuple[Sequence[str], Sequence[str]]],
                   model: str = "benepar_en3") -> list[Node]:
     """Parse (words, tags) sentences with benepar, as the paper did (``parser: benepar``)."""
-    fix = (f"python -c \"import benepar; benepar.download('{model}')\", or set "
-           f"capabilities.parser=pcfg")
-    try:
-        import benepar
-    except ImportError as exc:
-        raise LingtestError(f"capabilities.parser=benepar needs the benepar package; "
-                            f"fix: pip install benepar && {fix}") from exc
+    require_benepar(model)
+    import benepar
+
     try:
         with _benepar_special_tokens():
             parser = benepar.Parser(model)
     except LookupError as exc:
         raise LingtestError(f"capabilities.parser=benepar: the model `{model}` is not "
-                            f"installed; fix: {fix}") from exc
+                            f"installed; fix: {_benepar_fix(model)}") from exc
     inputs = [benepar.InputSentence(words=list(w), tags=list(t)) for w, t in sentences]
     return [_from_nltk(tree) for tree in parser.parse_sents(inputs)]
 

@@ -21,6 +21,7 @@ from tasks.capabilities import checklist_run, expansion, model_tasks, report, su
 from tasks.capabilities.plugin import TABLES
 from tasks.capabilities.coverage_report import (coverage_data, coverage_lengths,
                                                 plot_coverage_curve)
+from tasks.capabilities.checks import check_assets
 from tasks.capabilities.search import load_word_polarity
 from tasks.capabilities.specs import BUILTIN_SPECS, CapabilitySpec, load_specs
 from tasks.data.sst import sst2_split
@@ -187,6 +188,7 @@ class CapabilitiesMethod(Method):
             raise LingtestError(f"missing processed tables {', '.join(absent)}: run "
                                 "`lingtest run data` (or `dvc repro data`) first")
         self.specs()
+        check_assets(self.params, self.workspace)
         self.hidden_states()  # loads every model once: a missing one fails before the suite
 
     def hidden_states(self) -> dict[str, bool]:

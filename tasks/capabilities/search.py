@@ -104,6 +104,19 @@ class LexiconPolarity:
         return self._map.get(word.lower())
 
 
+def require_sentiwordnet(nltk_data: str | Path) -> Path:
+    """SentiWordNet's corpus folder under ``nltk_data``, or the error naming its download:
+    a check the stage makes before it loads a model (``CapabilitiesMethod.check_inputs``)."""
+    folder = Path(nltk_data).expanduser().resolve()
+    corpus = folder / "corpora" / "sentiwordnet"
+    if not corpus.is_dir() and not corpus.with_suffix(".zip").is_file():
+        raise LingtestError(
+            f"SentiWordNet is missing: {corpus} does not exist (word_sentiment: "
+            f"sentiwordnet); fix: python -m nltk.downloader -d {folder} sentiwordnet, "
+            "or set capabilities.word_sentiment: lexicon")
+    return corpus
+
+
 class SentiWordNetPolarity:
     """SentiWordNet through nltk: mean (pos − neg) score over the word's synsets of its POS."""
 
@@ -116,12 +129,7 @@ class SentiWordNetPolarity:
         from tasks.text.wordnet import wordnet
 
         folder = Path(nltk_data).expanduser().resolve()
-        corpus = folder / "corpora" / "sentiwordnet"
-        if not corpus.is_dir() and not corpus.with_suffix(".zip").is_file():
-            raise LingtestError(
-                f"SentiWordNet is missing: {corpus} does not exist (word_sentiment: "
-                f"sentiwordnet); fix: python -m nltk.downloader -d {folder} sentiwordnet, "
-                "or set capabilities.word_sentiment: lexicon")
+        corpus = require_sentiwordnet(folder)
         self._wordnet = wordnet(folder)  # also puts the folder first on nltk.data.path
         root = nltk.data.find("corpora/sentiwordnet", paths=[str(folder)])
         try:
