@@ -162,3 +162,34 @@ def pytest_collection_modifyitems(config, items) -> None:
     last while the other process sits idle."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch at one intra-op thread for a module's direct model calls (as a stage's
+    ``runtime.threads`` sets it): two pytest workers on 2 cores, each at 2 threads, spend
+    several times the CPU spinning. Restored after the module."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def loads_no_weights(monkeypatch):
+    """Any load of model weights fails the test: what a check that must stay fast (it runs
+    before the work) promises, asserted on what it does, not timed on a busy machine."""
+    import safetensors.torch
+    import sentence_transformers
+    import torch
+    import transformers
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"weights loaded: {args[:1]}")
+
+    monkeypatch.setattr(torch, "load", refuse)
+    monkeypatch.setattr(safetensors.torch, "load_file", refuse)
+    monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained", classmethod(refuse))
+    monkeypatch.setattr(sentence_transformers.SentenceTransformer, "__init__", refuse)

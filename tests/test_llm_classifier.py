@@ -241,6 +241,7 @@ def test_lingtest_test_refuses_a_bad_llm_classifier_before_the_run(project, monk
 
 # ------------------------------------------------------------------ a local LM
 
+@pytest.mark.usefixtures("one_torch_thread")
 def test_smollm2_is_scored_by_its_next_token_distribution(tmp_path) -> None:
     model = load_sentiment_model(SMOLLM2, root=tmp_path)
     assert isinstance(model, LLMClassifier) and model.labels == ("neg", "neutral", "pos")

@@ -18,7 +18,7 @@ from tasks.models.llm_classifier import DEFAULT_TEMPLATE  # noqa: E402
 from tasks.models import lm_engines  # noqa: E402
 from tasks.models.lm_engines import CT2CausalLM, ct2_dir, planned_engine  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SENTENCES = ["a gorgeous , witty , seductive movie .",
              "the plot is nothing but boilerplate clichés from start to finish ,",

@@ -4,7 +4,6 @@ architectures), and what a stage would refuse, refused before Prefect starts (a 
 classifier without a label map, an encoder class without a vocabulary)."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -107,13 +106,10 @@ def models(tmp_path_factory) -> Path:
     ("distilbert-base", "encoder", "config.json architecture DistilBertModel"),
     ("bert-5star", "classifier", "config.json architecture BertForSequenceClassification"),
 ])
-def test_the_kind_is_told_from_files_and_attributes_in_well_under_a_second(models, spec, kind,
-                                                                            evidence):
+def test_the_kind_is_told_from_files_and_attributes_without_loading_weights(
+        models, spec, kind, evidence, loads_no_weights):
     ref = parse_model(spec if spec.startswith("python:") else str(models / spec), root=models)
-    infer_kind(parse_model("python:judged.py:judge", root=models), models)  # warm imports
-    started = time.perf_counter()
     assert infer_kind(ref, models) == (kind, evidence)
-    assert time.perf_counter() - started < 0.5
 
 
 def test_a_plain_function_without_labels_is_still_not_guessed(models):

@@ -22,13 +22,13 @@ NOT_CACHED = "lingtest-tests/no-such-encoder"
 
 
 @pytest.fixture(scope="module")
-def encoder():
+def encoder(one_torch_thread):
     from tasks.models.encoders import load_encoder
     return load_encoder(MINILM, offline=True, device="cpu")
 
 
 @pytest.fixture(scope="module")
-def lm():
+def lm(one_torch_thread):
     from tasks.models.causal_lm import load_causal_lm
     return load_causal_lm(SMOLLM, offline=True, device="cpu")
 
@@ -328,7 +328,7 @@ def test_the_gguf_is_converted_once_and_the_copy_is_the_same_model(tmp_path):
     from tasks.core.paths import PACKAGE_ROOT
 
     env = dict(os.environ, LINGTEST_CACHE=str(tmp_path), HF_HUB_OFFLINE="1",
-               PYTHONPATH=str(PACKAGE_ROOT), TQDM_DISABLE="1")
+               PYTHONPATH=str(PACKAGE_ROOT), TQDM_DISABLE="1", OMP_NUM_THREADS="1")
     done = subprocess.run([sys.executable, "-c", CONVERSION, SMOLLM], cwd=PACKAGE_ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 # Sizes only. capabilities: two of the 10 capabilities (the counts of each; 3 trials for the
 # ASE'22 layout stay); consistency: two of the guide's questions (``QUESTIONS``).
 SMALL = {
-    "contrastive": ["contrastive.max_seeds=2", "contrastive.dictionary_max_words=200",
+    "contrastive": ["contrastive.max_seeds=2", "contrastive.dictionary_max_words=50",
                     "contrastive.n_classifiers=5", "contrastive.classifier_epochs=1",
                     "contrastive.classifier_max_train=60", "contrastive.classifier_max_test=20"],
     "repair": ["repair.epochs=1", "repair.max_steps_per_epoch=1", "repair.accumulation=1",
@@ -49,7 +49,7 @@ SMALL = {
     "adaptive": ["adaptive.bootstrap=200"],
     "adaptive-debug": ["adaptive.debug.topics=[\"used to, but now\"]", "adaptive.debug.rounds=1",
                        "adaptive.debug.prompts=1", "adaptive.debug.completions=4",
-                       "adaptive.debug.checklist_examples=5", "adaptive.debug.checklist_n=8",
+                       "adaptive.debug.checklist_examples=2", "adaptive.debug.checklist_n=8",
                        "adaptive.debug.epochs=1", "adaptive.debug.eval_max=8",
                        "adaptive.debug.bootstrap=200"],
 }

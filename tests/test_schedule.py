@@ -53,10 +53,10 @@ def _git(root: Path, *args: str) -> None:
                    check=True, capture_output=True)
 
 
-@pytest.fixture()
-def dvc_project(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def dvc_project(tmp_path_factory) -> Path:
     """A git + DVC project with lingtest's params.yaml and one tiny stage."""
-    root = tmp_path / "project"
+    root = tmp_path_factory.mktemp("schedule") / "project"
     root.mkdir()
     shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
     (root / "dvc.yaml").write_text(DVC_YAML.format(python=sys.executable))
@@ -130,24 +130,15 @@ def _port_free(port: int) -> bool:
     return False
 
 
-def test_ui_port_sets_the_ui_api_url_refuses_a_taken_port_and_stops_on_sigterm(
-        dvc_project: Path) -> None:
+@pytest.fixture(scope="module")
+def project_ui(dvc_project: Path):
+    """(process, port, API URL) of `lingtest ui` on the module's project: one start serves
+    the schedule test and then the UI test, which stops it (it comes last in this file)."""
     port = free_port()
     ui, api_url = _start_ui(dvc_project, port)
-    try:
-        # The UI in the browser asks /ui-settings where the API is: this port, not 4200.
-        settings = httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=10).json()
-        assert settings["api_url"] == api_url
-        second = subprocess.run([*LINGTEST, "ui", "--port", str(port)], cwd=dvc_project,
-                                env=_env(), capture_output=True, text=True, timeout=60)
-        assert second.returncode == 2
-        assert f"port {port} on 127.0.0.1 is taken" in second.stderr
-        assert "Traceback" not in second.stderr and "Prefect UI" not in second.stdout
-    finally:
-        code = _stop(ui)
-    assert code == 0
-    assert _port_free(port), "the Prefect server outlived `lingtest ui` (orphan)"
-    assert not (dvc_project / ".prefect" / "ui.json").exists()
+    yield ui, port, api_url
+    if ui.poll() is None:
+        _stop(ui)
 
 
 def _repro_runs(api_url: str) -> list:
@@ -166,7 +157,7 @@ def _first(serve: subprocess.Popen, root: Path, what: str, find) -> list:
     found, deadline = [], time.monotonic() + 120
     while not found and time.monotonic() < deadline:
         assert serve.poll() is None, _log(root, "serve.log")
-        time.sleep(2)
+        time.sleep(1)
         found = find()
     assert found, f"no {what} within 120 s of serving:\n" + _log(root, "serve.log")
     return found
@@ -186,9 +177,8 @@ def _artifacts(api_url: str, key: str) -> list:
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_a_served_interval_schedule_fires_and_each_run_is_a_dvc_experiment(
-        dvc_project: Path) -> None:
-    port = free_port()
-    ui, api_url = _start_ui(dvc_project, port)
+        dvc_project: Path, project_ui) -> None:
+    _, _, api_url = project_ui
     serve = _spawn(dvc_project, ["serve", "--interval", "5"], "serve.log",
                    PREFECT_RUNNER_POLL_FREQUENCY="1")
     try:
@@ -208,10 +198,7 @@ def test_a_served_interval_schedule_fires_and_each_run_is_a_dvc_experiment(
         metrics = _artifacts(api_url, "dvc-metrics")
         assert metrics and "seed 42" in (metrics[0].description or "")
     finally:
-        try:
-            _stop(serve)
-        finally:
-            _stop(ui)
+        _stop(serve)
     # The rerun was a DVC experiment: `dvc exp show` lists it with the stage's metric.
     shown = subprocess.run([sys.executable, "-m", "dvc", "exp", "show", "--json"],
                            cwd=dvc_project, capture_output=True, text=True, env=_env())
@@ -266,3 +253,23 @@ def test_serve_without_git_reruns_with_dvc_repro_and_says_so_once(tmp_path: Path
             "commit it, or `dvc config core.no_scm true` to rerun without git (no experiments)")
     finally:
         _stop(ui)
+
+
+def test_ui_port_sets_the_ui_api_url_refuses_a_taken_port_and_stops_on_sigterm(
+        dvc_project: Path, project_ui) -> None:
+    ui, port, api_url = project_ui  # the server the schedule test above (if run) served with
+    assert ui.poll() is None, "the module's `lingtest ui` stopped before this test"
+    try:
+        # The UI in the browser asks /ui-settings where the API is: this port, not 4200.
+        settings = httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=10).json()
+        assert settings["api_url"] == api_url
+        second = subprocess.run([*LINGTEST, "ui", "--port", str(port)], cwd=dvc_project,
+                                env=_env(), capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        assert f"port {port} on 127.0.0.1 is taken" in second.stderr
+        assert "Traceback" not in second.stderr and "Prefect UI" not in second.stdout
+    finally:
+        code = _stop(ui)
+    assert code == 0
+    assert _port_free(port), "the Prefect server outlived `lingtest ui` (orphan)"
+    assert not (dvc_project / ".prefect" / "ui.json").exists()

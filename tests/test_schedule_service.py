@@ -141,7 +141,7 @@ def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(serve
     receiver = Receiver()
     log = root.parent / "service.log"
     serve = _service(root, ["--interval", "4", "--name", "svc", "--notify", receiver.url],
-                     "service.log", COUNT_SLEEP="6")
+                     "service.log", COUNT_SLEEP="4")
     started = time.monotonic()
     try:
         # 1. A tick completes: the stage's `lingtest` and `python` resolved under env -i.
@@ -164,7 +164,8 @@ def test_env_i_service_runs_ticks_skips_overlaps_keeps_the_tree_and_alerts(serve
                    for a in _artifacts(api_url, "dvc-metrics"))
         assert yaml.safe_load((root / "effective.yaml").read_text())["seed"] == 42
         assert any(first.name in (a.description or "") for a in _artifacts(api_url, "dvc-metrics"))
-        # 2. Ticks landing during the 6-s run were cancelled, not queued.
+        # 2. Ticks landing during the run (its stage alone sleeps one interval) were
+        # cancelled, not queued.
         runs = _runs(api_url, "svc")
         overlapped = [r for r in runs if r.state_type.value == "CANCELLED"
                       and "concurrency limit" in (r.state.message or "")]
@@ -268,10 +269,16 @@ def test_a_restarted_service_runs_no_stale_tick_and_a_stop_leaves_none_waiting(s
         first.send_signal(signal.SIGKILL)  # a crash: no clean-up at all
         first.wait()
     killed = dt.datetime.now(dt.timezone.utc)
-    time.sleep(8)  # ticks fall due while no service runs
+
+    def fallen_due() -> list:
+        return [r for r in _runs(api_url, "restart") if r.state_type.value in
+                ("SCHEDULED", "PENDING") and r.expected_start_time <= dt.datetime.now(
+                    dt.timezone.utc)]
+
+    deadline = time.monotonic() + 30  # ticks fall due while no service runs (every 3 s)
+    while not (due := fallen_due()) and time.monotonic() < deadline:
+        time.sleep(0.5)
     runs = _runs(api_url, "restart")
-    due = [r for r in runs if r.state_type.value in ("SCHEDULED", "PENDING")
-           and r.expected_start_time <= dt.datetime.now(dt.timezone.utc)]
     assert due, ("no tick fell due while the service was down",
                  [(r.name, r.state_name, r.expected_start_time) for r in runs])
     print(f"{len(due)} tick(s) fell due while the service was down:",

@@ -270,9 +270,12 @@ PG_PASSWORD = "Zq9/Xk7:Wm5#Yv3%Tr2?Pb4%40Hn6"
 @pytest.mark.slow
 def test_consistency_run_with_a_database_password_writes_it_nowhere(
         data_project, postgres_url, tmp_path):
-    """The smallest real run (one question, SmolLM2, PostgreSQL with a password in the URL):
+    """The smallest real run (one question, PostgreSQL with a password in the URL):
     reports, provenance, last-run record, the runs table, and Prefect's flow runs, task
-    runs, logs and artifacts hold none of the password."""
+    runs, logs and artifacts hold none of the password. The model is a served one on
+    127.0.0.1 (``llm_servers``): where the password goes does not depend on the model, and a
+    local LM's load and answers would be most of the run's time."""
+    from llm_servers import FakeLLMServer
     from prefect.client.orchestration import get_client
     from prefect.logging.handlers import APILogWorker
     from sqlalchemy import create_engine, text
@@ -285,12 +288,15 @@ def test_consistency_run_with_a_database_password_writes_it_nowhere(
     assert make_url(url).host == make_url(postgres_url).host  # SQLAlchemy reads it whole
     questions = tmp_path / "one.jsonl"
     questions.write_text(json.dumps({"question": "Is the old car red?", "answer": False}) + "\n")
-    params = load_params(workspace.root, overrides + [
-        f"consistency.questions={questions}", "consistency.n_questions=0",
-        "consistency.max_values=2", "consistency.strength=1", "consistency.max_new_tokens=4",
-        "consistency.bootstrap=0", f"consistency.database_url={url}"])
-    summary = run_stage("consistency", params, workspace)
-    assert summary["sent"] > 0 and not leaks(json.dumps(summary), PG_PASSWORD)
+    with FakeLLMServer("openai") as server:
+        params = load_params(workspace.root, overrides + [
+            f"consistency.questions={questions}", "consistency.n_questions=0",
+            "consistency.max_values=2", "consistency.strength=1",
+            "consistency.max_new_tokens=4", "consistency.bootstrap=0",
+            f"consistency.llms=['openai:smol@{server.url}']", f"consistency.database_url={url}"])
+        summary = run_stage("consistency", params, workspace)
+    assert summary["sent"] == len(server.generations()) > 0
+    assert not leaks(json.dumps(summary), PG_PASSWORD)
 
     written = [workspace.data / "consistency" / "last-run.json",
                *(p for p in (workspace.reports / "consistency").rglob("*") if p.is_file())]

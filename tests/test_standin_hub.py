@@ -116,16 +116,30 @@ def test_the_registry_resolves_every_id_to_the_cache_offline_and_to_the_hub_onli
                 "hub", model_id, standin_hub.commit(model_id))
 
 
-def test_the_check_before_a_run_accepts_the_paper_profile_from_the_cache(standin_hub):
+def test_the_check_before_a_run_accepts_the_paper_profile_from_the_cache(
+        standin_hub, standin_nltk_data, tmp_path, monkeypatch):
     """Without the cache these stages are refused (test_contrastive_validation.py); with
-    every model cached, the hub being unreachable no longer matters."""
+    every model cached, the hub being unreachable no longer matters. Capabilities also
+    needs the downloads the profile names (benepar_en3, SentiWordNet: test_stage_assets.py):
+    here in a project whose nltk_data holds them, as the user's would."""
+    import shutil
+
+    import nltk
+
     from flows.registry import load_params
     from flows.validation import validate_inputs
     from tasks.core.paths import Workspace
 
     paper = load_params(PACKAGE_ROOT, [], "paper")
-    for stage in ("contrastive", "capabilities", "repair", "consistency"):
+    for stage in ("contrastive", "repair", "consistency"):
         assert validate_inputs(stage, paper, Workspace(PACKAGE_ROOT)) is None
+    shutil.copy(PACKAGE_ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copytree(PACKAGE_ROOT / "params", tmp_path / "params")
+    project = Workspace(tmp_path)
+    project.raw.mkdir(parents=True)
+    project.nltk_data.symlink_to(standin_nltk_data)
+    monkeypatch.setattr(nltk.data, "path", [*nltk.data.path, str(standin_nltk_data)])
+    assert validate_inputs("capabilities", load_params(tmp_path, [], "paper"), project) is None
 
 
 @pytest.fixture(scope="module")

@@ -148,9 +148,13 @@ class SentiWordNetPolarity:
             return None
         scores = []
         for synset in self._wordnet.synsets(word, pos=wn_pos):
-            senti = self._reader.senti_synset(synset.name())
+            # the reader's own table by (pos, offset), as its ``senti_synset`` looks a synset
+            # up, without that method's detour through nltk's process-wide WordNet (a second
+            # load of WordNet beside ``self._wordnet``)
+            senti = self._reader._db.get(("a" if synset.pos() == "s" else synset.pos(),
+                                          synset.offset()))
             if senti is not None:
-                scores.append(senti.pos_score() - senti.neg_score())
+                scores.append(senti[0] - senti[1])
         if not scores:
             return None
         mean = float(np.mean(scores))

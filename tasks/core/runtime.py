@@ -163,7 +163,8 @@ def start_temporary_server(attempts: int = STARTS) -> str:
             first = (str(error).strip().splitlines() or [""])[0][:160]
             errors.append(f"{type(error).__name__}{': ' + first if first else ''}")
             server.stop()
-            time.sleep(2 * (attempt + 1))
+            if attempt + 1 < attempts:  # no wait after the last one
+                time.sleep(2 * (attempt + 1))
     raise LingtestError(
         f"Prefect's temporary server did not start ({attempts} attempts, {timeout} s doubling: "
         f"{'; '.join(errors)}); the machine may be overloaded: start `lingtest ui` once (runs "
