@@ -20,15 +20,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Reproducible pipelines for testing NLP models.")
 
 
-def _validate(stage: str, params, workspace: Workspace) -> None:
-    from flows.validation import check_display_names, validate_inputs
-    from tasks.core import alerts
-
-    alerts.check_rules(params.runtime.alerts, workspace.root)
-    check_display_names(params, workspace)
-    validate_inputs(stage, params, workspace)
-
-
 def _exit_cleanly_on_sigterm() -> None:
     """SIGTERM ends the process through SystemExit (status 143), not the default abrupt end,
     so exit handlers run: the temporary Prefect server a run started is stopped instead of
@@ -48,37 +39,13 @@ def run(stage: str = typer.Argument(..., help="Stage to run (see `lingtest stage
         profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
     """Run one stage's Prefect flow (DVC's stages call this). One run of a stage at a time
     per project: a second refuses at once, naming the first (tasks/core/run_lock.py)."""
-    import os
+    from lingtest.api import run as run_stage
 
-    from tasks.core import alerts
-    from tasks.core.run_lock import INSIDE_REPRO, REPRO, StageBusy, hold, holder
-    from tasks.core.runtime import configure_environment
-
-    from flows.registry import stage_spec
-
-    stage_spec(stage)  # an unknown stage: refused before its lock file is made
-    workspace = Workspace.current()
-    params = current_params(set_, profile)
-    rerun = None if os.environ.get(INSIDE_REPRO) else holder(workspace, REPRO)
-    if rerun is not None:
-        raise StageBusy(REPRO, rerun)
     _exit_cleanly_on_sigterm()
-    with hold(workspace, stage):  # a second run of the stage: one line, at once
-        _validate(stage, params, workspace)  # before Prefect starts or anything is written
-        api = configure_environment(workspace)
-        typer.echo(f"lingtest: stage {stage}, profile {params.profile}, seed {params.seed}, "
-                   f"Prefect API {api or 'temporary local server'}", err=True)
-        from flows.stage import run_stage
-
-        before = alerts.snapshot_results(params.runtime.alerts, workspace.root, [stage])
-        run_stage(stage, params, workspace)
-        fired = [] if os.environ.get(INSIDE_REPRO) else alerts.regressions(
-            params.runtime.alerts, workspace.root, before)
-    for line in fired:
+    done = run_stage(stage, profile=profile, sets=list(set_ or []),
+                     echo=lambda text: typer.echo(text, err=True))
+    for line in done["alerts"]:
         typer.secho(f"lingtest: alert: {line}", fg="yellow", err=True)
-    if fired:
-        alerts.send(alerts.webhook(params.runtime.notify_url),
-                    f"lingtest: stage {stage} regression: " + "; ".join(fired))
 
 
 @app.command()
@@ -88,8 +55,10 @@ def validate(stage: str = typer.Argument(..., help="Stage to check (see `lingtes
              ) -> None:
     """Check a stage's parameters, input files and models as `lingtest run` does first,
     without running it (loads no weights)."""
+    from lingtest.api import check
+
     params = current_params(set_, profile)
-    _validate(stage, params, Workspace.current())
+    check(stage, params, Workspace.current())
     typer.echo(f"lingtest: stage {stage}, profile {params.profile}: inputs and models valid")
 
 
@@ -113,32 +82,15 @@ def test(
         profile: Optional[str] = typer.Option(None, "--profile", help=PROFILE_HELP)) -> None:
     """Test your own models with the methods that fit them, beside the pipeline's baseline
     models; writes runs/<name>/ only (the pipeline's data/ and reports/ stay as they are)."""
-    from flows.own_plan import describe_kinds, plan
+    from lingtest.api import test as test_models
 
-    workspace = Workspace.current()
-    if name is not None and not name.strip():
-        raise LingtestError("lingtest test --name '': give the run folder a name (runs/<name>/), "
-                            "or leave --name out for the first model's name")
-    params = current_params(set_, profile)
-    chosen = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
-    the_plan = plan(list(models), chosen, name, params, workspace.root)  # before Prefect loads
-    for line in describe_kinds(the_plan):
-        typer.echo(line, err=True)
-    from flows.own_models import Gates, run_own_models
-    from tasks.core.runtime import configure_environment
-
-    api = configure_environment(workspace)
-    typer.echo(f"lingtest test: {', '.join(the_plan.names)} through "
-               f"{', '.join(the_plan.methods)}, Prefect API {api or 'temporary local server'}",
-               err=True)
-    comparisons = run_own_models(the_plan, list(set_ or []), profile, workspace.root,
-                                 Gates(max_fail, max_broken),
-                                 echo=lambda text: typer.echo(text, err=True))
-    _print_comparisons(comparisons, the_plan)
-    breaches = [b for c in comparisons for b in c["breaches"]]
-    for breach in breaches:
+    result = test_models(list(models), methods, profile=profile, name=name,
+                         sets=list(set_ or []), max_fail=max_fail, max_broken=max_broken,
+                         echo=lambda text: typer.echo(text, err=True))
+    _print_comparisons(result.comparisons, result.folder)
+    for breach in result.breaches:
         typer.secho(f"lingtest test: gate failed: {breach}", fg="red", err=True)
-    if breaches:
+    if result.breaches:
         raise typer.Exit(1)
 
 
@@ -175,7 +127,7 @@ def export_suite(
     typer.echo(f"wrote {done['texts']} texts to {done['output']}")
 
 
-def _print_comparisons(comparisons: list[dict], the_plan) -> None:
+def _print_comparisons(comparisons: list[dict], folder: Path) -> None:
     """Per method: each model's overall fail % and its changes against each baseline."""
     from rich.console import Console
     from rich.table import Table
@@ -191,7 +143,7 @@ def _print_comparisons(comparisons: list[dict], the_plan) -> None:
                      for b in comparison["baseline"]]
             table.add_row(model, f"{rate:.2f}", *cells)
         console.print(table)
-    console.print(f"reports: {the_plan.out / 'reports'}")
+    console.print(f"reports: {folder / 'reports'}")
 
 
 @app.command()

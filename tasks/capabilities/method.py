@@ -268,14 +268,16 @@ class CapabilitiesMethod(Method):
                                            else []))]
 
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
-        """The unit's part on a fresh model. The model steps run as plain functions (``.fn``):
-        the flow's ``run-unit`` task is their task, and ``retest`` needs no Prefect run."""
+        """The unit's part on a fresh model. The model's answers are a task cached by its
+        revision (``model_tasks.answering``) inside the flow's ``run-unit`` task; ``retest``
+        runs them as plain functions, with no Prefect run."""
         if unit.part not in ("cases", "checklist", "bounds", "coverage"):
             raise LingtestError(f"capabilities: unknown unit part `{unit.part}` "
                                 "(cases, checklist, bounds or coverage)")
         model, c, seed = self.load_model(unit.model_id), self.params.capabilities, self.params.seed
         if unit.part == "cases":
-            return UnitResult(unit, model_tasks.run_suite.fn(model, unit.take(suite)),
+            return UnitResult(unit, model_tasks.answering(model_tasks.run_suite, model)(
+                model, unit.take(suite)),
                               extra=answer_counts(model))
         pass_tokens = self.params.runtime.pass_tokens
         if unit.part == "bounds":  # a cached task: the coverage unit reads its result
@@ -283,8 +285,8 @@ class CapabilitiesMethod(Method):
             return UnitResult(unit)
         checklist = pd.read_parquet(self.files["checklist_suite"])
         if unit.part == "checklist":
-            verdicts = model_tasks.run_checklist.fn(model, checklist, c.checklist_max_examples,
-                                                    seed, c.batch_size)
+            verdicts = model_tasks.answering(model_tasks.run_checklist, model)(
+                model, checklist, c.checklist_max_examples, seed, c.batch_size)
             return UnitResult(unit, extra={"verdicts": verdicts, **answer_counts(model)})
         suites, pairs = self.coverage_texts(suite, checklist)
         train = self.coverage_train_texts()

@@ -1,6 +1,8 @@
 """Running a model under test on the ``capabilities`` stage's suite: its predictions (the
-result rows), the released CheckList suite, and neuron coverage (Figure 4). Model calls are
-not cached (they take seconds); the coverage bounds, computed on training texts, are."""
+result rows), the released CheckList suite, and neuron coverage (Figure 4). The coverage
+bounds, computed on training texts, are cached; a model's answers are cached by its revision
+(``answering``), but for an LLM classifier, whose answer store keeps what it was told and
+asks again what failed."""
 from __future__ import annotations
 
 
@@ -9,8 +11,9 @@ import pandas as pd
 from prefect.cache_policies import NO_CACHE
 
 from tasks.capabilities import checklist_run, coverage, search
-from tasks.core.caching import task
+from tasks.core.caching import ContentInputs, task
 from tasks.core.schema import UNDEFINED
+from tasks.models.llm_classifier import answer_counts
 from tasks.models.sentiment import SentimentModel
 
 
@@ -52,6 +55,20 @@ def run_suite(model: SentimentModel, suite: pd.DataFrame) -> pd.DataFrame:
     frame["score"] = np.where(frame["verdict"] == UNDEFINED, np.nan,
                               expected_probability(frame))
     return frame[RESULT_COLUMNS]
+
+
+def answering(step, model: SentimentModel):
+    """``step`` (``run_suite``, ``run_checklist``) as a task cached by the model's revision
+    and its inputs — so testing an unchanged model again (a live object's state, a module's
+    file, a folder's weights) asks it nothing — or as the plain function for an LLM
+    classifier: its answer store already keeps each answer, and a cached table would keep
+    the rows of failed calls that the next run must ask again. Outside a flow (``retest``)
+    the plain function too: it needs no Prefect run."""
+    from prefect.context import FlowRunContext
+
+    if answer_counts(model) or FlowRunContext.get() is None:
+        return step.fn
+    return step.with_options(cache_policy=ContentInputs(), persist_result=True)
 
 
 def expected_probability(rows: pd.DataFrame) -> np.ndarray:

@@ -3,7 +3,8 @@
 A user's lexicon scorer, sklearn pipeline, spaCy text classifier or REST client takes part in
 every method through a small protocol (classifier: ``predict_proba``; encoder: ``encode``;
 LLM or generator: ``generate``) instead of a subclass of lingtest's own classes. This module
-finds the object and names its **revision**: the sha256 of the module file's bytes plus the
+finds the object and names its **revision**: the sha256 of the module file's bytes (or what
+the module's ``__lingtest_revision__`` states: a live object's pickled state) plus the
 object's optional ``revision`` attribute, so editing the module is a cache miss while an
 unchanged one is a hit. A file is imported under a name that carries its content hash, so a
 process that imports an edited file gets the new code; every loading process (a Dask worker
@@ -124,6 +125,8 @@ def load_user_object(ref: ModelRef, root: Path | None = None,
                                 f"{type(exc).__name__}: {exc} (a class is instantiated with "
                                 f"no arguments; give an instance or a function instead)") from exc
     revision = f"python@sha256:{hashlib.sha256(source).hexdigest()[:16]}"
+    # a live object's module (lingtest.live) states what identifies the object itself
+    revision = getattr(module, "__lingtest_revision__", revision)
     own = getattr(obj, "revision", None)
     if own is not None and not callable(own) and not isinstance(own, property):
         revision += f"+{own}"
