@@ -9,6 +9,15 @@ stage as ``lingtest run``, ``load`` reads a finished run back. docs/python-api.m
 through it.
 """
 from lingtest.api import load, run, test
-from lingtest.result import TestResult
 
 __all__ = ["TestResult", "load", "run", "test"]
+
+
+def __getattr__(name: str):
+    """``TestResult`` on first use: ``lingtest run``, a stage's command, imports this package
+    and needs none of the result's DataFrames."""
+    if name == "TestResult":
+        from lingtest.result import TestResult
+
+        return TestResult
+    raise AttributeError(f"module 'lingtest' has no attribute {name!r}")

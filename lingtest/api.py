@@ -7,11 +7,13 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lingtest.result import TestResult
 from tasks.core.errors import LingtestError
 from tasks.core.paths import Workspace, find_project_root
+
+if TYPE_CHECKING:
+    from lingtest.result import TestResult
 
 Echo = Callable[[str], None]
 
@@ -57,6 +59,7 @@ def test(models: Any, methods: list[str] | str | None = None, *, profile: str | 
     from flows.own_models import Gates, run_own_models
     from flows.own_plan import describe_kinds, plan
     from flows.registry import load_params
+    from lingtest.result import TestResult
     from tasks.core.runtime import configure_environment
 
     echo = echo or (lambda text: None)
@@ -162,6 +165,8 @@ def run(stage: str, *, profile: str | None = None,
 
 def load(run: str | os.PathLike, project: str | os.PathLike | None = None) -> TestResult:
     """A finished ``lingtest test`` run: its name under ``runs/``, or its folder."""
+    from lingtest.result import TestResult
+
     given = Path(run).expanduser()
     folder = given if given.is_dir() else _workspace(project).root / "runs" / str(run)
     return TestResult.read(folder.resolve())

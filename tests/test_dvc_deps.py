@@ -13,10 +13,10 @@ from flows.registry import STAGES, stage_modules as stage_roots
 from tasks.core.imports import imported_closure, module_file as _module_file
 from tasks.core.paths import PACKAGE_ROOT
 
-# What the stage's command (`lingtest run <stage>`: cli.run) runs besides the flow itself; the
-# CLI's other commands' lazy imports are not part of a stage.
-COMMAND_MODULES = ("flows.cli", "flows.registry", "tasks.core.config", "tasks.core.runtime",
-                   "flows.stage")
+# What the stage's command (`lingtest run <stage>`: cli.run, lingtest.api.run) runs besides the
+# flow itself; the CLI's and the API's other commands' lazy imports are not part of a stage.
+COMMAND_MODULES = ("flows.cli", "lingtest.api", "flows.registry", "tasks.core.config",
+                   "tasks.core.runtime", "flows.stage")
 WORDNET = "data/raw/nltk_data/corpora/wordnet.zip"
 USER_INPUTS = "inputs"  # user files (dictionary, questions, specs, trees, models) live here
 READS_USER_FILES = {"contrastive", "capabilities", "consistency", "adaptive", "adaptive-debug",

@@ -23,8 +23,12 @@ def test_a_missing_asset_stops_the_check_before_any_model_loads(data_project, se
     from flows.validation import validate_inputs
     from tasks.capabilities.method import CapabilitiesMethod
 
+    import nltk
+
     workspace, overrides = data_project
     assert not (workspace.nltk_data / "corpora" / "sentiwordnet").exists()
+    # nltk's search path as a fresh process has it: another test's stand-ins may be on it
+    monkeypatch.setattr(nltk.data, "path", [str(workspace.nltk_data)])
 
     def no_model(self, model_id):
         raise AssertionError(f"{model_id} loaded before the assets were checked")

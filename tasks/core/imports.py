@@ -2,8 +2,8 @@
 
 ``tests/test_dvc_deps.py`` derives each DVC stage's code dependencies from it, and task cache
 keys (``tasks.core.caching``) hash the code a task can reach with it. Imports inside function
-bodies count too (the CLI imports flows lazily), except in the CLI, whose commands are not
-part of a stage. Parsed files are memoised by (path, mtime, size).
+bodies count too (the CLI imports flows lazily), except in the CLI and the Python API, whose
+commands are not part of a stage. Parsed files are memoised by (path, mtime, size).
 """
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from pathlib import Path
 
 from tasks.core.paths import PACKAGE_ROOT
 
-PROJECT_PACKAGES = ("tasks", "flows")
-TOP_LEVEL_ONLY = ("flows.cli",)  # modules whose lazy imports are not followed
+PROJECT_PACKAGES = ("tasks", "flows", "lingtest")
+# modules whose lazy imports are not followed: the command line and the Python API, whose
+# functions but one (``run``, a stage's command) are not part of a stage
+TOP_LEVEL_ONLY = ("flows.cli", "lingtest.api")
 
 
 _AST_LOCK = threading.Lock()
