@@ -68,8 +68,8 @@ def test(models: Any, methods: list[str] | str | None = None, *, profile: str | 
         raise LingtestError("lingtest test --name '': give the run folder a name (runs/<name>/), "
                             "or leave it out for the first model's name")
     overrides = settings(sets)
-    specs, notes = _specs(models, workspace.root)
-    if any("cannot be pickled" in note for note in notes):
+    specs, notes, in_process = _specs(models, workspace.root)
+    if in_process:  # a Dask worker could not reach the object
         overrides.append("runtime.task_runner=threads")
     params = load_params(workspace.root, overrides, profile)
     chosen = ([m.strip() for m in methods.split(",") if m.strip()] if isinstance(methods, str)
@@ -89,9 +89,10 @@ def test(models: Any, methods: list[str] | str | None = None, *, profile: str | 
     return result
 
 
-def _specs(models: Any, root: Path) -> tuple[list[str], list[str]]:
-    """The spec of each model (a live object written as a python: model) and what the run
-    should say of them (an object that runs on threads, and why)."""
+def _specs(models: Any, root: Path) -> tuple[list[str], list[str], bool]:
+    """The spec of each model (a live object written as a python: model), what the run
+    should say of the live ones, and whether one stays in this process (it runs on
+    threads)."""
     from lingtest.live import as_spec, display_name
 
     if isinstance(models, Mapping):
@@ -100,7 +101,7 @@ def _specs(models: Any, root: Path) -> tuple[list[str], list[str]]:
         named = [(None, model) for model in models]
     else:
         named = [(None, models)]
-    specs, notes = [], []
+    specs, notes, in_process = [], [], False
     for given, model in named:
         if isinstance(model, (str, os.PathLike)):
             spec = os.fspath(model)
@@ -112,7 +113,8 @@ def _specs(models: Any, root: Path) -> tuple[list[str], list[str]]:
                f"its source, {live.revision}; it cannot be pickled ({live.why_not}), so the "
                "run goes on threads in this process, not on Dask workers")
         notes.append(f"{live.name}: a live {type(model).__name__}, identified by {how}")
-    return specs, notes
+        in_process = in_process or not live.pickled
+    return specs, notes, in_process
 
 
 def check(stage: str, params, workspace: Workspace) -> None:

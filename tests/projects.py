@@ -7,6 +7,19 @@ from pathlib import Path
 from tasks.core.paths import Workspace
 
 
+# The project's code and profiles, as DVC hashes them for a stage's dependencies (dvc.yaml)
+CODE_FOLDERS = ("tasks", "flows", "lingtest", "params")
+
+
+def copy_code(root: Path) -> None:
+    """The project's code folders and profiles into ``root``: a copy ``dvc repro`` can run."""
+    from tasks.core.paths import PACKAGE_ROOT
+
+    for folder in CODE_FOLDERS:
+        shutil.copytree(PACKAGE_ROOT / folder, root / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+
+
 def sibling_project(source: Workspace, root: Path) -> Workspace:
     """A project at ``root`` with ``source``'s parameters and raw and processed tables (no
     interim outputs, caches or reports), so a stage runs there cold on the same inputs."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from projects import copy_code
 from tasks.core import io
 from tasks.core.paths import Workspace
 
@@ -183,9 +184,7 @@ def test_a_failed_dvc_repro_leaves_the_previous_reports(tmp_path, mirror):
     root.mkdir()
     for name in ("params.yaml", "dvc.yaml"):
         shutil.copy(PACKAGE_ROOT / name, root / name)
-    for name in ("flows", "tasks", "params"):  # the stage's code dependencies, as DVC hashes them
-        shutil.copytree(PACKAGE_ROOT / name, root / name,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    copy_code(root)  # the stages' code dependencies, as DVC hashes them
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "LINGTEST_MIRROR": str(mirror), "HF_HUB_OFFLINE": "1",
            "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(PACKAGE_ROOT)}

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from projects import copy_code
 from tasks.core.paths import PACKAGE_ROOT
 
 PAGE = PACKAGE_ROOT / "docs" / "new-method.md"
@@ -40,9 +41,7 @@ def test_the_page_lists_exactly_the_files_it_writes() -> None:
 def typos_project(tmp_path_factory, data_project) -> Path:
     """The project's code and configuration with the page's method added."""
     root = tmp_path_factory.mktemp("typos-project")
-    for folder in ("tasks", "flows", "params"):
-        shutil.copytree(PACKAGE_ROOT / folder, root / folder,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    copy_code(root)  # the stages' code dependencies, as DVC hashes them
     processed = root / "data" / "processed"
     processed.mkdir(parents=True)
     shutil.copy(data_project[0].processed / "sst.parquet", processed / "sst.parquet")
