@@ -100,10 +100,11 @@ def as_spec(obj: Any, name: str, root: Path) -> LiveModel:
 
 
 def state_revision(obj: Any, state: bytes) -> str:
-    """The object's revision from its state, the same in every process where joblib's hash
-    can take it (it pickles sets and dicts in sorted order, where a plain pickle of a fitted
-    TfidfVectorizer, with its ``stop_words_`` set, differs from one Python process to the
-    next); else the sha256 of the cloudpickled ``state`` (a lambda, a notebook's class)."""
+    """The object's revision from its state: joblib's hash where it can take the object (it
+    pickles sets and dicts in sorted order, which a plain pickle does not), else the sha256
+    of the cloudpickled ``state`` (a lambda, a notebook's class). Stable for an unchanged
+    object within a process; not always across processes (a fitted TfidfVectorizer keeps
+    ``id()`` of its stop-word list in ``_stop_words_id``)."""
     import joblib
 
     try:
