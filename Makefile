@@ -37,7 +37,7 @@ lock: install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --dry-run --ignore-installed \
 		--report $(VENV)/lock-report.json $(TORCH) -e '.[$(EXTRAS)]'
-	$(BIN)/python -m tasks.core.environment $(LOCK) --report $(VENV)/lock-report.json \
+	$(BIN)/python -m lingtest.tasks.core.environment $(LOCK) --report $(VENV)/lock-report.json \
 		--pin '$(SMOLLM2)'
 
 install: $(STAMP)

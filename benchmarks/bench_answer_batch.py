@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd
 import torch
 
-from tasks.models.llm import DEFAULT_LOCAL_MODEL, LLMSettings, load_llm
+from lingtest.tasks.models.llm import DEFAULT_LOCAL_MODEL, LLMSettings, load_llm
 
 QUERIES = ROOT / "data" / "interim" / "consistency" / "queries.parquet"
 STORE = ROOT / "data" / "consistency" / "results.sqlite"

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np
 from allpairspy import AllPairs
 
-from tasks.consistency.covering import generate, missing_tuples
+from lingtest.tasks.consistency.covering import generate, missing_tuples
 
 BEST_KNOWN = {((3,) * 4, 2): "9 (OA)", ((3,) * 4, 3): "27 (OA)", ((3,) * 13, 2): "15 (CA tables)"}
 ALLPAIRS_T3_MAX_K = 13  # allpairspy n=3 is cheap but not a true 3-way generator; keep it small

@@ -35,8 +35,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from tasks.contrastive.embedding import EmbeddingStore, embed_texts  # noqa: E402
-from tasks.models.encoders import load_encoder, pass_rows, pool  # noqa: E402
+from lingtest.tasks.contrastive.embedding import EmbeddingStore, embed_texts  # noqa: E402
+from lingtest.tasks.models.encoders import load_encoder, pass_rows, pool  # noqa: E402
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -38,12 +38,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from tasks.capabilities.model_tasks import run_suite  # noqa: E402
-from tasks.contrastive import embedding_tasks, validation  # noqa: E402
-from tasks.contrastive import thresholds  # noqa: E402
-from flows.registry import load_params  # noqa: E402
-from tasks.models.encoders import load_encoder  # noqa: E402
-from tasks.models.sentiment import MINILM_SST2_ID, load_sentiment_model  # noqa: E402
+from lingtest.tasks.capabilities.model_tasks import run_suite  # noqa: E402
+from lingtest.tasks.contrastive import embedding_tasks, validation  # noqa: E402
+from lingtest.tasks.contrastive import thresholds  # noqa: E402
+from lingtest.flows.registry import load_params  # noqa: E402
+from lingtest.tasks.models.encoders import load_encoder  # noqa: E402
+from lingtest.tasks.models.sentiment import MINILM_SST2_ID, load_sentiment_model  # noqa: E402
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 PATHS = {"fp32 torch (baseline)": ("fp32", "torch"), "bf16 autocast": ("bf16", "torch"),

@@ -38,14 +38,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.capabilities import expansion, search  # noqa: E402
-from tasks.capabilities.fill import expand, load_fill_model, tag_lexicon  # noqa: E402
-from tasks.capabilities.validation import spec_still_matches  # noqa: E402
-from tasks.capabilities.grammar import gold_tags_words, induce_pcfg  # noqa: E402
-from tasks.capabilities.masks import Surface, masked_sentences, reference_cfg  # noqa: E402
-from tasks.capabilities.specs import load_specs  # noqa: E402
-from tasks.core.paths import PACKAGE_ROOT  # noqa: E402
-from tasks.models.nlp import load_spacy  # noqa: E402
+from lingtest.tasks.capabilities import expansion, search  # noqa: E402
+from lingtest.tasks.capabilities.fill import expand, load_fill_model, tag_lexicon  # noqa: E402
+from lingtest.tasks.capabilities.validation import spec_still_matches  # noqa: E402
+from lingtest.tasks.capabilities.grammar import gold_tags_words, induce_pcfg  # noqa: E402
+from lingtest.tasks.capabilities.masks import Surface, masked_sentences, reference_cfg  # noqa: E402
+from lingtest.tasks.capabilities.specs import load_specs  # noqa: E402
+from lingtest.tasks.core.paths import PACKAGE_ROOT  # noqa: E402
+from lingtest.tasks.models.nlp import load_spacy  # noqa: E402
 
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SPECS = PACKAGE_ROOT / "tasks" / "capabilities" / "specs"

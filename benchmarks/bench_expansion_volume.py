@@ -29,13 +29,13 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.capabilities import expansion, grammar, search  # noqa: E402
-from tasks.capabilities.fill import load_fill_model, tag_lexicon  # noqa: E402
-from tasks.capabilities.masks import reference_cfg  # noqa: E402
-from tasks.capabilities.specs import BUILTIN_SPECS, load_specs  # noqa: E402
-from flows.registry import load_params  # noqa: E402
-from tasks.core.paths import PACKAGE_ROOT  # noqa: E402
-from tasks.models.nlp import load_spacy  # noqa: E402
+from lingtest.tasks.capabilities import expansion, grammar, search  # noqa: E402
+from lingtest.tasks.capabilities.fill import load_fill_model, tag_lexicon  # noqa: E402
+from lingtest.tasks.capabilities.masks import reference_cfg  # noqa: E402
+from lingtest.tasks.capabilities.specs import BUILTIN_SPECS, load_specs  # noqa: E402
+from lingtest.flows.registry import load_params  # noqa: E402
+from lingtest.tasks.core.paths import PACKAGE_ROOT  # noqa: E402
+from lingtest.tasks.models.nlp import load_spacy  # noqa: E402
 
 BASELINE = {"max_masks_per_seed": 4, "fill_candidates": 5, "max_expansions_per_seed": 5,
             "max_inserted_words": 2, "insert_tags": None, "pos_check": "exact"}

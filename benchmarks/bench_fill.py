@@ -38,11 +38,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.capabilities.fill import expand, load_fill_model, tag_lexicon  # noqa: E402
-from tasks.capabilities.grammar import gold_tags_words, induce_pcfg  # noqa: E402
-from tasks.capabilities.masks import Masked, masked_sentences, reference_cfg  # noqa: E402
-from tasks.core.paths import PACKAGE_ROOT  # noqa: E402
-from tasks.models.nlp import load_spacy  # noqa: E402
+from lingtest.tasks.capabilities.fill import expand, load_fill_model, tag_lexicon  # noqa: E402
+from lingtest.tasks.capabilities.grammar import gold_tags_words, induce_pcfg  # noqa: E402
+from lingtest.tasks.capabilities.masks import Masked, masked_sentences, reference_cfg  # noqa: E402
+from lingtest.tasks.core.paths import PACKAGE_ROOT  # noqa: E402
+from lingtest.tasks.models.nlp import load_spacy  # noqa: E402
 
 PROCESSED = PACKAGE_ROOT / "data" / "processed"
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.blind_suggestions import GEMMA, TREE, round_prompts  # noqa: E402
-from tasks.adaptive.generators import SMOLLM2, make_generator  # noqa: E402
-from tasks.adaptive.tree import read_tree  # noqa: E402
+from lingtest.tasks.adaptive.generators import SMOLLM2, make_generator  # noqa: E402
+from lingtest.tasks.adaptive.tree import read_tree  # noqa: E402
 
 
 def main() -> None:

@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from tasks.models.causal_lm import load_causal_lm
-from tasks.models.llm import DEFAULT_LOCAL_MODEL
-from tasks.models.llm_classifier import DEFAULT_TEMPLATE, label_rows, spelled_logprobs
-from tasks.models.lm_engines import on_engine
+from lingtest.tasks.models.causal_lm import load_causal_lm
+from lingtest.tasks.models.llm import DEFAULT_LOCAL_MODEL
+from lingtest.tasks.models.llm_classifier import DEFAULT_TEMPLATE, label_rows, spelled_logprobs
+from lingtest.tasks.models.lm_engines import on_engine
 
 WORDS = {"neg": "negative", "neutral": "neutral", "pos": "positive"}
 

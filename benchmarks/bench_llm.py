@@ -26,16 +26,16 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd
 import torch
 
-from tasks.consistency.covering import covering_array
-from tasks.consistency.ipm import build_ipms, derive_prompt
-from tasks.consistency.oracle import parse_answer
-from tasks.core.paths import Workspace
-from tasks.models.llm import DEFAULT_LOCAL_MODEL, LLMSettings, LocalLLM
+from lingtest.tasks.consistency.covering import covering_array
+from lingtest.tasks.consistency.ipm import build_ipms, derive_prompt
+from lingtest.tasks.consistency.oracle import parse_answer
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.models.llm import DEFAULT_LOCAL_MODEL, LLMSettings, LocalLLM
 
 
 def prompts(n: int, max_values: int) -> list[str]:
-    from tasks.models.nlp import load_spacy
-    from tasks.text.wordnet import wordnet
+    from lingtest.tasks.models.nlp import load_spacy
+    from lingtest.tasks.text.wordnet import wordnet
 
     workspace = Workspace(ROOT)
     table = pd.read_parquet(workspace.processed / "questions.parquet")
@@ -62,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from tasks.models.causal_lm import load_causal_lm
+    from lingtest.tasks.models.causal_lm import load_causal_lm
 
     batch = prompts(args.prompts, args.max_values)
     began = time.perf_counter()

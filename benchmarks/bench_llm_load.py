@@ -1,7 +1,7 @@
 """Packaged LLM load time: the GGUF as transformers reads it (parsed three times: config,
 tokenizer, weights; the baseline), the GGUF parsed once (``causal_lm._gguf_parsed_once``, how
 a first load converts) and the safetensors copy the first load writes
-(``tasks.models.causal_lm.converted_dir``); SmolLM2 by default, ``--model google/gemma-3-270m``
+(``lingtest.tasks.models.causal_lm.converted_dir``); SmolLM2 by default, ``--model google/gemma-3-270m``
 for the Gemma 3 GGUF (assembled once first).
 
 Each side loads in a fresh process (the process-wide instance cache would otherwise answer),
@@ -30,8 +30,8 @@ SIDES = {"gguf-thrice": "GGUF, parsed 3 times by transformers (baseline)",
 
 ONE_LOAD = """
 import contextlib, hashlib, json, resource, sys, time, torch
-from tasks.models import causal_lm
-from tasks.models.registry import resolve
+from lingtest.tasks.models import causal_lm
+from lingtest.tasks.models.registry import resolve
 res = resolve(sys.argv[1], "causal_lm").require()
 use_copy = sys.argv[2] == "copy"
 copy = causal_lm.converted_dir(res)

@@ -13,7 +13,7 @@ Same model (the packaged SmolLM2-135M-Instruct), same token ids, same threads:
   label word, with the largest |Δ|.
 
 Engines: CTranslate2 on a copy converted from the float32 de-quantised weights
-(``tasks.models.lm_engines``), at each ``--precisions``; llama.cpp (llama-cpp-python) on the
+(``lingtest.tasks.models.lm_engines``), at each ``--precisions``; llama.cpp (llama-cpp-python) on the
 packaged GGUF itself, which is **Q4_1**: its weights are the ones transformers de-quantised,
 but its matrix products run on the 4-bit blocks (activations quantised to 8 bits), so its
 outputs are close to, not float-equal with, the float32 ones; it also runs one sequence at a
@@ -40,11 +40,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from tasks.consistency.ipm import derive_prompt
-from tasks.models.causal_lm import json_answers
-from tasks.models.json_stop import json_end, looping
-from tasks.models.llm import DEFAULT_LOCAL_MODEL
-from tasks.models.llm_classifier import DEFAULT_TEMPLATE
+from lingtest.tasks.consistency.ipm import derive_prompt
+from lingtest.tasks.models.causal_lm import json_answers
+from lingtest.tasks.models.json_stop import json_end, looping
+from lingtest.tasks.models.llm import DEFAULT_LOCAL_MODEL
+from lingtest.tasks.models.llm_classifier import DEFAULT_TEMPLATE
 
 QUESTIONS = ROOT.parent / "shared" / "mirror" / "kommkonllm" / "public_questions.jsonl"
 
@@ -83,7 +83,7 @@ class CTranslate2(Transformers):
     name = "ctranslate2"
 
     def __init__(self, lm, precision, threads):
-        from tasks.models.lm_engines import CT2CausalLM
+        from lingtest.tasks.models.lm_engines import CT2CausalLM
 
         super().__init__(CT2CausalLM(lm, precision, threads))
 
@@ -171,7 +171,7 @@ def main() -> None:
 
     import ctranslate2
 
-    from tasks.models.causal_lm import load_causal_lm
+    from lingtest.tasks.models.causal_lm import load_causal_lm
 
     asked, sentences, classify = inputs(args)
     lm = load_causal_lm(DEFAULT_LOCAL_MODEL, offline=True, device="cpu")

@@ -31,10 +31,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.capabilities.grammar import (SPACY_TAG_MAP, Grammar, _debinarise,  # noqa: E402
+from lingtest.tasks.capabilities.grammar import (SPACY_TAG_MAP, Grammar, _debinarise,  # noqa: E402
                                         induce_pcfg, split_heldout)
-from tasks.core.paths import PACKAGE_ROOT  # noqa: E402
-from tasks.data.treebank import Node, to_string  # noqa: E402
+from lingtest.tasks.core.paths import PACKAGE_ROOT  # noqa: E402
+from lingtest.tasks.data.treebank import Node, to_string  # noqa: E402
 
 
 def nltk_parser(grammar: Grammar):
@@ -62,7 +62,7 @@ def from_nltk(tree, words: list[str], pos: list[int]) -> Node:
 
 def sentences(n: int, lo: int, hi: int, grammar: Grammar, seed: int = 0) -> list[tuple]:
     """(tags, words) of n SST test sentences with lo..hi tokens that the PCFG parses fully."""
-    from tasks.models.nlp import load_spacy
+    from lingtest.tasks.models.nlp import load_spacy
 
     nlp = load_spacy("en_core_web_sm")
     sst = pd.read_parquet(PACKAGE_ROOT / "data" / "processed" / "sst.parquet")
@@ -146,7 +146,7 @@ def main() -> None:
           f"same tree: {table['same_tree'].sum()}/{len(table)}")
 
     if args.bulk:
-        from tasks.models.nlp import load_spacy
+        from lingtest.tasks.models.nlp import load_spacy
 
         sst = pd.read_parquet(PACKAGE_ROOT / "data" / "processed" / "sst.parquet")
         docs = list(load_spacy("en_core_web_sm").pipe(

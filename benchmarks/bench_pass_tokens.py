@@ -31,8 +31,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from tasks.models.encoders import load_encoder, pool  # noqa: E402
-from tasks.models.sentiment import MINILM_SST2_DIR, load_minilm_classifier  # noqa: E402
+from lingtest.tasks.models.encoders import load_encoder, pool  # noqa: E402
+from lingtest.tasks.models.sentiment import MINILM_SST2_DIR, load_minilm_classifier  # noqa: E402
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SIZES = (40, 300, 2000)

@@ -35,11 +35,11 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from tasks.contrastive.embedding import EmbeddingStore, embed_texts  # noqa: E402
-from tasks.contrastive.thresholds import (  # noqa: E402
+from lingtest.tasks.contrastive.embedding import EmbeddingStore, embed_texts  # noqa: E402
+from lingtest.tasks.contrastive.thresholds import (  # noqa: E402
     naive_nearest_neighbour_distances, nearest_neighbour_distances, vocabulary_dictionary,
 )
-from tasks.models.encoders import load_encoder  # noqa: E402
+from lingtest.tasks.models.encoders import load_encoder  # noqa: E402
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MIB = 1 << 20

@@ -2,7 +2,7 @@
 
 Dask's nanny starts every worker with ``MALLOC_TRIM_THRESHOLD_=65536``; a set threshold turns
 off glibc's dynamic mmap threshold, so each large buffer is mapped and unmapped again.
-``flows.dask_runner.WORKER_ENVIRON`` unsets it. This script runs, on a one-worker local
+``lingtest.flows.dask_runner.WORKER_ENVIRON`` unsets it. This script runs, on a one-worker local
 cluster (1 thread), the stages' two kinds of model work, first with Dask's default
 environment (the baseline), then with lingtest's, each cluster started from a fresh Python
 process (a nanny leaves the variable in its parent's environment), and prints wall, user and
@@ -41,7 +41,7 @@ def answers(prompts: int) -> None:
 def embedding(texts: int) -> None:
     import pandas as pd
 
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
 
     sst = pd.read_parquet(ROOT / "data" / "processed" / "sst.parquet")
     chosen = list(dict.fromkeys(sst["text"]))[:texts]
@@ -70,7 +70,7 @@ def child(side: str, work: str, size: int) -> None:
     from distributed import Client, LocalCluster
 
     sys.path.insert(0, str(ROOT))
-    from flows.dask_runner import WORKER_ENVIRON
+    from lingtest.flows.dask_runner import WORKER_ENVIRON
 
     config = WORKER_ENVIRON if side == "lingtest" else {}
     with dask.config.set(config), LocalCluster(n_workers=1, threads_per_worker=1,

@@ -37,11 +37,11 @@ sys.path.insert(0, str(ROOT))
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.generators import SMOLLM2, dedupe, make_generator, suggestions_frame
-from tasks.adaptive.prompts import PromptSettings, build_prompts, minilm_embed, prompt_texts, \
+from lingtest.tasks.adaptive.generators import SMOLLM2, dedupe, make_generator, suggestions_frame
+from lingtest.tasks.adaptive.prompts import PromptSettings, build_prompts, minilm_embed, prompt_texts, \
     suggestion_plan
-from tasks.adaptive.tree import read_tree
-from tasks.core.errors import LingtestError
+from lingtest.tasks.adaptive.tree import read_tree
+from lingtest.tasks.core.errors import LingtestError
 
 GEMMA = "google/gemma-3-270m"
 TREE = "data/raw/adatest/imdb_hotel_conversion.csv"

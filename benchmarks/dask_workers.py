@@ -12,7 +12,7 @@ answers the default 30 questions' prompts with SmolLM2 (on Dask: runs of whole b
 task each; response ids, which follow the order the workers save in, are left out of the
 comparison), in projects whose ``data/`` comes from one untimed data-stage run.
 Then the worker start-up: a local cluster of 2 workers and one trivial task per worker, with
-the Prefect API shared with the workers (``tasks.core.runtime.api_for_workers``) and without
+the Prefect API shared with the workers (``lingtest.tasks.core.runtime.api_for_workers``) and without
 one (each worker then starts a temporary server of its own).
 
 Run: ``LINGTEST_MIRROR=... .venv/bin/python benchmarks/dask_workers.py`` (~5 min on 2 cores).
@@ -63,9 +63,9 @@ def prepared_data(stage: str, mirror: Path, work: Path) -> Path | None:
     """A ``data/`` folder the stage reads (the data stage run once, not timed), or None."""
     if stage in ("data", "adaptive"):
         return None
-    from flows.stage import run_stage
-    from flows.registry import load_params
-    from tasks.core.paths import PACKAGE_ROOT, Workspace
+    from lingtest.flows.stage import run_stage
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
 
     root = work / "data-template"
     root.mkdir()
@@ -79,9 +79,9 @@ def prepared_data(stage: str, mirror: Path, work: Path) -> Path | None:
 def run_side(stage: str, overrides: list[str], work: Path,
              data: Path | None = None) -> tuple[float, dict[str, bytes]]:
     """Seconds of one cold run, and its output files (tables and report CSVs) by path."""
-    from flows.stage import run_stage
-    from flows.registry import load_params
-    from tasks.core.paths import PACKAGE_ROOT, Workspace
+    from lingtest.flows.stage import run_stage
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
 
     root = Path(tempfile.mkdtemp(prefix="project-", dir=work))
     shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
@@ -115,8 +115,8 @@ def worker_start_up(shared_api: bool) -> tuple[float, float]:
     from prefect import flow, task
     from prefect_dask import DaskTaskRunner
 
-    from tasks.core.config import RuntimeParams
-    from tasks.core.runtime import api_for_workers
+    from lingtest.tasks.core.config import RuntimeParams
+    from lingtest.tasks.core.runtime import api_for_workers
 
     @task
     def where(i: int) -> int:
@@ -151,7 +151,7 @@ def main() -> None:
     parser.add_argument("--no-start-up", action="store_true", help="skip the worker start-up")
     args = parser.parse_args()
 
-    from tasks.core.paths import PACKAGE_ROOT, default_mirror
+    from lingtest.tasks.core.paths import PACKAGE_ROOT, default_mirror
 
     mirror = default_mirror(PACKAGE_ROOT)
     if mirror is None:
@@ -160,8 +160,8 @@ def main() -> None:
 
     print(f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, "
           f"stage {args.stage}, cold cache per side")
-    from tasks.core.config import RuntimeParams
-    from tasks.core.runtime import api_for_workers
+    from lingtest.tasks.core.config import RuntimeParams
+    from lingtest.tasks.core.runtime import api_for_workers
 
     work = Path(tempfile.mkdtemp(prefix="bench-dask-"))
     best: dict[str, float] = {}

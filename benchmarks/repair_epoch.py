@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from flows.registry import load_params
-from tasks.core.paths import Workspace
-from tasks.repair import stage
-from tasks.repair import triples as tr
-from tasks.training.embedding_repair import repair_encoder
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.repair import stage
+from lingtest.tasks.repair import triples as tr
+from lingtest.tasks.training.embedding_repair import repair_encoder
 
 
 def one_epoch(params, model_id, buggy, benign, targets, theta, threads: int) -> float:

@@ -14,15 +14,15 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 from prefect.flow_runs import pause_flow_run
 
-from tasks.adaptive.generators import make_generator
-from tasks.adaptive.membership import TopicMembership
-from tasks.adaptive.prompts import PromptSettings, minilm_embed
-from tasks.adaptive.review import ModelOracle, run_round
-from tasks.adaptive.review_form import apply_review, review_input, review_markdown, suggest
-from tasks.adaptive.tree import read_tree, write_tree
-from tasks.core.secrets import MaskedURL, plain_url
-from tasks.models.llm import LLMSettings
-from tasks.models.sentiment import load_sentiment_model
+from lingtest.tasks.adaptive.generators import make_generator
+from lingtest.tasks.adaptive.membership import TopicMembership
+from lingtest.tasks.adaptive.prompts import PromptSettings, minilm_embed
+from lingtest.tasks.adaptive.review import ModelOracle, run_round
+from lingtest.tasks.adaptive.review_form import apply_review, review_input, review_markdown, suggest
+from lingtest.tasks.adaptive.tree import read_tree, write_tree
+from lingtest.tasks.core.secrets import MaskedURL, plain_url
+from lingtest.tasks.models.llm import LLMSettings
+from lingtest.tasks.models.sentiment import load_sentiment_model
 
 HTTP_KEYS = ("timeout_s", "retries", "backoff_s", "concurrency")
 
@@ -30,7 +30,7 @@ HTTP_KEYS = ("timeout_s", "retries", "backoff_s", "concurrency")
 def http_parameters(params) -> dict:
     """The project's HTTP settings (``embedding_endpoints.endpoint_settings``) as the
     flow's ``http`` parameter: plain values a flow run stores."""
-    from tasks.models.embedding_endpoints import endpoint_settings
+    from lingtest.tasks.models.embedding_endpoints import endpoint_settings
 
     settings = endpoint_settings(params)
     return {key: getattr(settings, key) for key in HTTP_KEYS}

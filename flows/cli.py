@@ -10,11 +10,11 @@ from typing import List, Optional
 
 import typer
 
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
-from tasks.core.secrets import redact_text, redact_value
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.secrets import redact_text, redact_value
 
-from flows.cli_common import PROFILE_HELP, SET_HELP, current_params
+from lingtest.flows.cli_common import PROFILE_HELP, SET_HELP, current_params
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Reproducible pipelines for testing NLP models.")
@@ -105,10 +105,10 @@ def export_suite(
     """Write the texts a stage asks classifiers about (text_id, text), to score them with
     your own code and bring the scores back as predictions:PATH (one probability column per
     label beside text_id or text)."""
-    from flows.own_models import EXPORTABLE, RUNS
-    from flows.own_models import export_suite as export_flow
-    from tasks.core.runtime import configure_environment
-    from flows.validation import validate_files
+    from lingtest.flows.own_models import EXPORTABLE, RUNS
+    from lingtest.flows.own_models import export_suite as export_flow
+    from lingtest.tasks.core.runtime import configure_environment
+    from lingtest.flows.validation import validate_files
 
     if stage not in EXPORTABLE:
         raise LingtestError(f"lingtest export-suite: `{stage}` scores no classifier texts; "
@@ -150,7 +150,7 @@ def _print_comparisons(comparisons: list[dict], folder: Path) -> None:
 def stages() -> None:
     """List the stages: each one's plug-in, paper and what it runs (a flow, or a method
     class that the one method flow runs)."""
-    from flows.registry import STAGES, plugin_of, stage_spec
+    from lingtest.flows.registry import STAGES, plugin_of, stage_spec
 
     for name in STAGES:
         spec, plugin = stage_spec(name), plugin_of(name)
@@ -177,7 +177,7 @@ def models(set_: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP
     from rich.console import Console
     from rich.table import Table
 
-    from flows.validation import describe_configured
+    from lingtest.flows.validation import describe_configured
 
     rows = describe_configured(current_params(set_, profile), Workspace.current())
     table = Table("parameter", "model", "name", "kind", "source", "revision", "pooling",
@@ -211,8 +211,8 @@ def plan(
 
     from rich.console import Console
 
-    from flows.cpu_calibration import load_or_measure
-    from flows.run_estimate import (DEFAULT_GPU_TFLOPS, check_gpu_tflops, make_plan, render,
+    from lingtest.flows.cpu_calibration import load_or_measure
+    from lingtest.flows.run_estimate import (DEFAULT_GPU_TFLOPS, check_gpu_tflops, make_plan, render,
                                     selected_stages)
 
     chosen = selected_stages(stages_)  # an unknown stage: refused before anything loads
@@ -231,7 +231,7 @@ def plan(
 @app.command()
 def ui(host: str = "127.0.0.1", port: int = 4200) -> None:
     """Start the Prefect server (SQLite under .prefect/); flows started meanwhile report to it."""
-    from tasks.core.server import serve_ui
+    from lingtest.tasks.core.server import serve_ui
 
     serve_ui(Workspace.current(), host, port)
 
@@ -260,8 +260,8 @@ def serve(cron: str = typer.Option("0 3 * * *", help="When to rerun (cron, serve
     the last finished tick failed (see flows/serving.py)."""
     import os
 
-    from tasks.core import alerts
-    from tasks.core.runtime import configure_environment
+    from lingtest.tasks.core import alerts
+    from lingtest.tasks.core.runtime import configure_environment
 
     if project is not None:
         root = Path(project).expanduser().resolve()
@@ -276,7 +276,7 @@ def serve(cron: str = typer.Option("0 3 * * *", help="When to rerun (cron, serve
     if notify is not None:
         from pydantic import ValidationError
 
-        from tasks.core.sections import RuntimeParams
+        from lingtest.tasks.core.sections import RuntimeParams
         try:
             RuntimeParams(notify_url=notify)
         except ValidationError:
@@ -288,9 +288,9 @@ def serve(cron: str = typer.Option("0 3 * * *", help="When to rerun (cron, serve
     if not configure_environment(workspace):  # before Prefect is imported: it reads the URL
         raise LingtestError("no Prefect server: start `lingtest ui` first (schedules only fire "
                             "with a real server), or set PREFECT_API_URL")
-    from flows.repro import uses_git
+    from lingtest.flows.repro import uses_git
     uses_git(str(workspace.root))  # a folder DVC cannot rerun in: refused before serving
-    from flows.serving import serve_schedule
+    from lingtest.flows.serving import serve_schedule
 
     schedule = {"interval": interval} if interval is not None else {"cron": cron}
     when = f"every {interval:g} s" if interval is not None else f"on cron {cron!r}"
@@ -313,10 +313,10 @@ def compare(before: str = typer.Argument(..., help="A git revision, DVC experime
                 None, help="Also write the comparison as Markdown to this file.")) -> None:
     """Two runs side by side: changed parameters, headline metric deltas and per-case
     fixed / broken / added / removed counts with the top changes, per stage."""
-    from flows.registry import STAGES, stage_method as method_class
-    from tasks.core.compare import (compare as compare_runs, comparison_markdown,
+    from lingtest.flows.registry import STAGES, stage_method as method_class
+    from lingtest.tasks.core.compare import (compare as compare_runs, comparison_markdown,
                                     resolve_rev, snapshot)
-    from tasks.core.io import check_output_folder, write_text
+    from lingtest.tasks.core.io import check_output_folder, write_text
 
     root = Workspace.current().root
     if markdown is not None:
@@ -346,8 +346,8 @@ def compare(before: str = typer.Argument(..., help="A git revision, DVC experime
 
 def _add_plugin_commands() -> None:
     """Each plug-in's own commands (``Plugin.cli``) as ``lingtest`` commands."""
-    from flows.registry import PLUGINS
-    from tasks.core.plugin_spec import load
+    from lingtest.flows.registry import PLUGINS
+    from lingtest.tasks.core.plugin_spec import load
 
     for plugin in PLUGINS:
         if plugin.cli:

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 GENERATOR = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -77,7 +77,7 @@ def machine() -> str:
 
 
 def calibration_path() -> Path:
-    from tasks.models.registry import lingtest_cache
+    from lingtest.tasks.models.registry import lingtest_cache
 
     return lingtest_cache() / "plan" / "calibration.json"
 
@@ -120,9 +120,9 @@ def _sentences(workspace) -> list[str] | None:
 
 def measure(params, texts: list[str] | None = None) -> Calibration:
     """Time each kind of work on this CPU at ``runtime.threads`` torch threads."""
-    from flows.model_sizes import model_size
-    from tasks.models.registry import resolve
-    from tasks.training.common import torch_threads
+    from lingtest.flows.model_sizes import model_size
+    from lingtest.tasks.models.registry import resolve
+    from lingtest.tasks.training.common import torch_threads
 
     texts = list(texts or FALLBACK_TEXTS)
     texts = (texts * -(-ENCODE_TEXTS // len(texts)))[:ENCODE_TEXTS]
@@ -143,7 +143,7 @@ def _encode_rate(texts: list[str], compute: int, pass_tokens: int, details: dict
     """MiniLM embedding ``texts`` as the contrastive stage does: exact-length passes of at
     least ``pass_tokens`` tokens, the fill-up copies counted as tokens run
     (``passes_tokens``), as the plan counts a stage's; the faster of two rounds."""
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
 
     encoder = load_encoder(ENCODER, offline=True, device="cpu", pass_tokens=pass_tokens)
     encoder.encode(texts[:8])  # warm-up: the first pass pays one-off costs
@@ -162,10 +162,10 @@ def _timed(call, *args) -> float:
 def passes_tokens(lengths, pass_tokens: int) -> int:
     """Tokens the exact-length passes run for texts of these token counts: per length, whole
     passes of ``pass_rows`` texts, the last one filled up with copies
-    (``tasks.models.encoders.exact_length_passes``)."""
+    (``lingtest.tasks.models.encoders.exact_length_passes``)."""
     from collections import Counter
 
-    from tasks.models.encoders import pass_rows
+    from lingtest.tasks.models.encoders import pass_rows
 
     total = 0
     for length, count in Counter(lengths).items():
@@ -179,7 +179,7 @@ def _train_rate(texts: list[str], path: str, compute: int, details: dict) -> flo
     counted as tokens run, as the plan counts a stage's."""
     import torch
 
-    from tasks.models.registry import transformer_dir, transformers_classes
+    from lingtest.tasks.models.registry import transformer_dir, transformers_classes
 
     auto_model, auto_tokenizer = transformers_classes("AutoModel", "AutoTokenizer")
     folder = transformer_dir(Path(path))
@@ -206,9 +206,9 @@ def _train_rate(texts: list[str], path: str, compute: int, details: dict) -> flo
 def _generate_rate(params, details: dict) -> tuple[float, str]:
     """SmolLM2 greedy generation on the engine the stages pick (``models.lm_engine``), one
     batch of ``consistency.batch_size`` prompts, as the consistency stage answers them."""
-    from flows.model_sizes import model_size
-    from tasks.models.causal_lm import load_causal_lm
-    from tasks.models.registry import resolve
+    from lingtest.flows.model_sizes import model_size
+    from lingtest.tasks.models.causal_lm import load_causal_lm
+    from lingtest.tasks.models.registry import resolve
 
     m = params.models
     lm = load_causal_lm(GENERATOR, offline=True, device="cpu", engine=m.lm_engine,
@@ -264,7 +264,7 @@ def _bank_rate(details: dict) -> float:
     """Two of COSTELLO's downstream classifiers trained for one epoch on 2,000 random rows."""
     import numpy as np
 
-    from tasks.contrastive.classifiers import train_classifiers
+    from lingtest.tasks.contrastive.classifiers import train_classifiers
 
     rows, dim, n = 2000, 384, 2
     rng = np.random.default_rng(0)
@@ -278,7 +278,7 @@ def _bank_rate(details: dict) -> float:
 
 def bank_weights(dim: int, n: int) -> int:
     """Weights of the first ``n`` of COSTELLO's classifiers over ``dim`` input features."""
-    from tasks.contrastive.classifiers import SPECS
+    from lingtest.tasks.contrastive.classifiers import SPECS
 
     total = 0
     for spec in SPECS[:n]:

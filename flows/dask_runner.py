@@ -137,7 +137,7 @@ def _one_line_records_while_closing() -> None:
     """While a cluster closes, a record of Dask's loggers carries its exception as one line,
     not a traceback: a client reconnecting to a scheduler that is gone, a worker killed while
     it stopped, are what a close looks like on a busy machine, and their stacks buried the
-    run's own result (a record factory, installed once, as tasks.core.errors does)."""
+    run's own result (a record factory, installed once, as lingtest.tasks.core.errors does)."""
     previous = logging.getLogRecordFactory()
     if getattr(previous, "_lingtest_dask_close", False):
         return

@@ -5,11 +5,11 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from tasks.core.compare import previous_run, publish_comparison
-from flows.registry import Params
-from tasks.core.paths import Workspace
-from tasks.core.publish import publish
-from tasks.data.build_tasks import build_table, buildable_tables, data_report, import_raw_assets, write_tables
+from lingtest.tasks.core.compare import previous_run, publish_comparison
+from lingtest.flows.registry import Params
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import publish
+from lingtest.tasks.data.build_tasks import build_table, buildable_tables, data_report, import_raw_assets, write_tables
 
 
 @flow(name="data", log_prints=True)

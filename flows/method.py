@@ -1,5 +1,5 @@
 """The one flow every testing method's stage runs: suite → a task per (model, shard) →
-contract results → report. Composition only; the method (``tasks.core.method.Method``)
+contract results → report. Composition only; the method (``lingtest.tasks.core.method.Method``)
 computes."""
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import TerminationSignal
 from prefect.futures import PrefectFuture
 
-from flows.stage import runner_uses_processes, unit_resources
-from tasks.core import stopping
-from tasks.core.compare import previous_run, publish_comparison
-from flows.registry import Params
-from tasks.core.errors import FailedCalls, LingtestError
-from tasks.core.method import Call, Method, Preparation, Unit, UnitResult, run_in_turn
-from tasks.core.paths import Workspace
-from tasks.core.publish import publish
-from tasks.core.schema import write_cases, write_results
+from lingtest.flows.stage import runner_uses_processes, unit_resources
+from lingtest.tasks.core import stopping
+from lingtest.tasks.core.compare import previous_run, publish_comparison
+from lingtest.flows.registry import Params
+from lingtest.tasks.core.errors import FailedCalls, LingtestError
+from lingtest.tasks.core.method import Call, Method, Preparation, Unit, UnitResult, run_in_turn
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import publish
+from lingtest.tasks.core.schema import write_cases, write_results
 
 # Where a run whose model calls failed writes its reports (under data/interim/<stage>).
 FAILED_RUN_REPORTS = "failed-run-reports"
@@ -117,5 +117,5 @@ def method_flow(method_class: type[Method]) -> Flow:
     run.__doc__ = method_class.__doc__
     run.__name__ = run.__qualname__ = f"{method_class.stage.replace('-', '_')}_flow"
     stage_flow = flow(run, name=method_class.stage, log_prints=True)
-    stage_flow.method_class = method_class  # `flows.stage_method`: its contract, for diffs
+    stage_flow.method_class = method_class  # `lingtest.flows.stage_method`: its contract, for diffs
     return stage_flow

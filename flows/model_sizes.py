@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 BYTES_PER_PARAMETER = {"float32": 4, "float16": 2, "bfloat16": 2}
 BASE_CONFIGS = "the base checkpoint's config.json as published (its hyperparameters below)"
@@ -180,7 +180,7 @@ def counts(config) -> tuple[int, int, int]:
     import torch
     from torch import nn
 
-    from tasks.models.registry import transformers_classes
+    from lingtest.tasks.models.registry import transformers_classes
 
     (auto_model,) = transformers_classes("AutoModel")
     with torch.device("meta"):
@@ -218,7 +218,7 @@ def config_folder(path: str | None) -> Path | None:
     its Transformer module's folder), or None."""
     if not path or not Path(path).is_dir():
         return None
-    from tasks.models.registry import transformer_dir
+    from lingtest.tasks.models.registry import transformer_dir
 
     folder = Path(path)
     for candidate in (folder, transformer_dir(folder)):
@@ -229,7 +229,7 @@ def config_folder(path: str | None) -> Path | None:
 
 @lru_cache(maxsize=None)
 def _config_size(folder: str) -> Size:
-    from tasks.models.registry import transformers_classes
+    from lingtest.tasks.models.registry import transformers_classes
 
     (auto_config,) = transformers_classes("AutoConfig")
     config = auto_config.from_pretrained(folder)
@@ -254,11 +254,11 @@ def model_size(model_id: str, path: str | None = None) -> Size | None:
 
 
 def _converted_copy(model_id: str, path: str | None) -> Path | None:
-    """The float32 copy ``tasks.models.causal_lm`` made of a packaged GGUF model, if made."""
+    """The float32 copy ``lingtest.tasks.models.causal_lm`` made of a packaged GGUF model, if made."""
     if not path:
         return None
-    from tasks.models.causal_lm import converted_dir
-    from tasks.models.registry import resolve
+    from lingtest.tasks.models.causal_lm import converted_dir
+    from lingtest.tasks.models.registry import resolve
 
     try:
         res = resolve(model_id, "causal_lm", offline=True)

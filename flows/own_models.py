@@ -8,7 +8,7 @@ rows are read from the pipeline's stored results (``data/interim/<stage>/results
 when they were made with the run's seed and method settings and answer every case; else
 the baseline models run on the run's suite under ``runs/<name>/baseline/``. A
 ``compare-with-baseline`` flow then publishes, per method, the side-by-side failure rates
-and the per-case fixed / broken counts (``tasks.core.side_by_side``) as report files and
+and the per-case fixed / broken counts (``lingtest.tasks.core.side_by_side``) as report files and
 Prefect artifacts; gates (``max_fail``, ``max_broken``) turn them into an exit status for CI.
 """
 from __future__ import annotations
@@ -21,14 +21,14 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow
 
-from flows.own_plan import KIND_METHODS, METHOD_MODELS, RUNS, Plan, plan  # noqa: F401
-from flows.registry import Params
-from flows.registry import load_params, stage_method
-from tasks.core.errors import LingtestError
-from tasks.core.metrics import stage_metrics, verdict_metrics
-from tasks.core.paths import Workspace
-from tasks.core.publish import Report, provenance, publish, slug
-from tasks.core.side_by_side import case_changes, changed_cases, fail_percent, side_by_side
+from lingtest.flows.own_plan import KIND_METHODS, METHOD_MODELS, RUNS, Plan, plan  # noqa: F401
+from lingtest.flows.registry import Params
+from lingtest.flows.registry import load_params, stage_method
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.metrics import stage_metrics, verdict_metrics
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import Report, provenance, publish, slug
+from lingtest.tasks.core.side_by_side import case_changes, changed_cases, fail_percent, side_by_side
 
 @dataclass
 class Gates:
@@ -97,7 +97,7 @@ def baseline_to_run_here(method: str, params: Params, root: Path, outputs: Path,
         lambda ids: len(cases & set(ids)))
     if not differ and covered.min() == len(cases):
         return [], ""
-    from flows.validation import configured_models, display_name
+    from lingtest.flows.validation import configured_models, display_name
 
     pipeline = load_params(root, [], None)
     tested = ("classifier", "tested model", "encoder", "llm")  # not fill, spacy: no baseline
@@ -123,7 +123,7 @@ def settings_differ(method: str, params: Params, root: Path,
     """The seed and ``method``'s settings (bar ``exclude``) that differ between ``params``
     and the pipeline's stored report of that method (its provenance), as ``section.key``;
     [] when they agree or no report states them."""
-    from tasks.core.paths import root_marked
+    from lingtest.tasks.core.paths import root_marked
 
     stored = Workspace(root).reports / method / "provenance.json"
     section = METHOD_MODELS[method].split(".")[0]
@@ -140,7 +140,7 @@ def settings_differ(method: str, params: Params, root: Path,
 
 def _names_itself(name: str, key: str, root: Path) -> bool:
     """A stored model name that is also its spec: a built-in or an org/name hub id."""
-    from tasks.models.model_spec import parse_model
+    from lingtest.tasks.models.model_spec import parse_model
 
     try:
         ref = parse_model(name, key, None, root)
@@ -223,8 +223,8 @@ def run_own_models(the_plan: Plan, overrides: list[str], profile: str | None, ro
                    gates: Gates, echo=print) -> list[dict]:
     """Every planned method on the user's models, then its comparison; returns the
     comparisons (``breaches`` non-empty: a gate failed)."""
-    from flows.stage import run_stage
-    from flows.validation import check_display_names, validate_inputs
+    from lingtest.flows.stage import run_stage
+    from lingtest.flows.validation import check_display_names, validate_inputs
 
     workspace = Workspace(root, the_plan.out)
     staged = [(m, method_params(the_plan, m, overrides, profile, root))
@@ -261,8 +261,8 @@ def export_suite(stage: str, params: Params, root: str, output: str) -> dict:
     its ``text_id``, for scoring elsewhere and coming back as ``predictions:PATH``. The suite
     is built by the stage's own cached tasks (a hit when the pipeline built it with the same
     parameters) in a workspace under ``runs/``, so the pipeline's files stay as they are."""
-    from tasks.core import io
-    from tasks.models.own_classifiers import text_id
+    from lingtest.tasks.core import io
+    from lingtest.tasks.models.own_classifiers import text_id
 
     workspace = Workspace(Path(root), Path(root) / RUNS / f"export-{stage}")
     method = method_class(stage)(params, workspace)

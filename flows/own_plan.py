@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 # The methods that test each kind of model, and the parameter that names their models.
 KIND_METHODS = {"classifier": ("capabilities", "adaptive"), "encoder": ("contrastive",),
                 "llm": ("consistency",)}
 # Methods that also take an LLM in another role, when --methods names them: asked to classify
-# each text through a prompt (tasks.models.llm_classifier), or embedding through its server's
+# each text through a prompt (lingtest.tasks.models.llm_classifier), or embedding through its server's
 # embeddings API (served LLMs only).
 LLM_ROLES = {"capabilities": "a sentiment classifier (prompted)",
              "adaptive": "a sentiment classifier (prompted)",
@@ -41,8 +41,8 @@ def plan(specs: list[str], methods: list[str] | None, name: str | None, params,
          root: Path) -> Plan:
     """Parse and check the models, and pick the methods (every method that fits their kind
     unless ``methods`` narrows them). Loads no weights."""
-    from tasks.models.checks import infer_kind
-    from tasks.models.model_spec import parse_models
+    from lingtest.tasks.models.checks import infer_kind
+    from lingtest.tasks.models.model_spec import parse_models
 
     if not specs:
         raise LingtestError("lingtest test: name at least one model (a spec: hub id, folder, "

@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from flows.registry import Params, load_params
+from lingtest.flows.registry import Params, load_params
 
 
 def _section(annotation: object) -> type[BaseModel] | None:

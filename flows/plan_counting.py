@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from flows.cpu_calibration import Calibration, bank_weights, passes_tokens
-from flows.model_sizes import Size, model_size
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
+from lingtest.flows.cpu_calibration import Calibration, bank_weights, passes_tokens
+from lingtest.flows.model_sizes import Size, model_size
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
 
 DEFAULT_GPU_TFLOPS = 10.0
 GPU_ASSUMPTION = ("sustained fp32 throughput; 10 TFLOP/s is about a third of an NVIDIA A10G's "
@@ -137,7 +137,7 @@ def where(row: dict, target: str) -> str:
     """Where a resolved model's files are, for the plan: packaged, cached, to download, local,
     built by an earlier stage, or the source the row names (endpoint, python, ...);
     ``target``: the hub id a spec such as ``seq2seq:<id>`` loads."""
-    from tasks.models.registry import hub_cache_snapshot
+    from lingtest.tasks.models.registry import hub_cache_snapshot
 
     source = row.get("source") or ""
     if source == "package":
@@ -155,12 +155,12 @@ def where(row: dict, target: str) -> str:
 
 
 def stage_model_rows(stage: str, params, workspace: Workspace) -> list[ModelRow]:
-    """Every model ``stage`` loads (``flows.validation.configured_models``; train-sentiment:
+    """Every model ``stage`` loads (``lingtest.flows.validation.configured_models``; train-sentiment:
     the packaged MiniLM it fine-tunes), resolved without loading weights."""
-    from flows.validation import check_model, configured_models
-    from tasks.core.plugin_spec import ModelEntry
-    from tasks.models.sentiment import MINILM_SST2_ID
-    from tasks.training.sentiment import BASE_MODEL
+    from lingtest.flows.validation import check_model, configured_models
+    from lingtest.tasks.core.plugin_spec import ModelEntry
+    from lingtest.tasks.models.sentiment import MINILM_SST2_ID
+    from lingtest.tasks.training.sentiment import BASE_MODEL
 
     entries = configured_models(params, [stage])
     if stage == "train-sentiment":
@@ -193,7 +193,7 @@ def stage_model_rows(stage: str, params, workspace: Workspace) -> list[ModelRow]
 
 def _target(spec: str, params, workspace: Workspace) -> str:
     """The id or folder a spec loads (``seq2seq:<id>`` → ``<id>``); the spec otherwise."""
-    from tasks.models.model_spec import parse_model
+    from lingtest.tasks.models.model_spec import parse_model
 
     try:
         ref = parse_model(spec, "model", params.models.names, workspace.root)
@@ -203,7 +203,7 @@ def _target(spec: str, params, workspace: Workspace) -> str:
 
 
 def _as_encoder(model_id: str, params) -> dict:
-    from tasks.models.registry import resolve
+    from lingtest.tasks.models.registry import resolve
 
     try:
         return resolve(model_id, "encoder", offline=params.models.offline).as_row()
@@ -213,11 +213,11 @@ def _as_encoder(model_id: str, params) -> dict:
 
 def _size(model_id: str, path: str | None) -> Size | None:
     """``model_size``, for a lingtest classifier folder that is not built yet: MiniLM's."""
-    from tasks.models.sentiment import MINILM_SST2_ID
-    from tasks.training.sentiment import BASE_MODEL
+    from lingtest.tasks.models.sentiment import MINILM_SST2_ID
+    from lingtest.tasks.training.sentiment import BASE_MODEL
 
     if model_id == MINILM_SST2_ID and not (path and Path(path).is_dir()):
-        from tasks.models.registry import resolve
+        from lingtest.tasks.models.registry import resolve
 
         base = resolve(str(BASE_MODEL), "encoder", offline=True)
         return model_size(str(BASE_MODEL), base.path)
@@ -272,7 +272,7 @@ class Counting:
     @property
     def tokenizer(self):
         def load():
-            from tasks.models.registry import resolve, transformer_dir, transformers_classes
+            from lingtest.tasks.models.registry import resolve, transformer_dir, transformers_classes
 
             (auto_tokenizer,) = transformers_classes("AutoTokenizer")
             res = resolve("sentence-transformers/all-MiniLM-L6-v2", "encoder", offline=True)

@@ -17,20 +17,20 @@ from typing import Any
 
 from pydantic import Field, create_model
 
-import tasks
-from tasks.core import config
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
-from tasks.core.plugin_spec import Plugin, StageSpec, load
+import lingtest.tasks
+from lingtest.tasks.core import config
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.core.plugin_spec import Plugin, StageSpec, load
 
 
 def _discover() -> tuple[Plugin, ...]:
     """The ``PLUGIN`` of every ``tasks/<package>/plugin.py``, by package name."""
     found = []
-    for info in sorted(pkgutil.iter_modules(tasks.__path__), key=lambda i: i.name):
-        if not info.ispkg or importlib.util.find_spec(f"tasks.{info.name}.plugin") is None:
+    for info in sorted(pkgutil.iter_modules(lingtest.tasks.__path__), key=lambda i: i.name):
+        if not info.ispkg or importlib.util.find_spec(f"lingtest.tasks.{info.name}.plugin") is None:
             continue
-        plugin = getattr(importlib.import_module(f"tasks.{info.name}.plugin"), "PLUGIN", None)
+        plugin = getattr(importlib.import_module(f"lingtest.tasks.{info.name}.plugin"), "PLUGIN", None)
         if not isinstance(plugin, Plugin):
             raise LingtestError(f"tasks/{info.name}/plugin.py: defines no PLUGIN = Plugin(...); "
                                 "fix: see docs/new-method.md")
@@ -90,7 +90,7 @@ def _spec(stage: str) -> tuple[Plugin, StageSpec]:
 
 
 def _build_params() -> type[config.Params]:
-    """``Params``: the shared sections (``tasks.core.config.Params``) and each plug-in's."""
+    """``Params``: the shared sections (``lingtest.tasks.core.config.Params``) and each plug-in's."""
     fields: dict[str, Any] = {}
     for plugin in PLUGINS:
         if plugin.section is None:
@@ -126,14 +126,14 @@ def stage_flow(stage: str):
         return load(spec.flow)
     # by reference, as the plug-ins' own code: a stage with its own flow does not depend
     # on the method flow's module (tests/test_dvc_deps)
-    return load("flows.method:method_flow")(load(spec.method))
+    return load("lingtest.flows.method:method_flow")(load(spec.method))
 
 
 def stage_modules(stage: str) -> list[str]:
     """The modules a stage's run starts from (its dependency walk: tests/test_dvc_deps)."""
     spec, plugin = stage_spec(stage), plugin_of(stage)
-    roots = [f"tasks.{plugin.name}.plugin"]
+    roots = [f"lingtest.tasks.{plugin.name}.plugin"]
     roots += [plugin.params.partition(":")[0]] if plugin.params else []  # its defaults
     roots += [spec.flow.partition(":")[0]] if spec.flow else [
-        "flows.method", spec.method.partition(":")[0]]
+        "lingtest.flows.method", spec.method.partition(":")[0]]
     return roots

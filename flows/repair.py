@@ -1,6 +1,6 @@
 """The ``repair`` stage (COSTELLO §5.4): composition only. For each model of ``repair.models``
 in turn: select its triples at the repair's setting and split them by seed sentence →
-fine-tune it on the training split (``tasks.training.embedding_repair``) → re-test the
+fine-tune it on the training split (``lingtest.tasks.training.embedding_repair``) → re-test the
 repaired weights through the contrastive method (and the original through the same call, so
 both models' downstream classifiers train on the same rows) → diff by case id. Then one
 report over all models: Table 3 and fix rates per model plus, with several models, their
@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 from prefect import flow
 
-from flows.registry import Params
-from tasks.core.paths import Workspace
-from tasks.core.publish import publish
-from tasks.repair import report, stage
+from lingtest.flows.registry import Params
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import publish
+from lingtest.tasks.repair import report, stage
 
 
 def repair_one(params: Params, workspace: Workspace, model_id: str) -> dict:

@@ -26,8 +26,8 @@ from prefect.exceptions import CancelledRun
 from prefect.logging import get_run_logger
 from prefect.states import Cancelled, Completed
 
-from tasks.core.artifacts import publish_table
-from tasks.core.paths import root_marked
+from lingtest.tasks.core.artifacts import publish_table
+from lingtest.tasks.core.paths import root_marked
 
 SERVE_SINCE = "LINGTEST_SERVE_SINCE"  # set by `lingtest serve`: ticks before it are stale
 
@@ -50,8 +50,8 @@ def tool_env(experiment: str | None = None) -> dict[str, str]:
     folder first on PATH (a service's PATH may hold no venv, and dvc.yaml's commands call
     ``lingtest`` and ``python`` by name), the mark that they run under this rerun and the
     name of its DVC experiment (the stage runs' ``exp:`` tag)."""
-    from tasks.core.run_lock import EXPERIMENT, INSIDE_REPRO
-    from tasks.core.runtime import interpreter_first
+    from lingtest.tasks.core.run_lock import EXPERIMENT, INSIDE_REPRO
+    from lingtest.tasks.core.runtime import interpreter_first
 
     env = {**os.environ, "PATH": interpreter_first(os.environ.get("PATH", "")),
            INSIDE_REPRO: str(os.getpid())}
@@ -74,10 +74,10 @@ def _run(command: list[str], root: str, check: bool = False,
 def run_identity(root: str, stages: list[str] | None = None) -> dict[str, str]:
     """Parameter hash (of the parameters the reproduced stages read; all stages when none),
     commit, profile and seed of the checkout, as ``lingtest run`` tags them."""
-    from flows.registry import STAGES
-    from flows.stage import stage_params_hash
-    from flows.registry import load_params
-    from tasks.core.runtime import git_commit
+    from lingtest.flows.registry import STAGES
+    from lingtest.flows.stage import stage_params_hash
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.runtime import git_commit
 
     params = load_params(Path(root))
     read = [s for s in (stages or STAGES) if s in STAGES] or list(STAGES)
@@ -142,7 +142,7 @@ def uses_git(root: str) -> bool:
     from dvc.repo import Repo
     from dvc.scm import NoSCM, SCMError
 
-    from tasks.core.errors import LingtestError
+    from lingtest.tasks.core.errors import LingtestError
 
     try:
         with Repo(root) as repo:
@@ -272,7 +272,7 @@ def dvc_push(root: str, remote: str) -> str:
 @task(name="dvc-metrics")
 def dvc_metrics(root: str) -> pd.DataFrame:
     """``dvc metrics show`` as rows: file, ``<model>.<metric>`` (``setting`` too), value."""
-    from tasks.core.compare import flatten
+    from lingtest.tasks.core.compare import flatten
 
     shown = _run(dvc_command("metrics", "show", "--json"), root, check=True).stdout
     rows = []
@@ -285,8 +285,8 @@ def dvc_metrics(root: str) -> pd.DataFrame:
 
 def _failure_alert(flow, flow_run, state) -> None:
     """on_failure / on_crashed: the webhook of the project's parameters (or ``--notify``)."""
-    from tasks.core import alerts
-    from flows.registry import load_params
+    from lingtest.tasks.core import alerts
+    from lingtest.flows.registry import load_params
 
     try:
         url = load_params(Path(flow_run.parameters["root"])).runtime.notify_url
@@ -308,11 +308,11 @@ def repro_flow(root: str, stages: list[str] | None = None, experiment: bool = Tr
                push: bool = True):
     from prefect.runtime import flow_run
 
-    from tasks.core import alerts
-    from flows.registry import load_params
-    from tasks.core.flow_runs import process_tag
-    from tasks.core.paths import Workspace
-    from tasks.core.run_lock import REPRO, StageBusy, busy, hold
+    from lingtest.tasks.core import alerts
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.flow_runs import process_tag
+    from lingtest.tasks.core.paths import Workspace
+    from lingtest.tasks.core.run_lock import REPRO, StageBusy, busy, hold
 
     logger = get_run_logger()
     stale = _stale(_tick_time())

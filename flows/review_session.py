@@ -20,9 +20,9 @@ from typing import Callable
 from prefect import flow, get_run_logger, tags
 from prefect.artifacts import create_markdown_artifact
 
-from tasks.adaptive.review_app.record import changes_markdown, session_changes
-from tasks.adaptive.review_app.session import ReviewSession
-from tasks.core.publish import slug
+from lingtest.tasks.adaptive.review_app.record import changes_markdown, session_changes
+from lingtest.tasks.adaptive.review_app.session import ReviewSession
+from lingtest.tasks.core.publish import slug
 
 ARTIFACT_EVERY_S = 2.0  # at most one artifact version per this many seconds while changes come
 STOP_WAIT_S = 60.0  # how long shutdown waits for the run to complete (a temporary server starts)

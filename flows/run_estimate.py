@@ -21,20 +21,20 @@ from __future__ import annotations
 
 import math
 
-from flows.cpu_calibration import Calibration
-from flows.plan_counting import (DEFAULT_GPU_TFLOPS, GPU_ASSUMPTION, RULE, SIZE_RULE,
+from lingtest.flows.cpu_calibration import Calibration
+from lingtest.flows.plan_counting import (DEFAULT_GPU_TFLOPS, GPU_ASSUMPTION, RULE, SIZE_RULE,
                                  TOKENS, Counting, MissingInputs, Plan, Work,
                                  stage_model_rows)
-from flows.stage_estimates import ESTIMATORS
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
+from lingtest.flows.stage_estimates import ESTIMATORS
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
 
 # --------------------------------------------------------------------------- the plan
 
 def selected_stages(names: list[str] | None) -> list[str]:
     """The stages to plan, in dvc.yaml's order (all when ``names`` is empty); an unknown name
     is refused, naming the stages."""
-    from flows.registry import STAGES, stage_spec
+    from lingtest.flows.registry import STAGES, stage_spec
 
     wanted = [n.strip() for name in names or [] for n in name.split(",") if n.strip()]
     for name in wanted:

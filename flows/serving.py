@@ -20,7 +20,7 @@ import datetime as dt
 import os
 from dataclasses import dataclass
 
-from tasks.core.paths import Workspace
+from lingtest.tasks.core.paths import Workspace
 
 FINISHED_BAD = ("FAILED", "CRASHED")
 
@@ -98,7 +98,7 @@ class Tally:
         text = (f"stopped serving repro/{name}: {self.completed} tick(s) completed, "
                 f"{self.unchanged} unchanged, {self.skipped} skipped, {self.failed} failed")
         if self.last_failed:
-            from tasks.core.alerts import error_line
+            from lingtest.tasks.core.alerts import error_line
 
             text += (f"; the last run {self.last.name} {self.last.state_name}: "
                      f"{error_line(self.last.state.message if self.last.state else '')}")
@@ -140,9 +140,9 @@ def serve_schedule(workspace: Workspace, schedule: dict, stages: list[str], expe
     from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
     from prefect.runner import Runner
 
-    from flows.repro import SERVE_SINCE, repro_flow, uses_git
-    from tasks.core.flow_runs import mark_orphaned_runs_crashed
-    from tasks.core.runtime import interpreter_first
+    from lingtest.flows.repro import SERVE_SINCE, repro_flow, uses_git
+    from lingtest.tasks.core.flow_runs import mark_orphaned_runs_crashed
+    from lingtest.tasks.core.runtime import interpreter_first
 
     import faulthandler
 

@@ -5,13 +5,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from flows.registry import Params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.run_lock import EXPERIMENT
-from tasks.core.runtime import api_for_workers, git_commit, seed_everything, set_threads
+from lingtest.flows.registry import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.core.run_lock import EXPERIMENT
+from lingtest.tasks.core.runtime import api_for_workers, git_commit, seed_everything, set_threads
 
-from flows.registry import PROCESS_STAGES, stage_flow
+from lingtest.flows.registry import PROCESS_STAGES, stage_flow
 
 
 def stage_params(stage: str) -> tuple[str, ...]:
@@ -106,7 +106,7 @@ def _check_scheduler(address: str, timeout_s: float = 5.0) -> None:
 
 def _check_folder(path: Path, what: str, fix: str) -> None:
     """A folder a run will write into: one that exists, or can be made under a writable one."""
-    from tasks.core.io import unwritable
+    from lingtest.tasks.core.io import unwritable
 
     problem = unwritable(path)
     if problem:
@@ -118,7 +118,7 @@ def task_runner(params: Params):
     runtime = params.runtime
     if runtime.task_runner == "dask":
         try:
-            from flows.dask_runner import BoundedDaskTaskRunner, PatientNanny
+            from lingtest.flows.dask_runner import BoundedDaskTaskRunner, PatientNanny
         except ImportError:
             raise LingtestError("runtime.task_runner: dask needs prefect-dask: "
                                 "pip install 'lingtest[dask]'") from None
@@ -173,7 +173,7 @@ def _running_task_runner():
 def runner_uses_processes() -> bool:
     """Whether the running flow's task runner runs tasks in worker processes (the Dask runner
     ``task_runner`` builds): the one place that asks. Methods never do; the flow decides
-    from it how their calls and preparation run (``flows.method``)."""
+    from it how their calls and preparation run (``lingtest.flows.method``)."""
     return any(cls.__name__ == "DaskTaskRunner" for cls in type(_running_task_runner()).__mro__)
 
 
@@ -205,8 +205,8 @@ def run_stage(stage: str, params: Params, workspace: Workspace,
     from prefect import tags
     from prefect.logging import get_logger
 
-    from tasks.core.alerts import with_failure_alerts
-    from tasks.core.flow_runs import mark_orphaned_runs_crashed, process_tag
+    from lingtest.tasks.core.alerts import with_failure_alerts
+    from lingtest.tasks.core.flow_runs import mark_orphaned_runs_crashed, process_tag
 
     flow = load_flow(stage)
     seed_everything(params.seed)

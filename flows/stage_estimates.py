@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from flows.model_sizes import HUB_ARCHITECTURE, UNCASED_BERT_VOCABULARY
-from flows.plan_counting import NO_WEIGHTS, Counting, MissingInputs, Work, padded_tokens
+from lingtest.flows.model_sizes import HUB_ARCHITECTURE, UNCASED_BERT_VOCABULARY
+from lingtest.flows.plan_counting import NO_WEIGHTS, Counting, MissingInputs, Work, padded_tokens
 
 CHAT_TOKENS = 30  # a chat template's system prompt and role markers around a prompt
 SAMPLE_TOKENS = 32  # AdaTest suggestions: new tokens per completion (generators.py)
@@ -53,8 +53,8 @@ def _data(count: Counting) -> list[Work]:
 
 
 def _train_sentiment(count: Counting) -> list[Work]:
-    from tasks.data.sst import sst2_split
-    from tasks.training.sentiment import BASE_MODEL, MAX_LENGTH
+    from lingtest.tasks.data.sst import sst2_split
+    from lingtest.tasks.training.sentiment import BASE_MODEL, MAX_LENGTH
 
     t, seed = count.params.capabilities.train_sentiment, count.params.seed
     sst = count.table("sst")
@@ -91,11 +91,11 @@ def contrastive_suite(count: Counting, c, seed: int) -> SuiteTexts:
     """The suite's texts: an imported suite's; per relation, the built suite's when it was
     built with the same settings, else its pool's size × the relation's yield (the built
     suite's, else ``DEFAULT_YIELD``)."""
-    from tasks.contrastive.suite import _pool
+    from lingtest.tasks.contrastive.suite import _pool
 
     out = SuiteTexts(pd.DataFrame(columns=["seed", "positive", "negative"]), [])
     if c.suite:
-        from tasks.contrastive import costello_json
+        from lingtest.tasks.contrastive import costello_json
 
         path = Path(c.suite) if Path(c.suite).is_absolute() else count.workspace.root / c.suite
         suite = costello_json.select_imported(costello_json.read_costello_suite(path),
@@ -150,7 +150,7 @@ def _recorded_settings(rows: pd.DataFrame | None) -> dict | None:
 
 
 def _known(out: SuiteTexts, rows: pd.DataFrame, basis: str) -> SuiteTexts:
-    from tasks.contrastive.classifier_tasks import needed_kinds
+    from lingtest.tasks.contrastive.classifier_tasks import needed_kinds
 
     out.frame = pd.concat([out.frame, rows[["seed", "positive", "negative"]]],
                           ignore_index=True)
@@ -165,9 +165,9 @@ def _vocabulary(count: Counting, model: str, c, seed: int):
     """(the model's vocab dictionary when its tokenizer is here, else None; its size or
     bound; how known; the model's normal forms of words, as ``Encoder.normal_forms``, by
     which ``embedding_tasks._to_embed`` deduplicates every dictionary, or None)."""
-    from tasks.contrastive.thresholds import cap_words, distinct_forms
-    from tasks.models.encoders import _st_settings, whole_words
-    from tasks.models.registry import transformers_classes
+    from lingtest.tasks.contrastive.thresholds import cap_words, distinct_forms
+    from lingtest.tasks.models.encoders import _st_settings, whole_words
+    from lingtest.tasks.models.registry import transformers_classes
 
     size = count.size(model)
     if size is None:
@@ -196,7 +196,7 @@ def _vocabulary(count: Counting, model: str, c, seed: int):
 def _max_length(count: Counting, model: str, c) -> int:
     """The tokens a text keeps: ``contrastive.max_length``, else the model's own (a
     sentence-transformers model's max_seq_length), at most 512, as ``load_encoder``."""
-    from tasks.models.encoders import DEFAULT_MAX_LENGTH, _st_settings
+    from lingtest.tasks.models.encoders import DEFAULT_MAX_LENGTH, _st_settings
 
     row = count.rows.get(model)
     own = _st_settings(Path(row.path))[0] if row is not None and row.path else None
@@ -217,7 +217,7 @@ class EmbeddingInputs:
 def embedding_inputs(count: Counting, c, seed: int) -> EmbeddingInputs:
     """The triples' texts, the downstream classifiers' data and the extra dictionaries
     (``ContrastiveMethod._embedding_inputs``), once per plan and setting."""
-    from tasks.contrastive import classifier_tasks, thresholds, validation
+    from lingtest.tasks.contrastive import classifier_tasks, thresholds, validation
 
     def make() -> EmbeddingInputs:
         suite = contrastive_suite(count, c, seed)
@@ -241,7 +241,7 @@ def contrastive_work(count: Counting, stage: str, models: list[str], c, seed: in
     ``embedding_tasks.embed``), its nearest-neighbour searches and its classifier banks.
     ``original``: a model whose vectors and searches the contrastive stage left in its
     store and task cache (only its banks train again)."""
-    from tasks.contrastive import thresholds
+    from lingtest.tasks.contrastive import thresholds
 
     inputs = embedding_inputs(count, c, seed)
     suite, needs = inputs.suite, thresholds.needs_dictionaries(c.thresholds)
@@ -297,7 +297,7 @@ def _contrastive(count: Counting) -> list[Work]:
 def _repair(count: Counting) -> list[Work]:
     """Per repaired model (``repair/stage.py``): the fine-tuning steps, the violation counts
     that pick the epoch, and the re-tests through the contrastive method."""
-    from tasks.repair.params import REPAIR_ALL
+    from lingtest.tasks.repair.params import REPAIR_ALL
 
     params = count.params
     p, c = params.repair, params.contrastive
@@ -359,11 +359,11 @@ def in_order_padded(lengths: list[int], batch: int) -> int:
 
 
 def _capabilities(count: Counting) -> list[Work]:
-    from tasks.capabilities.checklist_run import sample_suite
-    from tasks.capabilities.fill import CONTEXT_TOKENS, SCORED_PER_KEPT, fill_kind
-    from tasks.capabilities.report import PAPER_EXPANSIONS_PER_SEED
-    from tasks.capabilities.specs import BUILTIN_SPECS, load_specs
-    from tasks.data.sst import sst2_split
+    from lingtest.tasks.capabilities.checklist_run import sample_suite
+    from lingtest.tasks.capabilities.fill import CONTEXT_TOKENS, SCORED_PER_KEPT, fill_kind
+    from lingtest.tasks.capabilities.report import PAPER_EXPANSIONS_PER_SEED
+    from lingtest.tasks.capabilities.specs import BUILTIN_SPECS, load_specs
+    from lingtest.tasks.data.sst import sst2_split
 
     params, root = count.params, count.workspace.root
     c, seed = params.capabilities, params.seed
@@ -454,7 +454,7 @@ def _funnel(count: Counting) -> pd.DataFrame | None:
 
 
 def _consistency(count: Counting) -> list[Work]:
-    from tasks.models.llm import parse_llm
+    from lingtest.tasks.models.llm import parse_llm
 
     params = count.params
     c, root = params.consistency, count.workspace.root
@@ -499,7 +499,7 @@ def _model_of(count: Counting, spec: str, bare: str) -> str:
 
 
 def _adaptive(count: Counting) -> list[Work]:
-    from tasks.adaptive.method import AdaptiveMethod
+    from lingtest.tasks.adaptive.method import AdaptiveMethod
 
     method = AdaptiveMethod(count.params, count.workspace)
     absent = [str(p.relative_to(count.workspace.root)) if p.is_relative_to(count.workspace.root)
@@ -516,7 +516,7 @@ def _adaptive(count: Counting) -> list[Work]:
 
 
 def _adaptive_debug(count: Counting) -> list[Work]:
-    from tasks.adaptive.debug import ADATEST, CHECKLIST_DATA
+    from lingtest.tasks.adaptive.debug import ADATEST, CHECKLIST_DATA
 
     params = count.params
     d = params.adaptive.debug

@@ -5,11 +5,11 @@ from pathlib import Path
 
 from prefect import flow
 
-from tasks.training.sentiment import fine_tune, training_note, training_report
-from flows.registry import Params
-from tasks.core.paths import Workspace
-from tasks.core.publish import publish
-from tasks.models.sentiment import MINILM_SST2_DIR
+from lingtest.tasks.training.sentiment import fine_tune, training_note, training_report
+from lingtest.flows.registry import Params
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import publish
+from lingtest.tasks.models.sentiment import MINILM_SST2_DIR
 
 
 @flow(name="train-sentiment", log_prints=True)

@@ -4,12 +4,12 @@ input costs one line and no written output. ``lingtest run`` calls ``validate_in
 of ``run_stage``; ``lingtest models`` lists ``describe_configured``."""
 from __future__ import annotations
 
-from flows.registry import Params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
-from tasks.core.plugin_spec import ModelEntry, call, load
+from lingtest.flows.registry import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.plugin_spec import ModelEntry, call, load
 
-from flows.registry import PLUGINS, STAGES, stage_spec
+from lingtest.flows.registry import PLUGINS, STAGES, stage_spec
 
 # kinds whose lists must not give two models one display name
 NAMED_KINDS = ("encoder", "classifier", "tested model")
@@ -34,7 +34,7 @@ def check_model(key: str, model_id: str, kind: str, params: Params,
                 workspace: Workspace) -> dict[str, str | None]:
     """The `lingtest models` row of one configured spec; LingtestError (naming ``key``) when
     it cannot load. Loads no weights; a ``python:`` model's module is imported."""
-    from tasks.models.checks import check_configured
+    from lingtest.tasks.models.checks import check_configured
 
     checks = {kind: ref for plugin in PLUGINS for kind, ref in plugin.model_checks.items()}
     row = {"key": key, "id": model_id, "name": model_id, "kind": kind, "source": "",
@@ -65,7 +65,7 @@ def describe_configured(params: Params, workspace: Workspace) -> list[dict[str, 
 
 def display_name(spec: str, params: Params, workspace: Workspace) -> str:
     """A spec's display name when it parses at all (a missing model still has one)."""
-    from tasks.models.model_spec import parse_model
+    from lingtest.tasks.models.model_spec import parse_model
 
     try:
         return parse_model(spec, "model", params.models.names, workspace.root).name
@@ -75,7 +75,7 @@ def display_name(spec: str, params: Params, workspace: Workspace) -> str:
 
 def _check_stage_models(stage: str, params: Params, workspace: Workspace) -> list[dict]:
     """Every model the stage loads resolves; their `lingtest models` rows."""
-    from tasks.models.model_spec import parse_models
+    from lingtest.tasks.models.model_spec import parse_models
 
     entries = configured_models(params, [stage])
     for key in dict.fromkeys(e.key for e in entries if e.kind in NAMED_KINDS):
@@ -90,7 +90,7 @@ def hub_notice(rows: list[dict], reachable=None) -> str | None:
     false``, no package or local folder) and this machine cannot reach it: which models,
     and what to do instead. None when no model needs the hub or the hub answers.
     ``reachable``: ``registry.hub_reachable`` (a test passes its own)."""
-    from tasks.models.registry import hub_cache_snapshot, hub_reachable
+    from lingtest.tasks.models.registry import hub_cache_snapshot, hub_reachable
 
     needed: dict[str, list[str]] = {}
     for row in rows:
@@ -153,7 +153,7 @@ def validate_inputs(stage: str, params: Params, workspace: Workspace) -> None:
     call(stage_spec(stage).check, params, workspace)  # the tables: the method's own check
     rows = _check_stage_models(stage, params, workspace)
     check_encoder_path(stage, params)
-    from flows.stage import check_runtime
+    from lingtest.flows.stage import check_runtime
     check_runtime(params)  # runtime.result_storage / dask_address
     unreachable = hub_notice(rows)
     if unreachable:
@@ -168,8 +168,8 @@ def check_encoder_path(stage: str, params: Params) -> None:
     if (section is None or not type(params.section(section)).uses_encoders
             or (r.encoder_precision, r.encoder_backend) == ("fp32", "torch")):
         return
-    from tasks.models import encoder_paths
-    from tasks.models.encoders import pick_device
+    from lingtest.tasks.models import encoder_paths
+    from lingtest.tasks.models.encoders import pick_device
 
     encoder_paths.require_path(r.encoder_precision, r.encoder_backend, pick_device(r.device))
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 CLASSIFIER_TASKS = ("text-classification", "sentiment-analysis")
 GENERATION_TASKS = ("text-generation", "text2text-generation")

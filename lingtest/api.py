@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace, find_project_root
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace, find_project_root
 
 if TYPE_CHECKING:
     from lingtest.result import TestResult
@@ -56,11 +56,11 @@ def test(models: Any, methods: list[str] | str | None = None, *, profile: str | 
     with ``predict_proba`` (a scikit-learn pipeline), an encoder with ``encode``, an LLM
     with ``generate``, or a ``transformers`` pipeline. ``max_fail`` / ``max_broken``: the
     result's ``breaches`` name every gate the run failed."""
-    from flows.own_models import Gates, run_own_models
-    from flows.own_plan import describe_kinds, plan
-    from flows.registry import load_params
+    from lingtest.flows.own_models import Gates, run_own_models
+    from lingtest.flows.own_plan import describe_kinds, plan
+    from lingtest.flows.registry import load_params
     from lingtest.result import TestResult
-    from tasks.core.runtime import configure_environment
+    from lingtest.tasks.core.runtime import configure_environment
 
     echo = echo or (lambda text: None)
     workspace = _workspace(project)
@@ -120,8 +120,8 @@ def _specs(models: Any, root: Path) -> tuple[list[str], list[str], bool]:
 def check(stage: str, params, workspace: Workspace) -> None:
     """What ``lingtest run`` and ``lingtest validate`` check before a stage runs: the alert
     rules, the display names, the stage's inputs and models (loads no weights)."""
-    from flows.validation import check_display_names, validate_inputs
-    from tasks.core import alerts
+    from lingtest.flows.validation import check_display_names, validate_inputs
+    from lingtest.tasks.core import alerts
 
     alerts.check_rules(params.runtime.alerts, workspace.root)
     check_display_names(params, workspace)
@@ -136,11 +136,11 @@ def run(stage: str, *, profile: str | None = None,
     stage at a time per project); keywords are settings (``seed=7``,
     ``capabilities__bootstrap=200``). Returns the stage's summary, with ``alerts``: the
     regressions the project's alert rules found against the previous results."""
-    from flows.registry import load_params, stage_spec
-    from flows.stage import run_stage
-    from tasks.core import alerts
-    from tasks.core.run_lock import INSIDE_REPRO, REPRO, StageBusy, hold, holder
-    from tasks.core.runtime import configure_environment
+    from lingtest.flows.registry import load_params, stage_spec
+    from lingtest.flows.stage import run_stage
+    from lingtest.tasks.core import alerts
+    from lingtest.tasks.core.run_lock import INSIDE_REPRO, REPRO, StageBusy, hold, holder
+    from lingtest.tasks.core.runtime import configure_environment
 
     echo = echo or (lambda text: None)
     stage_spec(stage)  # an unknown stage: refused before its lock file is made

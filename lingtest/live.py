@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks.core import io
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core import io
+from lingtest.tasks.core.errors import LingtestError
 
 OBJECTS = Path("runs") / ".objects"  # under the project root; runs/ is git-ignored
 _IN_PROCESS: dict[str, Any] = {}  # key → an object that could not be pickled

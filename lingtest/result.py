@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.core.errors import LingtestError
-from tasks.core.publish import slug
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.publish import slug
 
 RUN_FILE = "run.json"  # what lingtest.test wrote down about the run, in its folder
 WORST = 5  # failing cases a cell shows per method
@@ -47,7 +47,7 @@ class TestResult:
                    run.get("notes", []))
 
     def write(self) -> None:
-        from tasks.core import io
+        from lingtest.tasks.core import io
 
         io.write_json(self.folder / RUN_FILE, {
             "name": self.name, "models": self.models, "methods": self.methods,
@@ -59,7 +59,7 @@ class TestResult:
         if method not in self.methods:
             raise LingtestError(f"run {self.name} did not run {method}; it ran "
                                 f"{', '.join(self.methods)}")
-        from flows.registry import stage_method
+        from lingtest.flows.registry import stage_method
 
         return stage_method(method)
 
@@ -143,7 +143,7 @@ class TestResult:
         """Per method and model (yours, then the baselines): fail % over its decided
         verdicts on this run's cases (what ``--max-fail`` gates), and for yours the cases
         fixed and broken against each baseline model, summed over the baselines."""
-        from tasks.core.side_by_side import fail_percent
+        from lingtest.tasks.core.side_by_side import fail_percent
 
         rows = []
         for method in self.methods:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.paths import PACKAGE_ROOT
-from tasks.models.sentiment import MINILM_CONFIG
+from lingtest.tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.models.sentiment import MINILM_CONFIG
 
 NOT_UTF8 = b"caf\xe9 \xff\xfe\n"
 # a case's file contents besides bytes (None: remove the file): a named pipe, a folder, a
@@ -77,11 +77,11 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mirror: Path) -> Pa
 
 def lingtest(argv: list[str], monkeypatch, capsys) -> tuple[int, str, list[str]]:
     """Run the CLI's ``main`` in-process: (exit status, stdout+stderr, stages started)."""
-    import flows.stage
-    from flows import cli
+    import lingtest.flows.stage
+    from lingtest.flows import cli
 
     started: list[str] = []
-    monkeypatch.setattr(flows.stage, "run_stage", lambda stage, *a, **k: started.append(stage))
+    monkeypatch.setattr(lingtest.flows.stage, "run_stage", lambda stage, *a, **k: started.append(stage))
     monkeypatch.setattr(sys, "argv", ["lingtest", *argv])
     try:
         cli.main()

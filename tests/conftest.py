@@ -16,7 +16,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.pop("PREFECT_API_URL", None)
 atexit.register(shutil.rmtree, _HOME, True)
-# de-quantised model copies (tasks.models.causal_lm.converted_dir) for this test run only,
+# de-quantised model copies (lingtest.tasks.models.causal_lm.converted_dir) for this test run only,
 # shared by its pytest-xdist workers (they inherit the controller's environment; a copy is
 # converted once, under a lock) and removed when the process that made it ends: a run's
 # copies take 0.5-1.8 GB (Gemma's 1.1 GB), and runs left behind filled this machine's disk
@@ -28,7 +28,7 @@ if os.environ["LINGTEST_TEST_CACHE_OWNER"] == str(os.getpid()):
 
 import pytest  # noqa: E402
 
-from tasks.core.paths import PACKAGE_ROOT, default_mirror  # noqa: E402
+from lingtest.tasks.core.paths import PACKAGE_ROOT, default_mirror  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -68,9 +68,9 @@ def data_project(tmp_path_factory, worker_id: str, mirror: Path, prefect_harness
     gets its own copy of that project."""
     import fcntl
 
-    from flows.stage import run_stage
-    from flows.registry import load_params
-    from tasks.core.paths import Workspace
+    from lingtest.flows.stage import run_stage
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.paths import Workspace
 
     # threads: the tests' reference runner; the Dask tests name their runner themselves
     overrides = [f"data.mirror={mirror}", "data.online=false", "runtime.task_runner=threads"]
@@ -121,14 +121,14 @@ def nltk_data(mirror: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def nlp():
-    from tasks.models.nlp import load_spacy
+    from lingtest.tasks.models.nlp import load_spacy
 
     return load_spacy("en_core_web_sm")
 
 
 @pytest.fixture(scope="session")
 def wn(nltk_data: Path):
-    from tasks.text.wordnet import wordnet
+    from lingtest.tasks.text.wordnet import wordnet
 
     return wordnet(nltk_data)
 
@@ -142,7 +142,7 @@ def table(mirror: Path):
 
     import pandas as pd
 
-    from tasks.data import TABLES
+    from lingtest.tasks.data import TABLES
 
     built: dict[str, pd.DataFrame] = {}
 

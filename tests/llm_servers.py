@@ -262,7 +262,7 @@ def killed_mid_run(script: str, args: list[str], replied, at_least: int,
     import subprocess
     import sys
 
-    from tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
 
     child = subprocess.Popen([sys.executable, "-c", script, *args], cwd=PACKAGE_ROOT,
                              env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)})

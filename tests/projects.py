@@ -4,7 +4,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tasks.core.paths import Workspace
+from lingtest.tasks.core.paths import Workspace
 
 
 # The project's code and profiles, as DVC hashes them for a stage's dependencies (dvc.yaml)
@@ -13,7 +13,7 @@ CODE_FOLDERS = ("tasks", "flows", "lingtest", "params")
 
 def copy_code(root: Path) -> None:
     """The project's code folders and profiles into ``root``: a copy ``dvc repro`` can run."""
-    from tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
 
     for folder in CODE_FOLDERS:
         shutil.copytree(PACKAGE_ROOT / folder, root / folder,

@@ -28,7 +28,7 @@ from typing import Iterable, Iterator
 
 import pytest
 
-from tasks.core.paths import PACKAGE_ROOT, default_mirror
+from lingtest.tasks.core.paths import PACKAGE_ROOT, default_mirror
 
 # Size of every stand-in: enough for the loaders' code paths, small enough to build 45 fast.
 HIDDEN, LAYERS, HEADS, FFN, EMBEDDING = 32, 2, 2, 64, 16
@@ -150,8 +150,8 @@ STANDINS: dict[str, Standin] = {
 def paper_model_ids(root: Path = PACKAGE_ROOT) -> dict[str, set[str]]:
     """Every hub id the paper profile names (an LLM spec's id without its ``seq2seq:``
     form), with the parameters that name it."""
-    from flows.registry import load_params
-    from tasks.models.llm import parse_llm
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.models.llm import parse_llm
 
     params = load_params(root, [], "paper")
     fields = {"models.encoders": params.models.encoders,
@@ -474,7 +474,7 @@ def build_sentiwordnet(nltk_data: Path, mirror: Path | None = None) -> Path:
     ``SENTIWORDNET_WORDS`` (their WordNet 3.0 offsets, from the mirror's WordNet, copied in
     as ``corpora/wordnet.zip``: nltk refuses a link that leads out of its folder). Returns
     ``nltk_data``."""
-    from tasks.text.wordnet import wordnet
+    from lingtest.tasks.text.wordnet import wordnet
 
     mirror = mirror or default_mirror(PACKAGE_ROOT)
     corpora = Path(nltk_data) / "corpora"
@@ -528,7 +528,7 @@ def build_benepar(nltk_data: Path, name: str = "benepar_en3", mirror: Path | Non
     from benepar import nkutil
     from benepar.parse_chart import ChartParser
 
-    from tasks.capabilities.grammar import _benepar_special_tokens
+    from lingtest.tasks.capabilities.grammar import _benepar_special_tokens
 
     folder = Path(nltk_data) / "models" / name
     folder.mkdir(parents=True, exist_ok=True)

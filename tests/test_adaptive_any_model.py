@@ -12,16 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.adaptive.cases import SCORE_BELOW, parse_expectation, tree_to_cases
-from tasks.adaptive.label_model import rank_suggestions
-from tasks.adaptive.prompts import PromptSettings
-from tasks.adaptive.review_app.session import ReviewSession, ReviewSettings
-from tasks.adaptive.scoring import score_cases
-from tasks.adaptive.templates import expand_template, is_template
-from tasks.adaptive.tested_models import load_tested_model
-from tasks.adaptive.tree import new_tree, read_tree, tree_csv, write_tree
-from tasks.core.errors import LingtestError
-from tasks.models.sentiment import VaderModel, load_sentiment_model
+from lingtest.tasks.adaptive.cases import SCORE_BELOW, parse_expectation, tree_to_cases
+from lingtest.tasks.adaptive.label_model import rank_suggestions
+from lingtest.tasks.adaptive.prompts import PromptSettings
+from lingtest.tasks.adaptive.review_app.session import ReviewSession, ReviewSettings
+from lingtest.tasks.adaptive.scoring import score_cases
+from lingtest.tasks.adaptive.templates import expand_template, is_template
+from lingtest.tasks.adaptive.tested_models import load_tested_model
+from lingtest.tasks.adaptive.tree import new_tree, read_tree, tree_csv, write_tree
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.sentiment import VaderModel, load_sentiment_model
 
 ASPECTS = '''"""Which aspect of a hotel a review sentence is about: TF-IDF + logistic regression
 fitted on the hotel tree's Rooms / Service / Price / Location tests."""
@@ -186,9 +186,9 @@ def test_templates_expand_on_filing_and_preview_scores_the_worst(project):
 
 
 def test_checked_before_loading(project):
-    from flows.registry import load_params
-    from tasks.core.paths import Workspace
-    from flows.validation import check_model
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.paths import Workspace
+    from lingtest.flows.validation import check_model
 
     def check_tested_model(key, spec, params, workspace):
         check_model(key, spec, "tested model", params, workspace)
@@ -222,8 +222,8 @@ def generate(prompts, n, seed):
 
 
 def test_invariance_pairs_are_suggested_ranked_and_filed(project):
-    from tasks.adaptive.generators import make_generator
-    from tasks.adaptive.pairs import is_pair_topic, parse_pair
+    from lingtest.tasks.adaptive.generators import make_generator
+    from lingtest.tasks.adaptive.pairs import is_pair_topic, parse_pair
 
     (project / "paraphraser.py").write_text(PARAPHRASER)
     rows = [("/Same", "The staff were kind", "The staff were friendly"),
@@ -270,8 +270,8 @@ def test_a_hugging_face_classifier_over_its_own_labels(tmp_path):
     from tiny_models import minilm_tokenizer
     from transformers import BertForSequenceClassification
 
-    from tasks.adaptive.tested_models import HubLabelClassifier
-    from tasks.models.registry import resolve
+    from lingtest.tasks.adaptive.tested_models import HubLabelClassifier
+    from lingtest.tasks.models.registry import resolve
 
     labels = ["price", "rooms", "service"]
     texts = ["The room was tiny", "Our bed was soft", "Staff were rude", "The waiter smiled",

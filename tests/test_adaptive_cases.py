@@ -6,12 +6,12 @@ import json
 import pandas as pd
 import pytest
 
-from tasks.adaptive.cases import (CONTRACT, INVARIANCE, Expectation, cases_to_tree,
+from lingtest.tasks.adaptive.cases import (CONTRACT, INVARIANCE, Expectation, cases_to_tree,
                                   parse_expectation, tree_to_cases)
-from tasks.adaptive.tree import marker_id, parse_tree, read_tree, tree_csv
-from tasks.core.cases import case_id
-from tasks.core.errors import LingtestError
-from tasks.core.schema import check_cases
+from lingtest.tasks.adaptive.tree import marker_id, parse_tree, read_tree, tree_csv
+from lingtest.tasks.core.cases import case_id
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.schema import check_cases
 
 HEADER = ",topic,input,output,label,labeler,description,author,model score"
 BINARY = ("neg", "pos")

@@ -12,15 +12,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from tasks.adaptive.corrections import apply_corrections, read_corrections
-from tasks.adaptive.debug import tree_training_set
-from tasks.adaptive.debug_protocol import checklist_sample, split_topic
-from tasks.adaptive.debug_report import (FIGURE7_LINES, figure7_figure, figure7_table,
+from lingtest.tasks.adaptive.corrections import apply_corrections, read_corrections
+from lingtest.tasks.adaptive.debug import tree_training_set
+from lingtest.tasks.adaptive.debug_protocol import checklist_sample, split_topic
+from lingtest.tasks.adaptive.debug_report import (FIGURE7_LINES, figure7_figure, figure7_table,
                                          topic_changes)
-from tasks.capabilities.checklist_run import sample_suite
-from tasks.core.errors import LingtestError
-from tasks.core.metrics import check_metrics_shape
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.capabilities.checklist_run import sample_suite
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.metrics import check_metrics_shape
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 HOTEL = "adatest/imdb_hotel_conversion.csv"
 CORRECTIONS = PACKAGE_ROOT / "inputs" / "adatest-label-corrections.csv"
@@ -120,13 +120,13 @@ def test_topic_split_keeps_held_out_tests_out_of_seeds_and_pool(table) -> None:
 
 
 def test_nearest_example_oracle_labels_on_topic_text_and_refuses_the_rest(table) -> None:
-    from tasks.adaptive.debug_protocol import NearestExampleOracle
-    from tasks.adaptive.prompts import minilm_embed
-    from tasks.adaptive.review import ABSTAIN
+    from lingtest.tasks.adaptive.debug_protocol import NearestExampleOracle
+    from lingtest.tasks.adaptive.prompts import minilm_embed
+    from lingtest.tasks.adaptive.review import ABSTAIN
 
     checklist = table("checklist_suite")
     split = split_topic(checklist, sample_suite(checklist, 30, 42), NEGATION, 5, 42)
-    from tasks.training.common import torch_threads
+    from lingtest.tasks.training.common import torch_threads
 
     with torch_threads(1):
         oracle = NearestExampleOracle(split, minilm_embed(True), 42, reference=40)
@@ -161,7 +161,7 @@ def test_corrections_fix_the_hotel_tree_and_refuse_stale_rows(mirror: Path, tmp_
 
 @pytest.fixture(scope="module")
 def base_classifier(tmp_path_factory, table) -> Path:
-    from tasks.training.sentiment import train_minilm_sst2
+    from lingtest.tasks.training.sentiment import train_minilm_sst2
 
     folder = tmp_path_factory.mktemp("classifier") / "minilm"
     train_minilm_sst2(table("sst"), folder, seed=3, epochs=1, max_train=64, max_test=16,
@@ -171,7 +171,7 @@ def base_classifier(tmp_path_factory, table) -> Path:
 
 @pytest.mark.slow
 def test_continued_training_is_reproducible_and_changes_the_weights(base_classifier) -> None:
-    from tasks.training.sentiment import continue_training
+    from lingtest.tasks.training.sentiment import continue_training
 
     texts = ["The room was spotless.", "The pool was filthy.", "Great staff.", "Rude staff."]
     labels = pd.Series(["pos", "neg", "pos", "neg"])
@@ -204,8 +204,8 @@ def small_debugging(base_classifier) -> list[str]:
 @pytest.fixture(scope="module")
 def debugging_run(data_project, base_classifier):
     """The stage on the tiny configuration, thread runner, in the session's project."""
-    from flows.stage import run_stage
-    from flows.registry import load_params
+    from lingtest.flows.stage import run_stage
+    from lingtest.flows.registry import load_params
 
     workspace, overrides = data_project
     target = workspace.root / "inputs" / CORRECTIONS.name
@@ -284,8 +284,8 @@ def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
     worker processes give the thread run's revisions, result rows, training tests and
     tables byte for byte."""
     pytest.importorskip("prefect_dask")
-    from flows.stage import run_stage
-    from flows.registry import load_params
+    from lingtest.flows.stage import run_stage
+    from lingtest.flows.registry import load_params
     from projects import changed_tables, dask_overrides, report_tables, sibling_project
 
     threads, overrides = data_project
@@ -295,7 +295,7 @@ def test_debugging_stage_on_two_dask_workers_trains_the_same_models(
     params = load_params(dask.root, [*overrides, *small_debugging(base_classifier),
                                      "runtime.shards=3",
                                      *dask_overrides(tmp_path / "results", dask_cluster)])
-    from tasks.adaptive.debug import DebuggingLoop
+    from lingtest.tasks.adaptive.debug import DebuggingLoop
     units = DebuggingLoop(params, dask).units(pd.DataFrame())
     assert len(units) == 4 and {unit.shards for unit in units} == {1}  # no model trained twice
     from test_contrastive_flow import latest_states

@@ -11,16 +11,16 @@ import pandas as pd
 import pytest
 from llm_servers import FakeLLMServer
 
-from tasks.adaptive.cases import CONTRACT
-from tasks.adaptive.generators import (HTTPGenerator, LocalGenerator, SamplingSettings,
+from lingtest.tasks.adaptive.cases import CONTRACT
+from lingtest.tasks.adaptive.generators import (HTTPGenerator, LocalGenerator, SamplingSettings,
                                        clean_completion, dedupe, make_generator, prompt_id,
                                        score_suggestions, suggestion_cases, suggestions_frame)
-from tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts
-from tasks.adaptive.tree import new_tree, read_tree
-from tasks.core.errors import LingtestError
-from tasks.core.schema import check_cases, check_results
-from tasks.models.llm import LLMSettings
-from tasks.models.sentiment import VaderModel
+from lingtest.tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts
+from lingtest.tasks.adaptive.tree import new_tree, read_tree
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.schema import check_cases, check_results
+from lingtest.tasks.models.llm import LLMSettings
+from lingtest.tasks.models.sentiment import VaderModel
 
 HOTEL_LINES = ("The towels were dirty", "Great pool, friendly lifeguard",
                "Sheets didn't seem clean", "The weather was nice", "")

@@ -9,15 +9,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from flows.method import compose
-from tasks.adaptive.cases import CONTRACT
-from tasks.adaptive.method import AdaptiveMethod
-from tasks.adaptive.tree import read_tree
-from flows.registry import Params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
-from tasks.core.schema import check_results
-from tasks.models.sentiment import VaderModel
+from lingtest.flows.method import compose
+from lingtest.tasks.adaptive.cases import CONTRACT
+from lingtest.tasks.adaptive.method import AdaptiveMethod
+from lingtest.tasks.adaptive.tree import read_tree
+from lingtest.flows.registry import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.schema import check_results
+from lingtest.tasks.models.sentiment import VaderModel
 
 HOTEL = "imdb_hotel_conversion.csv"
 
@@ -54,7 +54,7 @@ def tiny_classifier(tmp_path_factory) -> str:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from tasks.models import registry
+    from lingtest.tasks.models import registry
 
     folder = tmp_path_factory.mktemp("tiny-classifier")
     minilm = registry.resolve("sentence-transformers/all-MiniLM-L6-v2", "encoder").require()

@@ -6,10 +6,10 @@ import hashlib
 import numpy as np
 import pytest
 
-from tasks.adaptive.prompts import (PromptItem, PromptSettings, build_prompts, prompt_texts,
+from lingtest.tasks.adaptive.prompts import (PromptItem, PromptSettings, build_prompts, prompt_texts,
                                     score_max, suggestion_plan, topic_weights)
-from tasks.adaptive.tree import new_tree, read_tree
-from tasks.core.errors import LingtestError
+from lingtest.tasks.adaptive.tree import new_tree, read_tree
+from lingtest.tasks.core.errors import LingtestError
 
 # id, topic, input, label, score; a3's input embeds close to a1's (cosine 0.8)
 ROWS = [("mA", "/A", "", "topic_marker", ""), ("a1", "/A", "a one", "fail", "0.9"),
@@ -119,7 +119,7 @@ def test_seeded_prompts_are_deterministic(mirror):
 
 
 def test_minilm_diversity_with_the_packaged_encoder(mirror):
-    from tasks.adaptive.prompts import minilm_embed
+    from lingtest.tasks.adaptive.prompts import minilm_embed
 
     tree = read_tree(mirror / "adatest" / "imdb_hotel_conversion.csv")
     prompts = build_prompts(tree, "/Rooms", np.random.default_rng(0),

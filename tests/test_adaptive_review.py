@@ -7,15 +7,15 @@ import json
 import pytest
 from test_adaptive_generators import CompletionsServer
 
-from tasks.adaptive.cases import tree_to_cases
-from tasks.adaptive.generators import HTTPGenerator, SamplingSettings
-from tasks.adaptive.prompts import PromptSettings
-from tasks.adaptive.review import (ABSTAIN, ModelOracle, RuleOracle, append_accepted,
+from lingtest.tasks.adaptive.cases import tree_to_cases
+from lingtest.tasks.adaptive.generators import HTTPGenerator, SamplingSettings
+from lingtest.tasks.adaptive.prompts import PromptSettings
+from lingtest.tasks.adaptive.review import (ABSTAIN, ModelOracle, RuleOracle, append_accepted,
                                    not_a_test, prompt_scores, row_id, run_round)
-from tasks.adaptive.tree import read_tree, tree_csv
-from tasks.core.errors import LingtestError
-from tasks.models.llm import LLMSettings
-from tasks.models.sentiment import VaderModel
+from lingtest.tasks.adaptive.tree import read_tree, tree_csv
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.llm import LLMSettings
+from lingtest.tasks.models.sentiment import VaderModel
 
 ROUND_LINES = ("The towels were dirty", "Sheets didn't seem clean", "The weather was nice",
                "Room smelled like smoke", "Great view from the balcony",
@@ -165,8 +165,8 @@ def test_topic_membership_on_the_hotel_tree(hotel):
     """Real MiniLM on the mirrored tree: a room complaint belongs to /Rooms, a pool one to
     /Facilities (and not to /Rooms), word salad to no topic; a model oracle given the
     membership calls the outsiders off topic (None)."""
-    from tasks.adaptive.membership import TopicMembership
-    from tasks.adaptive.prompts import minilm_embed
+    from lingtest.tasks.adaptive.membership import TopicMembership
+    from lingtest.tasks.adaptive.prompts import minilm_embed
 
     membership = TopicMembership(hotel, minilm_embed())
     texts = ["Room was small but intimate", "The pool water was freezing",
@@ -182,7 +182,7 @@ def test_round_two_prompts_read_the_models_scores_of_every_test(hotel):
     """After a round only the new rows carry a ``vader score``; the prompt builder must still
     read VADER's own failure score of every original test, not its pass/fail label (judged
     against another model): on /Rooms 33 of 47 tests differed by more than 0.2 before."""
-    from tasks.adaptive.scoring import score_cases
+    from lingtest.tasks.adaptive.scoring import score_cases
 
     with CompletionsServer(script=round_script) as server:
         generator = HTTPGenerator("gpt-test", server.url, settings=LLMSettings(retries=0))

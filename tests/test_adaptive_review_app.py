@@ -10,13 +10,13 @@ import pytest
 from test_adaptive_generators import CompletionsServer
 from test_adaptive_review_flow import ROOM_LINES, room_script
 
-from tasks.adaptive.generators import HTTPGenerator
-from tasks.adaptive.prompts import PromptSettings
-from tasks.adaptive.review_app.session import ReviewSession, ReviewSettings
-from tasks.adaptive.tree import read_tree, tree_csv
-from tasks.core.errors import LingtestError
-from tasks.models.llm import LLMSettings
-from tasks.models.sentiment import VaderModel
+from lingtest.tasks.adaptive.generators import HTTPGenerator
+from lingtest.tasks.adaptive.prompts import PromptSettings
+from lingtest.tasks.adaptive.review_app.session import ReviewSession, ReviewSettings
+from lingtest.tasks.adaptive.tree import read_tree, tree_csv
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.llm import LLMSettings
+from lingtest.tasks.models.sentiment import VaderModel
 
 HOTEL = ("neg", "pos")
 
@@ -137,9 +137,9 @@ def minilm_root(tmp_path_factory, table):
     """A project root holding ``lingtest/minilm-sst2``: the checkout's trained one when the
     train-sentiment stage has run there, else a tiny fine-tuning (32 SST sentences, one
     epoch: ~25 s; a clean checkout has none)."""
-    from tasks.core.paths import PACKAGE_ROOT
-    from tasks.models.sentiment import MINILM_SST2_DIR, MINILM_CONFIG
-    from tasks.training.sentiment import train_minilm_sst2
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.models.sentiment import MINILM_SST2_DIR, MINILM_CONFIG
+    from lingtest.tasks.training.sentiment import train_minilm_sst2
 
     root = tmp_path_factory.mktemp("minilm-root")
     (root / MINILM_SST2_DIR).parent.mkdir(parents=True)
@@ -154,8 +154,8 @@ def minilm_root(tmp_path_factory, table):
 
 def two_model_session(path, server, root) -> ReviewSession:
     """VADER driving, MiniLM-SST2 beside it; the scripted endpoint and SmolLM2 to choose."""
-    from tasks.adaptive.generators import LocalGenerator
-    from tasks.models.sentiment import load_sentiment_model
+    from lingtest.tasks.adaptive.generators import LocalGenerator
+    from lingtest.tasks.models.sentiment import load_sentiment_model
 
     review = ReviewSettings(reviewer="ada", seed=7, prompts=2, completions=4,
                             binary_labels=HOTEL,
@@ -202,7 +202,7 @@ def test_subtopic_names_from_the_chosen_generator_each_created_in_one_call(
     names = session.suggest_topics("/Facilities")
     assert list(session._loaded) == [SMOLLM2]
     # the names of the session's first round: the seeded generator's, cleaned, at most 10
-    from tasks.adaptive.topic_suggestions import suggest_topic_names
+    from lingtest.tasks.adaptive.topic_suggestions import suggest_topic_names
 
     again = suggest_topic_names(session.tree, "/Facilities", session.load_generator(SMOLLM2),
                                 session.settings.seed, ["Restaurant", "Pool"], 10,
@@ -228,7 +228,7 @@ def test_a_second_round_for_the_same_topic_is_refused_while_one_runs(hotel_copy,
 
     from fastapi.testclient import TestClient
 
-    from tasks.adaptive.review_app.app import create_app
+    from lingtest.tasks.adaptive.review_app.app import create_app
 
     session = session_on(hotel_copy, completions)
     release, entered = threading.Event(), threading.Event()
@@ -262,8 +262,8 @@ def test_a_second_round_for_the_same_topic_is_refused_while_one_runs(hotel_copy,
 
 def test_the_tree_is_found_from_the_current_folder_then_the_project_root(tmp_path,
                                                                         monkeypatch):
-    from tasks.adaptive.cli import _review_tree
-    from tasks.core.paths import Workspace
+    from lingtest.tasks.adaptive.cli import _review_tree
+    from lingtest.tasks.core.paths import Workspace
 
     root, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     for folder in (root / "inputs", elsewhere / "inputs"):
@@ -291,7 +291,7 @@ LEFT_OUT = ("lingtest review: lingtest/minilm-sst2 left out: not trained yet; ad
 def untrained(mirror, tmp_path):
     """A project as a fresh clone has it after its data stage: the hotel tree under
     inputs/adaptive/, no trained lingtest/minilm-sst2."""
-    from tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
 
     root = tmp_path / "lingtest"
     (root / "inputs" / "adaptive").mkdir(parents=True)

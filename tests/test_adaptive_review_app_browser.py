@@ -31,9 +31,9 @@ from test_adaptive_review_app import minilm_root  # noqa: F401
 from test_adaptive_review_flow import room_script
 from test_ui_server import free_port
 
-from tasks.adaptive.tree import read_tree, tree_csv
-from tasks.core.paths import PACKAGE_ROOT
-from tasks.models.sentiment import VaderModel, load_sentiment_model
+from lingtest.tasks.adaptive.tree import read_tree, tree_csv
+from lingtest.tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.models.sentiment import VaderModel, load_sentiment_model
 
 SHEETS = "02076434c5fc4a389f127e542c479c64"  # "Sheets didn't seem clean", in /Rooms
 EDITED = "The sheets were stained and smelled of smoke"
@@ -232,7 +232,7 @@ def test_review_in_the_browser(mirror: Path, tmp_path: Path, minilm_root: Path, 
     try:
         with CompletionsServer(script=room_script) as completions:
             review = subprocess.Popen(
-                [sys.executable, "-m", "flows.cli", "review", "hotel.csv", "--port",
+                [sys.executable, "-m", "lingtest.flows.cli", "review", "hotel.csv", "--port",
                  str(port), "--model", "vader", "--model", MINILM,
                  "--generator", "openai:gpt-test", "--generator", SMOLLM2,
                  "--base-url", completions.url, "--prompts", "2", "--completions", "4",

@@ -28,9 +28,9 @@ from test_adaptive_generators import CompletionsServer
 from test_adaptive_review import round_script
 from test_ui_server import free_port
 
-from tasks.adaptive.tree import read_tree
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.runtime import ui_state_file
+from lingtest.tasks.adaptive.tree import read_tree
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.core.runtime import ui_state_file
 
 PICKS = {"Fail": "Room smelled like smoke", "Passing": "The towels were dirty"}
 WAIT_S = 120
@@ -99,7 +99,7 @@ def lingtest_ui(tmp_path_factory):
     port = free_port()
     assert port != 4200
     log = root / "ui.log"
-    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "ui", "--port",
+    process = subprocess.Popen([sys.executable, "-m", "lingtest.flows.cli", "ui", "--port",
                                 str(port)], cwd=root, env=_env(), stdout=log.open("w"),
                                stderr=subprocess.STDOUT, start_new_session=True)
     state = ui_state_file(Workspace(root))
@@ -201,7 +201,7 @@ def test_review_a_round_in_the_v2_ui(lingtest_ui, tmp_path: Path, mirror: Path) 
     try:
         with CompletionsServer(script=round_script) as completions:
             adapt = subprocess.Popen(
-                [sys.executable, "-m", "flows.cli", "adapt", "--topic", "/Rooms",
+                [sys.executable, "-m", "lingtest.flows.cli", "adapt", "--topic", "/Rooms",
                  "--tree", "inputs/adaptive/hotel.csv", "--start-from", str(source),
                  "--generator", "openai:gpt-test", "--base-url", completions.url,
                  "--model", "vader", "--reviewer", "ada", "--seed", "7"],

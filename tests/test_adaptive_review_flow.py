@@ -14,10 +14,10 @@ from prefect.flow_runs import resume_flow_run
 from test_adaptive_generators import CompletionsServer
 from test_adaptive_review import round_script
 
-from flows.adapt import adapt_flow
-from tasks.adaptive.review_form import apply_review, review_input, review_markdown, suggest
-from tasks.adaptive.tree import read_tree
-from tasks.core.errors import LingtestError
+from lingtest.flows.adapt import adapt_flow
+from lingtest.tasks.adaptive.review_form import apply_review, review_input, review_markdown, suggest
+from lingtest.tasks.adaptive.tree import read_tree
+from lingtest.tasks.core.errors import LingtestError
 
 WAIT_S = 60
 
@@ -116,13 +116,13 @@ def test_adapt_without_a_ui_server_or_oracle_says_how_to_review(tmp_path):
     import subprocess
     import sys
 
-    from tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
 
     env = dict(os.environ, PREFECT_HOME=str(tmp_path / "home"))
     env.pop("PREFECT_API_URL", None)
     (tmp_path / "t.csv").write_text(",topic,input,output,label,labeler,description\n"
                                     "m1,/Rooms,,,topic_marker,a,\n")  # checked first
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "adapt", "--topic", "/Rooms",
+    done = subprocess.run([sys.executable, "-m", "lingtest.flows.cli", "adapt", "--topic", "/Rooms",
                            "--tree", str(tmp_path / "t.csv")], cwd=PACKAGE_ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
@@ -148,11 +148,11 @@ def test_adapt_needs_a_tree_or_a_tree_to_start_from(tmp_path):
     import subprocess
     import sys
 
-    from tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
 
     env = dict(os.environ, PREFECT_HOME=str(tmp_path / "home"))
     env.pop("PREFECT_API_URL", None)
-    args = [sys.executable, "-m", "flows.cli", "adapt", "--topic", "/Rooms",
+    args = [sys.executable, "-m", "lingtest.flows.cli", "adapt", "--topic", "/Rooms",
             "--oracle", "vader", "--tree", str(tmp_path / "inputs" / "adaptive" / "t.csv")]
     done = subprocess.run(args, cwd=PACKAGE_ROOT, env=env, capture_output=True, text=True,
                           timeout=120)
@@ -176,7 +176,7 @@ def near_duplicate_tree():
     """Every test asks for pos; VADER gives none of them any positive mass, so it fails all
     fourteen with score 1.0 and by score alone the picks follow row order (near-duplicates
     first). The stale ``vader score`` cells are ignored: prompts score on the model."""
-    from tasks.adaptive.tree import new_tree
+    from lingtest.tasks.adaptive.tree import new_tree
 
     rows = [{"topic": "/Rooms", "label": "topic_marker"}]
     stale = [(t, 0.5 - 0.01 * k) for k, t in enumerate(NEAR_DUPLICATES)] + \
@@ -206,8 +206,8 @@ class RecordingGenerator:
 def test_suggest_fills_prompts_with_unlike_tests_given_the_embedder():
     """No randomness: by score alone the prompt is the seven near-duplicates; with MiniLM's
     diversity, after the best of them come the unlike tests."""
-    from tasks.adaptive.prompts import PromptSettings, minilm_embed
-    from tasks.models.sentiment import load_sentiment_model
+    from lingtest.tasks.adaptive.prompts import PromptSettings, minilm_embed
+    from lingtest.tasks.models.sentiment import load_sentiment_model
 
     vader = load_sentiment_model("vader")
     sent = {}
@@ -225,7 +225,7 @@ def test_suggest_fills_prompts_with_unlike_tests_given_the_embedder():
 
 def test_adapt_diversity_switch_reaches_the_prompts(tmp_path, prefect_harness):
     """`adapt_flow(diversity=...)` decides which tests the generator is shown."""
-    from tasks.adaptive.tree import write_tree
+    from lingtest.tasks.adaptive.tree import write_tree
 
     sent = {}
     for diversity in (True, False):
@@ -244,12 +244,12 @@ def test_lingtest_adapt_passes_its_options_to_the_flow(tmp_path, monkeypatch, mi
     `--base-url` reaches it as a MaskedURL (Prefect stores it masked)."""
     from typer.testing import CliRunner
 
-    import flows.adapt
-    from flows.cli import app
-    from tasks.core.secrets import MaskedURL
+    import lingtest.flows.adapt
+    from lingtest.flows.cli import app
+    from lingtest.tasks.core.secrets import MaskedURL
 
     calls = []
-    monkeypatch.setattr(flows.adapt, "adapt_flow",
+    monkeypatch.setattr(lingtest.flows.adapt, "adapt_flow",
                         lambda *a, **kw: calls.append({**kw, "base_url": a[4]}))
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
     tree = shutil.copy(mirror / "adatest" / "imdb_hotel_conversion.csv", tmp_path / "t.csv")
@@ -290,10 +290,10 @@ def room_script(prompt: str, n: int, seed: int) -> list[str]:
 def test_suggest_ranks_all_prompts_and_completions_by_failure_score(mirror):
     """2 prompts × 12 completions: the form shows the 20 highest failure scores of all 24
     (not the first 20 generated), highest first, with the score in the table."""
-    from tasks.adaptive.generators import HTTPGenerator
-    from tasks.adaptive.prompts import PromptSettings
-    from tasks.models.llm import LLMSettings
-    from tasks.models.sentiment import VaderModel
+    from lingtest.tasks.adaptive.generators import HTTPGenerator
+    from lingtest.tasks.adaptive.prompts import PromptSettings
+    from lingtest.tasks.models.llm import LLMSettings
+    from lingtest.tasks.models.sentiment import VaderModel
 
     tree = read_tree(mirror / "adatest" / "imdb_hotel_conversion.csv")
     settings = PromptSettings(prompt_diversity=False)

@@ -1,4 +1,4 @@
-"""A ``lingtest review`` session recorded as a Prefect flow run (``flows.review_session``) on
+"""A ``lingtest review`` session recorded as a Prefect flow run (``lingtest.flows.review_session``) on
 the test session's Prefect server: two suggestions filed, the run's artifact lists both,
 and the run is Completed once the app stops. An unreachable API costs one warning; the
 session works on."""
@@ -12,9 +12,9 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from test_adaptive_review_app import completions, hotel_copy, session_on  # noqa: F401
 from test_ui_server import free_port
 
-from flows.review_session import SessionRecorder
-from tasks.adaptive.review_app.record import session_changes
-from tasks.adaptive.tree import read_tree
+from lingtest.flows.review_session import SessionRecorder
+from lingtest.tasks.adaptive.review_app.record import session_changes
+from lingtest.tasks.adaptive.tree import read_tree
 
 WAIT_S = 60
 

@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.adaptive.cases import CONTRACT, INVARIANCE, tree_to_cases
-from tasks.adaptive.scoring import (equality_margin, failure_mass, score_cases, scores_to_tree,
+from lingtest.tasks.adaptive.cases import CONTRACT, INVARIANCE, tree_to_cases
+from lingtest.tasks.adaptive.scoring import (equality_margin, failure_mass, score_cases, scores_to_tree,
                                     verdict)
-from tasks.adaptive.tree import read_tree, tree_csv
-from tasks.core.schema import check_results
-from tasks.models.sentiment import LABELS2, SentimentModel
+from lingtest.tasks.adaptive.tree import read_tree, tree_csv
+from lingtest.tasks.core.schema import check_results
+from lingtest.tasks.models.sentiment import LABELS2, SentimentModel
 
 
 class FixedModel(SentimentModel):
@@ -82,7 +82,7 @@ def test_score_cases_on_a_fixed_model():
 
 
 def test_hotel_tree_on_vader_and_scores_back_into_the_tree(mirror):
-    from tasks.models.sentiment import load_sentiment_model
+    from lingtest.tasks.models.sentiment import load_sentiment_model
 
     tree = read_tree(mirror / "adatest" / "imdb_hotel_conversion.csv")
     cases = tree_to_cases(tree, ("neg", "pos"))

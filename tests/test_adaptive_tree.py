@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.adaptive.tree import (ensure_topic_markers, is_subtopic, marker_id, parent_topics,
+from lingtest.tasks.adaptive.tree import (ensure_topic_markers, is_subtopic, marker_id, parent_topics,
                                  parse_tree, read_tree, topic_name, tree_csv, write_tree)
-from tasks.core.errors import InputFormatError
+from lingtest.tasks.core.errors import InputFormatError
 
 HEADER = ",topic,input,output,label,labeler,description"
 

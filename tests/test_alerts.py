@@ -16,10 +16,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks.core import alerts
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.run_lock import REPRO, StageBusy, hold, holder, lock_path
-from tasks.core.sections import AlertRule
+from lingtest.tasks.core import alerts
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.core.run_lock import REPRO, StageBusy, hold, holder, lock_path
+from lingtest.tasks.core.sections import AlertRule
 
 TOKEN = "T0/B0/tok3n"
 
@@ -78,8 +78,8 @@ def test_send_posts_slack_json_and_masks_the_url_when_the_hook_fails(receiver, c
 
 
 def test_the_webhook_url_is_masked_in_every_dump_and_error(tmp_path):
-    from flows.registry import load_params
-    from tasks.core.errors import LingtestError
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.errors import LingtestError
 
     (tmp_path / "params.yaml").write_text((PACKAGE_ROOT / "params.yaml").read_text())
     url = f"https://hooks.example.com/services/{TOKEN}"
@@ -137,8 +137,8 @@ def test_regression_rules_on_metrics_and_on_broken_cases(tmp_path):
 
 HOLDER = """import sys, time
 from pathlib import Path
-from tasks.core.paths import Workspace
-from tasks.core.run_lock import hold
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.run_lock import hold
 with hold(Workspace(Path(sys.argv[1])), sys.argv[2]):
     print("held", flush=True)
     time.sleep(120)
@@ -160,7 +160,7 @@ def test_a_second_run_of_a_stage_refuses_at_once_and_a_dead_holder_does_not_bloc
     try:
         started = time.monotonic()
         second = subprocess.run(
-            [sys.executable, "-m", "flows.cli", "run", "data"], cwd=tmp_path,
+            [sys.executable, "-m", "lingtest.flows.cli", "run", "data"], cwd=tmp_path,
             capture_output=True, text=True, timeout=60,
             env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT), "LINGTEST_ROOT": str(tmp_path)})
         took = time.monotonic() - started
@@ -190,7 +190,7 @@ def test_a_manual_run_refuses_while_a_scheduled_rerun_holds_the_project(tmp_path
     rerun = _hold_in_subprocess(tmp_path, REPRO)
     try:
         env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT), "LINGTEST_ROOT": str(tmp_path)}
-        second = subprocess.run([sys.executable, "-m", "flows.cli", "run", "data"],
+        second = subprocess.run([sys.executable, "-m", "lingtest.flows.cli", "run", "data"],
                                 cwd=tmp_path, capture_output=True, text=True, timeout=60,
                                 env=env)
         assert second.returncode == 2
@@ -202,7 +202,7 @@ def test_a_manual_run_refuses_while_a_scheduled_rerun_holds_the_project(tmp_path
 
 
 def test_a_long_error_line_is_cut_visibly() -> None:
-    from tasks.core.alerts import error_line
+    from lingtest.tasks.core.alerts import error_line
 
     long = "lingtest: error: adaptive.models: " + "x" * 700
     cut = error_line(long)  # the alert starts "lingtest:" already: no second prefix
@@ -212,10 +212,10 @@ def test_a_long_error_line_is_cut_visibly() -> None:
 
 def test_a_skipped_tick_is_no_engine_error_in_the_service_log() -> None:
     """Prefect's engine logs a run that ends Cancelled (a skipped tick) as an ERROR with a
-    traceback; flows.repro drops that record, and only that one."""
+    traceback; lingtest.flows.repro drops that record, and only that one."""
     from prefect.exceptions import CancelledRun
 
-    import flows.repro  # noqa: F401 - installs the filter
+    import lingtest.flows.repro  # noqa: F401 - installs the filter
 
     class Kept(logging.Handler):
         records: list[logging.LogRecord] = []
@@ -239,7 +239,7 @@ def test_a_skipped_tick_is_no_engine_error_in_the_service_log() -> None:
 def test_a_user_error_is_logged_without_its_traceback() -> None:
     """Prefect logs a failed task or flow with its stack; a LingtestError's message is the
     whole story (what, where, the fix), so its records carry no traceback; others keep it."""
-    from tasks.core.errors import LingtestError, drop_user_error_tracebacks
+    from lingtest.tasks.core.errors import LingtestError, drop_user_error_tracebacks
 
     drop_user_error_tracebacks()
     drop_user_error_tracebacks()  # once is enough: a second call adds no second factory

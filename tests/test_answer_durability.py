@@ -34,8 +34,8 @@ import pandas as pd
 import pytest
 from llm_servers import FakeLLMServer, verdict
 
-from tasks.consistency import answering
-from tasks.consistency.store import open_store
+from lingtest.tasks.consistency import answering
+from lingtest.tasks.consistency.store import open_store
 
 CONCURRENCY = 4  # requests in flight per endpoint: the most a kill can make us send twice
 SETTINGS = {"max_new_tokens": 16, "temperature": 0.0, "seed": 0, "system": None,
@@ -49,7 +49,7 @@ PROMPTS = {"prompt_prefix": "", "prompt_suffix": "? Return a JSON boolean."}
 GRACE_S = 5.0
 WORKER = """
 import json, sys
-from tasks.consistency import answering
+from lingtest.tasks.consistency import answering
 a = json.loads(sys.argv[1])
 ref = answering.model_ref(a["spec"])
 ident = answering.identity(ref, a["settings"], a["prompts"])
@@ -238,7 +238,7 @@ def test_an_interrupted_http_call_sends_nothing_more_and_hands_over_what_is_in_f
     """Ctrl-C (here: the store raising KeyboardInterrupt on the first answer) stops the call:
     the queued prompts are never sent, the requests in flight are awaited and handed over
     (their answers were paid for), and every endpoint slot is free again."""
-    from tasks.models.llm import LLMSettings, load_llm
+    from lingtest.tasks.models.llm import LLMSettings, load_llm
 
     monkeypatch.setenv("LINGTEST_CACHE", str(tmp_path))
     prompts = [f"prompt {i}" for i in range(12)]
@@ -272,7 +272,7 @@ def test_sigterm_to_a_running_stage_sends_no_further_prompt_and_keeps_every_answ
 
     from test_consistency_import import CA_1, CA_2, RUNS, SYNONYMS_1, SYNONYMS_2
 
-    from tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
 
     guide = tmp_path / "guide"
     guide.mkdir()
@@ -286,7 +286,7 @@ def test_sigterm_to_a_running_stage_sends_no_further_prompt_and_keeps_every_answ
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "OPENAI_"))}
     env.update(PYTHONPATH=str(PACKAGE_ROOT), HF_HUB_OFFLINE="1")
     with SlowServer("openai") as server:
-        args = [sys.executable, "-m", "flows.cli", "run", "consistency",
+        args = [sys.executable, "-m", "lingtest.flows.cli", "run", "consistency",
                 "--set", f"consistency.llms=[openai:fake-model@{server.url}]",
                 "--set", f"consistency.import_dir={guide}", "--set", "consistency.bootstrap=0",
                 "--set", "consistency.concurrency=1", "--set", "consistency.retries=0",

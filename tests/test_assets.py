@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks.core.assets import ASSETS, import_raw_assets
-from tasks.core.config import DataParams
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
+from lingtest.tasks.core.assets import ASSETS, import_raw_assets
+from lingtest.tasks.core.config import DataParams
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
 
 
 def partial_mirror(mirror: Path, target: Path, assets: list[str]) -> Path:

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from projects import copy_code
-from tasks.core import io
-from tasks.core.paths import Workspace
+from lingtest.tasks.core import io
+from lingtest.tasks.core.paths import Workspace
 
 # Runs one writer in a child process that SIGKILLs itself at a chosen step of the swap:
 # "aside" (before moving the old copy aside), "move_in" (before moving the new copy to the
@@ -46,14 +46,14 @@ CHILD = textwrap.dedent("""
         return real_rmtree(path, *args, **kwargs)
 
     os.rename, shutil.rmtree = rename, rmtree
-    from tasks.core.paths import Workspace
+    from lingtest.tasks.core.paths import Workspace
     if writer == "raw":
-        from tasks.core.assets import import_raw_assets
-        from tasks.core.config import DataParams
+        from lingtest.tasks.core.assets import import_raw_assets
+        from lingtest.tasks.core.config import DataParams
         import_raw_assets(DataParams(mirror=mirror, online=False, assets=["boolq"]),
                           Workspace(Path(root)))
     else:
-        from tasks.data.build_tasks import write_tables
+        from lingtest.tasks.data.build_tasks import write_tables
         tables = {"t": pd.DataFrame({"x": [1, 2, 3]})}
         write_tables.fn(tables, root)
     """)
@@ -98,8 +98,8 @@ def test_next_start_cleans_staging_and_writes_the_new_copy(tmp_path, mirror):
     workspace = Workspace(tmp_path)
     _previous_copy(workspace.raw)
     assert _run_child(workspace.raw, "move_in", "raw", tmp_path, mirror) == -9
-    from tasks.core.assets import import_raw_assets
-    from tasks.core.config import DataParams
+    from lingtest.tasks.core.assets import import_raw_assets
+    from lingtest.tasks.core.config import DataParams
 
     import_raw_assets(DataParams(mirror=str(mirror), online=False, assets=["boolq"]), workspace)
     assert _is_new(workspace.raw, "raw")
@@ -126,14 +126,14 @@ def test_staged_dir_swaps_on_success_and_keeps_the_old_copy_on_error(tmp_path):
 def test_failed_report_writing_keeps_the_previous_reports(data_project, monkeypatch):
     """A data run that dies while publishing leaves reports/data as it was; the next run
     swaps in a whole new folder and removes the dead run's staging folder."""
-    import tasks.core.publish
-    from flows.stage import run_stage
-    from flows.registry import load_params
+    import lingtest.tasks.core.publish
+    from lingtest.flows.stage import run_stage
+    from lingtest.flows.registry import load_params
 
     workspace, overrides = data_project
     reports = workspace.reports / "data"
     before = {p.name: p.read_bytes() for p in reports.iterdir()}
-    real, calls = tasks.core.publish.publish_table, []
+    real, calls = lingtest.tasks.core.publish.publish_table, []
 
     def dies_on_second(key, df, title, *args, **kwargs):
         calls.append(key)
@@ -141,12 +141,12 @@ def test_failed_report_writing_keeps_the_previous_reports(data_project, monkeypa
             raise RuntimeError("killed while writing reports")
         real(key, df, "NEW " + title, *args, **kwargs)
 
-    monkeypatch.setattr(tasks.core.publish, "publish_table", dies_on_second)
+    monkeypatch.setattr(lingtest.tasks.core.publish, "publish_table", dies_on_second)
     params = load_params(workspace.root, overrides)
     with pytest.raises(RuntimeError, match="killed while writing reports"):
         run_stage("data", params, workspace)
     assert {p.name: p.read_bytes() for p in reports.iterdir()} == before
-    monkeypatch.setattr(tasks.core.publish, "publish_table", real)
+    monkeypatch.setattr(lingtest.tasks.core.publish, "publish_table", real)
     run_stage("data", params, workspace)
     assert {p.name: p.read_bytes() for p in reports.iterdir()} == before
     # no staging or moved-aside folder is left (other tests' reports may share the project)
@@ -159,7 +159,7 @@ def test_every_report_output_is_kept_by_dvc_until_its_stage_succeeds():
     a whole folder, so nothing stale survives a successful run)."""
     import yaml
 
-    from tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
 
     stages = yaml.safe_load((PACKAGE_ROOT / "dvc.yaml").read_text())["stages"]
     outs = {(stage, next(iter(out))): next(iter(out.values()))
@@ -178,7 +178,7 @@ def test_a_failed_dvc_repro_leaves_the_previous_reports(tmp_path, mirror):
     import os
     import shutil
 
-    from tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
 
     root = tmp_path / "project"
     root.mkdir()

@@ -11,7 +11,7 @@ import pytest
 
 from bad_input_harness import (NOT_UTF8, REVIEW_TREE, _snapshot,  # noqa: F401
                                assert_one_clear_error, lingtest, project, run)
-from tasks.models.sentiment import MINILM_CONFIG
+from lingtest.tasks.models.sentiment import MINILM_CONFIG
 
 
 LEX = "inputs/models/lex.py"

@@ -1,4 +1,4 @@
-"""Task cache keys (``tasks.core.caching.ContentInputs``) change exactly when what a task
+"""Task cache keys (``lingtest.tasks.core.caching.ContentInputs``) change exactly when what a task
 reads changes: its arguments, the contents of the files they name, a model's resolved
 revision, and the code it reaches; an unrelated module is no reason to recompute.
 
@@ -17,14 +17,14 @@ import pytest
 from prefect.locking.filesystem import FileSystemLockManager
 from prefect.transactions import IsolationLevel
 
-from tasks.capabilities import suite_tasks as capabilities_suite
-from tasks.capabilities.specs import BUILTIN_SPECS, load_specs
-from tasks.consistency import suite_tasks as consistency_suite
-from tasks.contrastive import suite_tasks as contrastive_suite
-from tasks.core import cache_locks
-from tasks.core.caching import ContentInputs, code_reach
-from tasks.data import build_tasks
-from tasks.models import registry
+from lingtest.tasks.capabilities import suite_tasks as capabilities_suite
+from lingtest.tasks.capabilities.specs import BUILTIN_SPECS, load_specs
+from lingtest.tasks.consistency import suite_tasks as consistency_suite
+from lingtest.tasks.contrastive import suite_tasks as contrastive_suite
+from lingtest.tasks.core import cache_locks
+from lingtest.tasks.core.caching import ContentInputs, code_reach
+from lingtest.tasks.data import build_tasks
+from lingtest.tasks.models import registry
 
 FILL_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 TREES = ["(S (NP (PRP I)) (VP (VBD saw) (NP (DT the) (NN man))) (. .))",
@@ -239,13 +239,13 @@ def test_a_comment_docstring_or_layout_edit_is_a_hit_and_a_string_value_a_miss(d
 
 def test_real_tasks_reach_their_helpers_and_not_the_rest_of_their_package():
     tag = code_reach(capabilities_suite.tag_sentences.fn).modules
-    assert {"tasks.capabilities.search", "tasks.models.nlp"} <= set(tag)  # nlp: lazy import
-    assert "tasks.capabilities.coverage" not in tag
+    assert {"lingtest.tasks.capabilities.search", "lingtest.tasks.models.nlp"} <= set(tag)  # nlp: lazy import
+    assert "lingtest.tasks.capabilities.coverage" not in tag
     expand = code_reach(capabilities_suite.expand_capability.fn).modules
-    assert {"tasks.capabilities.fill", "tasks.capabilities.masks",
-            "tasks.capabilities.validation", "tasks.models.causal_lm"} <= set(expand)
-    tables = code_reach(build_tasks.build_table.fn).modules  # TABLES: the readers in tasks.data
-    assert {"tasks.data.sst", "tasks.data.treebank"} <= set(tables)
+    assert {"lingtest.tasks.capabilities.fill", "lingtest.tasks.capabilities.masks",
+            "lingtest.tasks.capabilities.validation", "lingtest.tasks.models.causal_lm"} <= set(expand)
+    tables = code_reach(build_tasks.build_table.fn).modules  # TABLES: the readers in lingtest.tasks.data
+    assert {"lingtest.tasks.data.sst", "lingtest.tasks.data.treebank"} <= set(tables)
 
 
 # --------------------------------------------------------------------------- errors, locks
@@ -286,8 +286,8 @@ def test_type_hints_of_a_task_function_pickled_by_value_resolve_in_its_module():
     import cloudpickle
     import numpy as np
 
-    from tasks.contrastive.validation import nearest_neighbour_distances
-    from tasks.core.caching import type_hints
+    from lingtest.tasks.contrastive.validation import nearest_neighbour_distances
+    from lingtest.tasks.core.caching import type_hints
 
     copy = cloudpickle.loads(cloudpickle.dumps(nearest_neighbour_distances.fn))
     with pytest.raises(NameError, match="np"):

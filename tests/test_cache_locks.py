@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core import cache_locks
-from tasks.core.cache_locks import ResultStorageLocks
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.core import cache_locks
+from lingtest.tasks.core.cache_locks import ResultStorageLocks
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 HOLD = textwrap.dedent("""\
     import sys, time
-    from tasks.core.cache_locks import ResultStorageLocks
+    from lingtest.tasks.core.cache_locks import ResultStorageLocks
     ResultStorageLocks(sys.argv[1]).acquire_lock("the-key", "first-run")
     print("held", flush=True)
     time.sleep(600)
@@ -117,7 +117,7 @@ TASK = textwrap.dedent("""\
 
     from prefect import task
 
-    from tasks.core.caching import ContentInputs
+    from lingtest.tasks.core.caching import ContentInputs
 
     POLICY = ContentInputs(exclude=("hold_s", "marker"), code_root=Path(__file__).parents[1],
                            packages=("demo_lockpkg",))

@@ -7,14 +7,14 @@ import json
 import pandas as pd
 import pytest
 
-from flows.stage import run_stage
-from tasks.capabilities.coverage_report import FIGURE4_LINES
-from tasks.capabilities.method import CapabilitiesMethod
-from flows.registry import load_params
-from tasks.core.metrics import check_metrics_shape
-from tasks.core.method import retest
-from tasks.core.publish import slug
-from tasks.core.schema import change_counts, check_cases, check_results, compare_results
+from lingtest.flows.stage import run_stage
+from lingtest.tasks.capabilities.coverage_report import FIGURE4_LINES
+from lingtest.tasks.capabilities.method import CapabilitiesMethod
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.metrics import check_metrics_shape
+from lingtest.tasks.core.method import retest
+from lingtest.tasks.core.publish import slug
+from lingtest.tasks.core.schema import change_counts, check_cases, check_results, compare_results
 
 TRAIN = ["capabilities.train_sentiment.max_train=96", "capabilities.train_sentiment.max_test=64",
          "capabilities.train_sentiment.batch_size=16"]

@@ -7,13 +7,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks.capabilities.method import CapabilitiesMethod
-from tasks.capabilities.model_tasks import RESULT_COLUMNS
-from tasks.core.cases import case_id, provenance_json
-from flows.registry import load_params
-from tasks.core.method import Unit, retest
-from tasks.core.paths import Workspace
-from tasks.core.schema import change_counts, check_cases, check_results, compare_results
+from lingtest.tasks.capabilities.method import CapabilitiesMethod
+from lingtest.tasks.capabilities.model_tasks import RESULT_COLUMNS
+from lingtest.tasks.core.cases import case_id, provenance_json
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.method import Unit, retest
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.schema import change_counts, check_cases, check_results, compare_results
 
 pytest.importorskip("vaderSentiment")
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +72,7 @@ def test_retest_of_the_same_model_changes_nothing() -> None:
 
 
 def test_unknown_model_fails_before_the_suite_is_built() -> None:
-    from tasks.core.errors import LingtestError
+    from lingtest.tasks.core.errors import LingtestError
 
     params = load_params(ROOT, ["capabilities.models=[no-such/model-xyz]"])
     with pytest.raises(LingtestError, match="no-such/model-xyz"):

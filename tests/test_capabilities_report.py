@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.capabilities import report
-from tasks.capabilities.fill import tag_lexicon
+from lingtest.tasks.capabilities import report
+from lingtest.tasks.capabilities.fill import tag_lexicon
 
 
 def results_frame() -> pd.DataFrame:
@@ -39,9 +39,9 @@ def test_table3_counts_rates_and_pass_to_fail() -> None:
 
 
 def test_table3_intervals_are_the_shared_seeded_bootstrap() -> None:
-    """Table 3's intervals come from ``tasks.core.stats.rate_interval``, seed cells first,
+    """Table 3's intervals come from ``lingtest.tasks.core.stats.rate_interval``, seed cells first,
     from one generator per table: the same seed gives the same numbers."""
-    from tasks.core.stats import rate_interval
+    from lingtest.tasks.core.stats import rate_interval
 
     table = report.table3(results_frame(), ["LC2"], n_boot=200, seed=1).iloc[0]
     rng = np.random.default_rng(1)

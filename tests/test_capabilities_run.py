@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.capabilities import report
-from tasks.capabilities.model_tasks import RESULT_COLUMNS, run_suite
-from tasks.models.sentiment import LABELS2, LABELS3, SentimentModel
+from lingtest.tasks.capabilities import report
+from lingtest.tasks.capabilities.model_tasks import RESULT_COLUMNS, run_suite
+from lingtest.tasks.models.sentiment import LABELS2, LABELS3, SentimentModel
 
 
 class LookupModel(SentimentModel):
@@ -63,7 +63,7 @@ def test_three_way_model_takes_the_argmax() -> None:
 
 def test_vader_labels_by_compound_score_not_proportions() -> None:
     pytest.importorskip("vaderSentiment")
-    from tasks.models.sentiment import VaderModel
+    from lingtest.tasks.models.sentiment import VaderModel
 
     vader = VaderModel()
     suite = pd.DataFrame({"case_id": ["a", "b", "c"], "capability": "LC2", "kind": "seed",

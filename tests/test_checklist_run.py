@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.capabilities.checklist_run import (
+from lingtest.tasks.capabilities.checklist_run import (
     TABLE_COLUMNS,
     Check,
     failure_table,
@@ -16,8 +16,8 @@ from tasks.capabilities.checklist_run import (
     run_checklist,
     sample_suite,
 )
-from tasks.core.cases import case_id
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.cases import case_id
+from lingtest.tasks.core.errors import LingtestError
 
 CLASSES = ("neg", "neutral", "pos")
 

@@ -1,5 +1,5 @@
 """Two runs side by side: a real git + DVC project with one recorded run (HEAD) and a new run
-on disk, compared by `tasks.core.compare` and by `lingtest compare` — the changed parameter,
+on disk, compared by `lingtest.tasks.core.compare` and by `lingtest compare` — the changed parameter,
 the metric delta and the cases fixed / broken / added / removed."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks.core.compare import compare, comparison_markdown, resolve_rev, snapshot
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.compare import compare, comparison_markdown, resolve_rev, snapshot
+from lingtest.tasks.core.errors import LingtestError
 
 DVC_YAML = """stages:
   adaptive:
@@ -97,8 +97,8 @@ def test_the_previous_run_is_the_last_one_recorded_in_the_workspace(project):
     stage's outputs before running it; its reports from disk (DVC keeps them: persist)."""
     import shutil
 
-    from tasks.core.compare import previous_run
-    from tasks.core.paths import Workspace
+    from lingtest.tasks.core.compare import previous_run
+    from lingtest.tasks.core.paths import Workspace
 
     dvc = str(Path(sys.executable).with_name("dvc"))
     run(project, dvc, "commit", "-f", "-q", "adaptive")  # the second run, recorded, not in git

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.registry import load_params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 
 @pytest.fixture()
@@ -78,14 +78,14 @@ def test_section_hash_follows_values(project: Path) -> None:
 
 
 def test_cli_params_reports_one_clear_error() -> None:
-    result = subprocess.run([sys.executable, "-m", "flows.cli", "params", "--set", "data.nope=1"],
+    result = subprocess.run([sys.executable, "-m", "lingtest.flows.cli", "params", "--set", "data.nope=1"],
                             cwd=PACKAGE_ROOT, capture_output=True, text=True)
     assert result.returncode == 2
     assert "data.nope" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_cli_params_prints_effective_values() -> None:
-    result = subprocess.run([sys.executable, "-m", "flows.cli", "params", "--set", "seed=9"],
+    result = subprocess.run([sys.executable, "-m", "lingtest.flows.cli", "params", "--set", "seed=9"],
                             cwd=PACKAGE_ROOT, capture_output=True, text=True, check=True)
     assert "seed: 9" in result.stdout and "encoders:" in result.stdout
 

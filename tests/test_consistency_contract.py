@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.consistency import contract
-from tasks.consistency.method import ConsistencyMethod
-from flows.registry import load_params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.schema import check_cases, check_results
+from lingtest.tasks.consistency import contract
+from lingtest.tasks.consistency.method import ConsistencyMethod
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.core.schema import check_cases, check_results
 
 QUESTIONS = pd.DataFrame({"question_id": ["user-00", "user-01", "user-02"],
                           "answer": [True, False, None],

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from llm_servers import DIGEST, FakeLLMServer
 
-from tasks.consistency.answering import identity
-from tasks.models.llm import LLMSettings, load_llm
+from lingtest.tasks.consistency.answering import identity
+from lingtest.tasks.models.llm import LLMSettings, load_llm
 
 FAST = {"timeout_s": 2.0, "retries": 1, "backoff_s": 0.0, "concurrency": 2}
 SETTINGS = {"max_new_tokens": 16, "temperature": 0.0, "seed": 0, "system": None,

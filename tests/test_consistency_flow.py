@@ -10,19 +10,19 @@ import pandas as pd
 import pytest
 from sqlalchemy import delete, select
 
-from flows.stage import run_stage
-from tasks.consistency import answering, report
-from tasks.consistency.covering import read_ca_csv
-from tasks.consistency.method import ConsistencyMethod
-from tasks.consistency.store import open_store
-from tasks.consistency.store_schema import Response, Verdict
-from flows.registry import load_params
-from tasks.core.errors import FailedCalls, LingtestError
-from tasks.core.io import sha256_file
-from tasks.core.metrics import check_metrics_shape
-from tasks.core.method import retest
-from tasks.core.schema import change_counts, check_cases, check_results, compare_results
-from tasks.models.llm import LLMResponse
+from lingtest.flows.stage import run_stage
+from lingtest.tasks.consistency import answering, report
+from lingtest.tasks.consistency.covering import read_ca_csv
+from lingtest.tasks.consistency.method import ConsistencyMethod
+from lingtest.tasks.consistency.store import open_store
+from lingtest.tasks.consistency.store_schema import Response, Verdict
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.errors import FailedCalls, LingtestError
+from lingtest.tasks.core.io import sha256_file
+from lingtest.tasks.core.metrics import check_metrics_shape
+from lingtest.tasks.core.method import retest
+from lingtest.tasks.core.schema import change_counts, check_cases, check_results, compare_results
+from lingtest.tasks.models.llm import LLMResponse
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 QUESTIONS = [
@@ -134,7 +134,7 @@ def test_one_run_publishes_a_handful_of_artifact_keys(consistency_run) -> None:
                                                 FlowRunFilter, FlowRunFilterTags)
     from prefect.client.schemas.sorting import FlowRunSort
 
-    from flows.stage import stage_params_hash
+    from lingtest.flows.stage import stage_params_hash
 
     workspace, params = consistency_run[:2]
     tags = ["stage:consistency", f"params:{stage_params_hash(params, 'consistency')}"]
@@ -289,7 +289,7 @@ class Recorder:
 @pytest.mark.slow
 def test_resume_sends_only_lost_and_failed_prompts(consistency_run, monkeypatch) -> None:
     workspace, params, _, url, _ = consistency_run
-    from tasks.models import llm
+    from lingtest.tasks.models import llm
 
     real = llm.load_llm
     monkeypatch.setattr(llm, "load_llm", lambda *args, **kw: Recorder(real(*args, **kw)))

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from llm_servers import DIGEST, FakeLLMServer
 
-from tasks.consistency.guide_import import guide_queries, read_guide_folder
-from tasks.core.errors import InputFormatError, LingtestError
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.consistency.guide_import import guide_queries, read_guide_folder
+from lingtest.tasks.core.errors import InputFormatError, LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 # The guide's sentence 1: its synonyms-1.txt (one Python list literal per token), the first
 # two lines of its ca-1.csv and the first three prompts its queries.csv records for it.
@@ -135,9 +135,9 @@ def test_stage_runs_the_imported_questions(guide_folder, tmp_path, monkeypatch,
     answered by a fake Ollama with the guide's published prompt, the guide's metric
     definitions named in the report, the endpoint in the provenance; the same model on
     another host is asked again (its answers are not reused)."""
-    from flows.stage import run_stage
-    from flows.registry import load_params
-    from tasks.core.paths import Workspace
+    from lingtest.flows.stage import run_stage
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.paths import Workspace
 
     root = tmp_path / "project"
     root.mkdir()

@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.consistency.metrics import (
+from lingtest.tasks.consistency.metrics import (
     METRICS,
     answer_table,
     model_summary,
     question_summary,
 )
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 
 def _results(rows: list[tuple[str, str, int, bool, str]]) -> pd.DataFrame:
@@ -210,7 +210,7 @@ def test_guide_definitions_by_hand(results) -> None:
 
 
 def test_guide_definitions_bootstrap_and_bad_names(results) -> None:
-    from tasks.consistency.metrics import definitions
+    from lingtest.tasks.consistency.metrics import definitions
 
     row = model_summary(results, n_boot=200, consistency_definition="per_question").iloc[0]
     assert row["consistency_lo"] <= row["consistency"] <= row["consistency_hi"]

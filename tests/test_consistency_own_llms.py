@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 from llm_servers import FakeLLMServer
 
-from flows.stage import run_stage
-from tasks.consistency.store import open_store
-from flows.registry import load_params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.models.llm import LLMSettings, UserLLM, check_llm, load_llm, parse_llm
-from tasks.models.user_code import load_user_object
+from lingtest.flows.stage import run_stage
+from lingtest.tasks.consistency.store import open_store
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.models.llm import LLMSettings, UserLLM, check_llm, load_llm, parse_llm
+from lingtest.tasks.models.user_code import load_user_object
 
 QUESTIONS = [
     {"question": "Can you ski in winter in Styria?", "answer": True, "passage": ""},
@@ -152,7 +152,7 @@ def test_python_llm_is_asked_again_only_when_its_module_changes(tmp_path, mirror
     assert "SmolLM2" not in md
 
     # lingtest test: another python: LLM beside the stored one, in its own answer store
-    from flows.own_models import Gates, plan, run_own_models
+    from lingtest.flows.own_models import Gates, plan, run_own_models
 
     (module.parent / "contrary.py").write_text(RULES, encoding="utf-8")
     spec = "python:my_llm/contrary.py:answer#name=contrary"

@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from tasks.core import stats
-from tasks.core.cases import case_id, provenance_json
-from tasks.core.errors import LingtestError
-from tasks.core.method import Method, Unit, UnitResult, retest
-from tasks.core.metrics import lookup, stage_metrics
-from tasks.core.publish import Figure, Report, publish, slug
-from tasks.core.schema import (Contract, change_counts, check_cases, check_results,
+from lingtest.tasks.core import stats
+from lingtest.tasks.core.cases import case_id, provenance_json
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.method import Method, Unit, UnitResult, retest
+from lingtest.tasks.core.metrics import lookup, stage_metrics
+from lingtest.tasks.core.publish import Figure, Report, publish, slug
+from lingtest.tasks.core.schema import (Contract, change_counts, check_cases, check_results,
                                compare_results, write_cases)
 
 CONTRACT = Contract(method="polarity", group="topic", texts=("text",))
@@ -147,7 +147,7 @@ def _report(figure=None) -> Report:
 
 
 def test_publish_writes_every_part_of_a_report(tmp_path: Path):
-    from tasks.core.paths import Workspace
+    from lingtest.tasks.core.paths import Workspace
 
     workspace = Workspace(tmp_path)
     folder = publish(_report(), workspace)
@@ -175,7 +175,7 @@ def test_publish_writes_every_part_of_a_report(tmp_path: Path):
 ])
 def test_a_metric_that_is_no_number_fails_the_publish_naming_it(tmp_path: Path, metrics,
                                                                  named):
-    from tasks.core.paths import Workspace
+    from lingtest.tasks.core.paths import Workspace
 
     report = _report()
     report.metrics = metrics
@@ -200,7 +200,7 @@ def test_stage_metrics_flattens_drops_missing_and_keeps_all_apart():
 
 
 def test_a_per_model_family_is_one_artifact_and_a_file_per_model(tmp_path: Path):
-    from tasks.core.paths import Workspace
+    from lingtest.tasks.core.paths import Workspace
 
     report = Report(stage="family")
     table = report.add_per_model("fam-t3", {"org/a": pd.DataFrame({"x": [1, 2]}),
@@ -219,7 +219,7 @@ def test_a_per_model_family_is_one_artifact_and_a_file_per_model(tmp_path: Path)
 
 
 def test_two_parts_writing_one_file_are_refused(tmp_path: Path):
-    from tasks.core.paths import Workspace
+    from lingtest.tasks.core.paths import Workspace
 
     report = _report()
     report.figures["polarity-table.png"] = Figure(lambda path: None, pd.DataFrame())
@@ -228,7 +228,7 @@ def test_two_parts_writing_one_file_are_refused(tmp_path: Path):
 
 
 def test_a_failing_report_leaves_the_previous_one(tmp_path: Path):
-    from tasks.core.paths import Workspace
+    from lingtest.tasks.core.paths import Workspace
 
     workspace = Workspace(tmp_path)
     folder = publish(_report(), workspace)
@@ -262,7 +262,7 @@ class Polarity(Method):
         return ["vader"]
 
     def run_unit(self, suite: pd.DataFrame, unit: Unit) -> UnitResult:
-        from tasks.models.sentiment import VaderModel
+        from lingtest.tasks.models.sentiment import VaderModel
 
         type(self).units_run.append(unit)
         part = unit.take(suite)
@@ -288,8 +288,8 @@ class Polarity(Method):
 
 @pytest.fixture()
 def polarity_project(tmp_path: Path, monkeypatch, mirror: Path):
-    from flows.registry import load_params
-    from tasks.core.paths import PACKAGE_ROOT, Workspace
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
 
     monkeypatch.setenv("NLTK_DATA", str(mirror / "nltk_data"))
     (tmp_path / "params.yaml").write_bytes((PACKAGE_ROOT / "params.yaml").read_bytes())
@@ -297,7 +297,7 @@ def polarity_project(tmp_path: Path, monkeypatch, mirror: Path):
 
 
 def test_method_flow_runs_one_task_per_model_and_shard(polarity_project, prefect_harness):
-    from flows.method import method_flow
+    from lingtest.flows.method import method_flow
 
     workspace, load_params = polarity_project
     flow = method_flow(Polarity)
@@ -322,7 +322,7 @@ def test_method_flow_runs_one_task_per_model_and_shard(polarity_project, prefect
 
 
 def test_method_flow_refuses_results_that_break_the_contract(polarity_project, prefect_harness):
-    from flows.method import method_flow
+    from lingtest.flows.method import method_flow
 
     class Broken(Polarity):
         def collect(self, suite, runs):

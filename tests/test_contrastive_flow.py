@@ -6,12 +6,12 @@ import json
 import pandas as pd
 import pytest
 
-from flows.stage import run_stage
-from tasks.contrastive.costello_json import read_costello_suite
-from tasks.contrastive.method import ContrastiveMethod
-from flows.registry import load_params
-from tasks.core.method import retest
-from tasks.core.schema import check_cases, check_results, compare_results
+from lingtest.flows.stage import run_stage
+from lingtest.tasks.contrastive.costello_json import read_costello_suite
+from lingtest.tasks.contrastive.method import ContrastiveMethod
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.method import retest
+from lingtest.tasks.core.schema import check_cases, check_results, compare_results
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from tasks.contrastive.costello_json import read_costello_suite, select_imported
-from tasks.contrastive.method import relations_note
-from tasks.contrastive.suite import table1
-from tasks.core.errors import LingtestError
+from lingtest.tasks.contrastive.costello_json import read_costello_suite, select_imported
+from lingtest.tasks.contrastive.method import relations_note
+from lingtest.tasks.contrastive.suite import table1
+from lingtest.tasks.core.errors import LingtestError
 
 ALL = ["CR1", "CR2", "CR3", "CR4"]
 

@@ -8,17 +8,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.contrastive import validation
-from tasks.contrastive.method import (EXACT_LENGTH_KEY, MINILM, OVERLAP_KEY, SUBSTITUTES,
+from lingtest.tasks.contrastive import validation
+from lingtest.tasks.contrastive.method import (EXACT_LENGTH_KEY, MINILM, OVERLAP_KEY, SUBSTITUTES,
                                       ContrastiveMethod, contract_rows, substitutes)
-from tasks.contrastive.report import FIGURE6_LINES
-from tasks.contrastive.suite import _row
-from tasks.contrastive.params import ContrastiveParams
-from flows.registry import load_params
-from tasks.core.errors import LingtestError
-from tasks.core.method import Unit, UnitResult
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.schema import check_cases, check_results
+from lingtest.tasks.contrastive.report import FIGURE6_LINES
+from lingtest.tasks.contrastive.suite import _row
+from lingtest.tasks.contrastive.params import ContrastiveParams
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.method import Unit, UnitResult
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.core.schema import check_cases, check_results
 
 TRIPLES = [("CR1", ("good film", "fine film", "bad film")),
            ("CR1", ("a nice plot", "a pleasant plot", "a nasty plot")),

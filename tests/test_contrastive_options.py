@@ -9,19 +9,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.contrastive import classifier_tasks, embedding_tasks, validation
-from tasks.contrastive.report import table2
-from tasks.contrastive.thresholds import (distinct_forms, read_dictionary, rule_distances,
+from lingtest.tasks.contrastive import classifier_tasks, embedding_tasks, validation
+from lingtest.tasks.contrastive.report import table2
+from lingtest.tasks.contrastive.thresholds import (distinct_forms, read_dictionary, rule_distances,
                                           threshold)
-from tasks.contrastive.params import ContrastiveParams
-from tasks.core.errors import InputFormatError, LingtestError
+from lingtest.tasks.contrastive.params import ContrastiveParams
+from lingtest.tasks.core.errors import InputFormatError, LingtestError
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 @pytest.fixture(scope="module")
 def encoder():
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
     return load_encoder(MINILM, offline=True, device="cpu")
 
 
@@ -70,7 +70,7 @@ def test_user_dictionary_files(tmp_path):
 
 
 def test_max_length_and_pooling_overrides_key_the_cache(encoder):
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
     short = load_encoder(MINILM, offline=True, device="cpu", pooling="cls", max_length=16)
     assert short.max_length == 16 and short.pooling == "cls"
     assert short.cache_key == "cls|max_length=16" and encoder.cache_key == encoder.pooling
@@ -139,10 +139,10 @@ def test_only_the_needed_classifier_banks_and_training_overlap():
 def test_zero_threshold_alone_embeds_and_searches_no_dictionary(tmp_path, monkeypatch):
     """θ = 0 needs no nearest neighbours: with ``thresholds: [zero]`` only the triples (and
     classifier data) are embedded, into a fresh store, and θ is 0 per distance."""
-    from tasks.contrastive.method import ContrastiveMethod
-    from flows.registry import load_params
-    from tasks.core.paths import PACKAGE_ROOT, Workspace
-    from tasks.models.model_spec import parse_model
+    from lingtest.tasks.contrastive.method import ContrastiveMethod
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+    from lingtest.tasks.models.model_spec import parse_model
 
     import logging
 

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from tasks.contrastive.report import table2
+from lingtest.tasks.contrastive.report import table2
 
 
 def _rows(model: str, relation: str, verdicts: list[str], gt_a: list[bool]) -> pd.DataFrame:

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy.stats import wilcoxon
 
-from flows.registry import load_params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.contrastive.params import smallest_signed_rank_n
-from flows.validation import hub_notice, validate_inputs
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.contrastive.params import smallest_signed_rank_n
+from lingtest.flows.validation import hub_notice, validate_inputs
 
 
 @pytest.mark.parametrize("alpha, expected", [(0.05, 5), (0.01, 7), (0.1, 4), (0.001, 10)])
@@ -54,7 +54,7 @@ def test_paper_profile_offline_says_which_models_need_the_hub(monkeypatch):
 
 
 def test_lingtest_validate_refuses_in_one_line_and_runs_nothing(monkeypatch, capsys):
-    from flows import cli
+    from lingtest.flows import cli
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(PACKAGE_ROOT)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from tasks.capabilities.coverage import (
+from lingtest.tasks.capabilities.coverage import (
     CURVE_COLUMNS,
     activations,
     boundcov,
@@ -17,8 +17,8 @@ from tasks.capabilities.coverage import (
     default_layers,
     sactcov,
 )
-from tasks.capabilities.coverage_report import plot_coverage_curve
-from tasks.core.errors import LingtestError
+from lingtest.tasks.capabilities.coverage_report import plot_coverage_curve
+from lingtest.tasks.core.errors import LingtestError
 
 
 def hand_set_net() -> nn.Sequential:
@@ -161,7 +161,7 @@ def test_lc_map_names_released_mft_tests(mirror):
     import gzip
     import json
 
-    from tasks.capabilities.coverage import LC_TO_CHECKLIST
+    from lingtest.tasks.capabilities.coverage import LC_TO_CHECKLIST
 
     path = mirror / "checklist" / "sentiment_suite.json.gz"  # the mirror fixture: no skip
     types = {t["name"]: t["type"] for t in json.loads(gzip.decompress(path.read_bytes()))}
@@ -170,7 +170,7 @@ def test_lc_map_names_released_mft_tests(mirror):
 
 
 def test_paired_coverage_uses_the_smaller_size_of_each_pair():
-    from tasks.capabilities.coverage import PAIR_COLUMNS, paired_coverage
+    from lingtest.tasks.capabilities.coverage import PAIR_COLUMNS, paired_coverage
 
     b, suites = curve_inputs()
     ours, theirs = suites["s2lct"], suites["checklist"]
@@ -188,7 +188,7 @@ def test_paired_coverage_uses_the_smaller_size_of_each_pair():
 
 
 def test_length_summary_quartiles():
-    from tasks.capabilities.coverage_report import LENGTH_COLUMNS, length_summary
+    from lingtest.tasks.capabilities.coverage_report import LENGTH_COLUMNS, length_summary
 
     table = length_summary({"a": ["one", "one two", "one two three", "one two three four"],
                             "b": []}).set_index("suite")
@@ -199,8 +199,8 @@ def test_length_summary_quartiles():
 
 
 def test_coverage_pairs_sample_the_test_to_the_capability_size():
-    from tasks.capabilities.coverage import LC_TO_CHECKLIST
-    from tasks.capabilities.model_tasks import coverage_pairs
+    from lingtest.tasks.capabilities.coverage import LC_TO_CHECKLIST
+    from lingtest.tasks.capabilities.model_tasks import coverage_pairs
 
     suite = pd.DataFrame({"capability": ["LC1"] * 3 + ["LC99"],
                           "text": ["a b", "a b", "c d", "x"]})
@@ -219,11 +219,11 @@ def test_coverage_task_measures_a_hub_checkpoint(tmp_path):
     randomly initialised BERT classifier saved as a Hugging Face checkpoint."""
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from tasks.capabilities import coverage
-    from tasks.capabilities.model_tasks import coverage_curve as coverage_task
-    from tasks.capabilities.model_tasks import has_hidden_states, neuron_bounds
-    from tasks.models import registry
-    from tasks.models.sentiment import load_sentiment_model
+    from lingtest.tasks.capabilities import coverage
+    from lingtest.tasks.capabilities.model_tasks import coverage_curve as coverage_task
+    from lingtest.tasks.capabilities.model_tasks import has_hidden_states, neuron_bounds
+    from lingtest.tasks.models import registry
+    from lingtest.tasks.models.sentiment import load_sentiment_model
 
     minilm = registry.resolve("sentence-transformers/all-MiniLM-L6-v2", "encoder").require()
     config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2,
@@ -264,7 +264,7 @@ def test_coverage_task_measures_a_hub_checkpoint(tmp_path):
 
 
 def test_flag_rows_refuse_a_text_without_flags():
-    from tasks.capabilities.coverage import CornerFlags, FlagRows
+    from lingtest.tasks.capabilities.coverage import CornerFlags, FlagRows
 
     b, suites = curve_inputs()
     rows = FlagRows(CornerFlags.of(b, suites["s2lct"][:2]), np.array([1, -1, 0]))
@@ -277,7 +277,7 @@ def test_flag_rows_refuse_a_text_without_flags():
 def test_corner_flags_give_the_same_coverage_as_activations():
     """Bit-packed flags (streamed batch by batch) reproduce boundcov / sactcov exactly,
     including a neuron count that is not a multiple of 8."""
-    from tasks.capabilities.coverage import CornerFlags, corner_flags
+    from lingtest.tasks.capabilities.coverage import CornerFlags, corner_flags
 
     b, suites = curve_inputs()  # 6 neurons
     acts = suites["s2lct"]

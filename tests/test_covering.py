@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from tasks.consistency.covering import (
+from lingtest.tasks.consistency.covering import (
     CoverageError,
     check,
     covering_array,
@@ -20,8 +20,8 @@ from tasks.consistency.covering import (
     tuple_count,
     write_ca_csv,
 )
-from flows.cli import app
-from tasks.core.errors import InputFormatError, LingtestError
+from lingtest.flows.cli import app
+from lingtest.tasks.core.errors import InputFormatError, LingtestError
 
 # OA(9; 2, 4, 3): rows (a, b, a+b, a+2b) mod 3
 OA9 = np.array([[a, b, (a + b) % 3, (a + 2 * b) % 3] for a in range(3) for b in range(3)])

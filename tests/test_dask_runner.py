@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
 
 pytest.importorskip("prefect_dask")
 
@@ -20,7 +20,7 @@ HOTEL = "imdb_hotel_conversion.csv"
 
 
 def _project(root: Path, mirror: Path, *overrides: str):
-    from flows.registry import load_params
+    from lingtest.flows.registry import load_params
 
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(PACKAGE_ROOT / "params.yaml", root / "params.yaml")
@@ -32,7 +32,7 @@ def _project(root: Path, mirror: Path, *overrides: str):
 def test_a_gpu_no_worker_declares_is_refused_at_once(mirror, tmp_path, prefect_harness):
     import time
 
-    from flows.stage import run_stage
+    from lingtest.flows.stage import run_stage
 
     params, workspace = _project(tmp_path, mirror, "runtime.task_runner=dask",
                                  "runtime.max_workers=1", "runtime.device=cuda")
@@ -47,8 +47,8 @@ def test_a_gpu_no_worker_declares_is_refused_at_once(mirror, tmp_path, prefect_h
 def test_a_remote_cluster_needs_shared_storage_and_a_server(tmp_path, mirror):
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.stage import task_runner
-    from tasks.core.runtime import api_for_workers
+    from lingtest.flows.stage import task_runner
+    from lingtest.tasks.core.runtime import api_for_workers
 
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=dask",
                          "runtime.dask_address=tcp://10.0.0.1:8786")
@@ -64,7 +64,7 @@ def test_result_storage_is_a_folder_under_the_root_or_a_url_fsspec_opens(
         tmp_path, mirror, prefect_harness):
     from prefect.filesystems import RemoteFileSystem
 
-    from flows.stage import result_storage
+    from lingtest.flows.stage import result_storage
 
     params, workspace = _project(tmp_path, mirror, "runtime.result_storage=shared/results")
     assert result_storage(params, workspace) == tmp_path / "shared" / "results"
@@ -83,7 +83,7 @@ def test_a_local_dask_run_without_a_server_hands_the_workers_a_temporary_one(
     import httpx
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
-    from tasks.core.runtime import api_for_workers
+    from lingtest.tasks.core.runtime import api_for_workers
 
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=dask")
     with temporary_settings(restore_defaults={PREFECT_API_URL}):
@@ -114,8 +114,8 @@ def test_fan_out_spreads_calls_over_dask_processes_and_runs_them_in_turn_on_thre
     from prefect.task_runners import ThreadPoolTaskRunner
     from prefect_dask import DaskTaskRunner
 
-    from flows.method import call_runner
-    from flows.stage import runner_uses_processes
+    from lingtest.flows.method import call_runner
+    from lingtest.flows.stage import runner_uses_processes
 
     call = task(_pid_of_call, cache_policy=NO_CACHE)
     calls = [(index, 0.8 - 0.2 * index) for index in range(4)]
@@ -135,8 +135,8 @@ def test_fan_out_spreads_calls_over_dask_processes_and_runs_them_in_turn_on_thre
 
 
 def test_auto_runs_the_process_stages_on_dask_and_the_rest_on_threads(tmp_path, mirror):
-    from flows.registry import PROCESS_STAGES
-    from flows.stage import resolved_runner
+    from lingtest.flows.registry import PROCESS_STAGES
+    from lingtest.flows.stage import resolved_runner
 
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=auto")
     assert PROCESS_STAGES == ("contrastive", "capabilities", "consistency")
@@ -155,7 +155,7 @@ def test_auto_without_prefect_dask_stays_on_threads_and_says_so(tmp_path, mirror
                                                                 caplog):
     import importlib.util
 
-    from flows.stage import resolved_runner
+    from lingtest.flows.stage import resolved_runner
 
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=auto")
     real = importlib.util.find_spec
@@ -226,8 +226,8 @@ def test_a_busy_machine_does_not_fail_a_run_as_its_cluster_closes(tmp_path, mirr
     from prefect.cache_policies import NO_CACHE
     from prefect.context import FlowRunContext
 
-    from flows.dask_runner import BUSY_MACHINE
-    from flows.stage import resolved_runner, task_runner
+    from lingtest.flows.dask_runner import BUSY_MACHINE
+    from lingtest.flows.stage import resolved_runner, task_runner
 
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=auto", "runtime.max_workers=1")
     unit = task(_worker_config, cache_policy=NO_CACHE)
@@ -275,7 +275,7 @@ def test_a_cluster_that_fails_to_close_is_one_line_and_the_next_run_goes_on(
     from prefect import flow
     from prefect.context import FlowRunContext
 
-    from flows.stage import _check_scheduler, task_runner
+    from lingtest.flows.stage import _check_scheduler, task_runner
 
     scheduler = None
     if how == "scheduler killed":
@@ -352,7 +352,7 @@ def test_a_killed_worker_slow_to_be_reaped_does_not_fail_its_nannys_close(tmp_pa
     import psutil
     from distributed import LocalCluster
 
-    from flows.stage import task_runner
+    from lingtest.flows.stage import task_runner
 
     params, _ = _project(tmp_path, mirror, "runtime.task_runner=dask", "runtime.max_workers=1")
     with LocalCluster(**task_runner(params).cluster_kwargs, dashboard_address=":0") as cluster:

@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from flows.stage import run_stage
-from flows.registry import load_params
-from tasks.core.io import sha256_file
-from tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.flows.stage import run_stage
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.io import sha256_file
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
 
 EXPECTED_ROWS = {"sst": 8544 + 1101 + 2210, "mrpc": 3668 + 408 + 1725,
                  "questions": 3270 + 27, "contrast_pairs": 100 + 488, "ptb_trees": 3914}
@@ -49,7 +49,7 @@ def test_rerun_hits_the_cache_and_writes_identical_tables(project: Workspace, mi
                                                           monkeypatch) -> None:
     """Run as a scheduled experiment's stage command: tagged with the experiment, and its
     comparison artifact (against the previous run) names it and finds nothing changed."""
-    from tasks.core.run_lock import EXPERIMENT
+    from lingtest.tasks.core.run_lock import EXPERIMENT
 
     before = {p.name: sha256_file(p) for p in project.processed.glob("*.parquet")}
     params = load_params(project.root, [f"data.mirror={mirror}", "data.online=false"])
@@ -98,9 +98,9 @@ def test_a_subset_of_assets_builds_its_tables_and_keeps_the_rest(tmp_path, mirro
     are built; a later subset run keeps the other assets and tables."""
     import shutil
 
-    from tasks.data.build_tasks import TABLE_ASSETS
-    from tasks.core.paths import PACKAGE_ROOT
-    from tasks.data import TABLES
+    from lingtest.tasks.data.build_tasks import TABLE_ASSETS
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.data import TABLES
 
     assert set(TABLE_ASSETS) == set(TABLES)
     shutil.copy(PACKAGE_ROOT / "params.yaml", tmp_path / "params.yaml")

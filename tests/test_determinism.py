@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-from tasks.core.assets import ASSETS, MIRROR_SOURCE, import_raw_assets
-from tasks.core.config import DataParams
-from tasks.core.paths import Workspace
-from tasks.core.runtime import seed_everything
+from lingtest.tasks.core.assets import ASSETS, MIRROR_SOURCE, import_raw_assets
+from lingtest.tasks.core.config import DataParams
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.runtime import seed_everything
 
 
 def _copy_mirror(mirror, folder, asset: str = "boolq"):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.contrastive.distances import pair_distances, violations
-from tasks.core.errors import LingtestError
+from lingtest.tasks.contrastive.distances import pair_distances, violations
+from lingtest.tasks.core.errors import LingtestError
 
 
 def test_cosine_distance_of_known_angles():

@@ -16,7 +16,7 @@ import pytest
 from commands import started, user_env
 from projects import sibling_project
 
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 DOCS = ("README.md", "docs/**/*.md")
 SHELL = {"bash", "sh", "shell", "console"}
@@ -218,7 +218,7 @@ def _listed_commands_use_options_their_command_has() -> None:
     """A lingtest command not run here still names only options its command has."""
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from lingtest.flows.cli import app
 
     helps: dict[str, str] = {}
     for name in LISTED:

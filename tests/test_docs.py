@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from flows.registry import Params
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.flows.registry import Params
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 
 def _settings(model: type[BaseModel], prefix: str = "") -> dict[str, object]:
@@ -82,7 +82,7 @@ def _defined(module: Path) -> set[str]:
 
 
 def test_the_docs_point_only_at_code_that_exists():
-    """Every `tasks/…py`, `flows/…py::name`, `tasks.x.y` a page names is there (modules move:
+    """Every `tasks/…py`, `flows/…py::name`, `lingtest.tasks.x.y` a page names is there (modules move:
     a stale pointer fails here, not in a reader's search)."""
     import re
 

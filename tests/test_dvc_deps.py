@@ -10,14 +10,14 @@ import pytest
 import yaml
 
 from projects import copy_code
-from flows.registry import STAGES, stage_modules as stage_roots
-from tasks.core.imports import imported_closure, module_file as _module_file
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.flows.registry import STAGES, stage_modules as stage_roots
+from lingtest.tasks.core.imports import imported_closure, module_file as _module_file
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 # What the stage's command (`lingtest run <stage>`: cli.run, lingtest.api.run) runs besides the
 # flow itself; the CLI's and the API's other commands' lazy imports are not part of a stage.
-COMMAND_MODULES = ("flows.cli", "lingtest.api", "flows.registry", "tasks.core.config",
-                   "tasks.core.runtime", "flows.stage")
+COMMAND_MODULES = ("lingtest.flows.cli", "lingtest.api", "lingtest.flows.registry", "lingtest.tasks.core.config",
+                   "lingtest.tasks.core.runtime", "lingtest.flows.stage")
 WORDNET = "data/raw/nltk_data/corpora/wordnet.zip"
 USER_INPUTS = "inputs"  # user files (dictionary, questions, specs, trees, models) live here
 READS_USER_FILES = {"contrastive", "capabilities", "consistency", "adaptive", "adaptive-debug",
@@ -66,7 +66,7 @@ def test_stage_depends_on_every_module_it_imports(stage):
 def test_stage_depends_on_profiles_wordnet_and_user_inputs(stage):
     deps = _deps()[stage]
     assert _covered("params/paper.yaml", deps), f"dvc.yaml: {stage} must depend on params/"
-    if "tasks.text.wordnet" in stage_modules(stage):
+    if "lingtest.tasks.text.wordnet" in stage_modules(stage):
         assert _covered(WORDNET, deps), f"dvc.yaml: {stage} reads WordNet: add {WORDNET}"
     if stage in READS_USER_FILES:
         assert USER_INPUTS in deps, f"dvc.yaml: {stage} reads user files: add {USER_INPUTS}"
@@ -74,7 +74,7 @@ def test_stage_depends_on_profiles_wordnet_and_user_inputs(stage):
 
 @pytest.mark.parametrize("stage", sorted(MODEL_PARAMS))
 def test_stage_depends_on_the_parameters_that_name_its_models(stage):
-    from flows.stage import stage_params
+    from lingtest.flows.stage import stage_params
 
     assert set(MODEL_PARAMS[stage]) <= set(stage_params(stage)), (
         f"dvc.yaml: {stage} must list {MODEL_PARAMS[stage]} under params")
@@ -128,8 +128,8 @@ def test_editing_a_user_model_under_inputs_makes_its_stages_stale(tmp_path) -> N
 
 def test_closure_follows_lazy_imports():
     """The walk sees imports inside functions (the CLI imports flows lazily)."""
-    assert "tasks.core.flow_runs" in imported_closure(["flows.stage"])
-    assert "tasks.core.io" in imported_closure(["flows.data"])
+    assert "lingtest.tasks.core.flow_runs" in imported_closure(["lingtest.flows.stage"])
+    assert "lingtest.tasks.core.io" in imported_closure(["lingtest.flows.data"])
 
 
 def test_byte_code_caches_are_no_dependency() -> None:
@@ -157,14 +157,14 @@ def test_core_imports_nothing_above_it() -> None:
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             above += [f"{path.name}:{node.lineno} {name}" for name in names
                       if name.split(".")[0] in ("tasks", "flows", "lingtest")
-                      and not name.startswith("tasks.core")]
+                      and not name.startswith("lingtest.tasks.core")]
     assert not above, f"tasks/core imports above itself: {above}"
 
 
 def test_every_stage_comes_from_a_plugin_with_its_own_section() -> None:
     """The registry's stages are dvc.yaml's; each plug-in's section is a top-level
     parameter and its stages' sections reach a parameter section."""
-    from flows.registry import PLUGINS, Params, load_params, plugin_of, stage_spec
+    from lingtest.flows.registry import PLUGINS, Params, load_params, plugin_of, stage_spec
 
     assert list(_deps()) == list(STAGES)
     assert {p.name for p in PLUGINS} == {"data", "contrastive", "capabilities", "consistency",
@@ -196,7 +196,7 @@ def test_a_stage_has_one_name_in_its_reports(stage) -> None:
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
 def test_a_method_stage_contract_is_named_after_the_stage(stage) -> None:
-    from flows.registry import stage_method
+    from lingtest.flows.registry import stage_method
 
     method = stage_method(stage)
     if method is not None:

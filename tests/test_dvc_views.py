@@ -11,13 +11,13 @@ from pathlib import Path
 
 import yaml
 
-from tasks.adaptive.debug_report import FIGURE7_DATA, FIGURE7_LINES
-from tasks.capabilities.coverage_report import FIGURE4_LINES
-from tasks.capabilities.method import FIGURE4
-from tasks.consistency.report import CHART_METRICS
-from tasks.contrastive.method import FIGURE6
-from tasks.contrastive.report import FIGURE6_LINES
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.adaptive.debug_report import FIGURE7_DATA, FIGURE7_LINES
+from lingtest.tasks.capabilities.coverage_report import FIGURE4_LINES
+from lingtest.tasks.capabilities.method import FIGURE4
+from lingtest.tasks.consistency.report import CHART_METRICS
+from lingtest.tasks.contrastive.method import FIGURE6
+from lingtest.tasks.contrastive.report import FIGURE6_LINES
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 SPEC = yaml.safe_load((PACKAGE_ROOT / "dvc.yaml").read_text(encoding="utf-8"))
 

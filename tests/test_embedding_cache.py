@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from tasks.contrastive.embedding import (
+from lingtest.tasks.contrastive.embedding import (
     EmbeddingStore, embed_shard, embed_texts, shard_of, split_by_shard, text_hash,
 )
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SENTENCES = [
@@ -45,7 +45,7 @@ class CountingEncoder:
 
 @pytest.fixture(scope="module")
 def encoder():
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
     return load_encoder(MINILM, offline=True, device="cpu")
 
 

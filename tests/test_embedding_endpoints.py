@@ -17,15 +17,15 @@ import pytest
 from bad_input_harness import assert_one_clear_error, project, run  # noqa: F401
 from llm_servers import FakeLLMServer, bag_of_words, killed_mid_run, token_count
 
-from tasks.contrastive.embedding import EmbeddingStore, embed_texts
-from tasks.contrastive.report import endpoint_usage, usage_text
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
-from tasks.models.any_encoder import (check_contrastive_encoder, check_encoder,
+from lingtest.tasks.contrastive.embedding import EmbeddingStore, embed_texts
+from lingtest.tasks.contrastive.report import endpoint_usage, usage_text
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.models.any_encoder import (check_contrastive_encoder, check_encoder,
                                       check_repairable, describe_encoder, load_any_encoder)
-from tasks.models.embedding_endpoints import NO_REQUESTS
-from tasks.models.llm import LLMSettings
-from tasks.models.model_spec import parse_model
+from lingtest.tasks.models.embedding_endpoints import NO_REQUESTS
+from lingtest.tasks.models.llm import LLMSettings
+from lingtest.tasks.models.model_spec import parse_model
 
 KEY = "sk-embed-secret-4242"
 SPECS = {"openai": "openai:text-embedding-3-small@{url}", "ollama": "ollama:nomic-embed-text@{url}",
@@ -135,7 +135,7 @@ def _retried_once(server: FakeLLMServer, tmp_path: Path, caplog, **settings) -> 
     delays: list[float] = []
     model.client._sleep = delays.append  # record instead of waiting
     store = EmbeddingStore.for_encoder(tmp_path, model)
-    with caplog.at_level("INFO", logger="tasks.models.llm_http"):
+    with caplog.at_level("INFO", logger="lingtest.tasks.models.llm_http"):
         vectors = embed_texts(model, TEXTS[:4], store, batch_size=4)
     assert delays == [0.25]  # one back-off: backoff_s, no Retry-After
     assert len(server.embeddings()) == 2 and model.usage()["requests"] == 2
@@ -202,9 +202,9 @@ def test_the_journal_survives_a_torn_record_and_compacts(tmp_path):
 KILLED = """
 import json, sys
 from pathlib import Path
-from tasks.contrastive.embedding import EmbeddingStore, embed_texts
-from tasks.models.any_encoder import load_any_encoder
-from tasks.models.llm import LLMSettings
+from lingtest.tasks.contrastive.embedding import EmbeddingStore, embed_texts
+from lingtest.tasks.models.any_encoder import load_any_encoder
+from lingtest.tasks.models.llm import LLMSettings
 spec, root, texts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 model = load_any_encoder(spec, http=LLMSettings(concurrency=2, backoff_s=0.0))
 embed_texts(model, texts, EmbeddingStore.for_encoder(Path(root), model), batch_size=2)
@@ -342,9 +342,9 @@ def tiny_project(root: Path) -> None:
 @pytest.fixture(scope="module")
 def stage_run(tmp_path_factory, prefect_harness):
     """The contrastive stage on an OpenAI-compatible embedding service, then again."""
-    from flows.registry import load_params
-    from flows.stage import run_stage
-    from tasks.core.paths import Workspace
+    from lingtest.flows.registry import load_params
+    from lingtest.flows.stage import run_stage
+    from lingtest.tasks.core.paths import Workspace
 
     root = tmp_path_factory.mktemp("endpoint-project")
     tiny_project(root)
@@ -421,7 +421,7 @@ def test_the_token_source_is_claimed_only_when_requests_were_made(tmp_path):
 def test_a_service_has_no_share_in_the_process_runners_preparation(stage_run):
     """Under Dask the local encoders embed in shard tasks first; a service embeds in its own
     unit (its concurrency, its counts), so the preparation holds nothing for it."""
-    from tasks.contrastive.method import ContrastiveMethod
+    from lingtest.tasks.contrastive.method import ContrastiveMethod
 
     method = ContrastiveMethod(stage_run["params"], stage_run["workspace"])
     phases = method.preparation(pd.read_parquet(method.suite_path))
@@ -431,9 +431,9 @@ def test_a_service_has_no_share_in_the_process_runners_preparation(stage_run):
 def test_without_a_dictionary_file_a_service_takes_the_packaged_english_words() -> None:
     """θ's ``vocab`` dictionary of a service with no contrastive.dictionary_file: wordfreq's
     most frequent alphabetic English words, capped as any dictionary is, and named so."""
-    from tasks.contrastive.embedding_tasks import _dictionaries, vocabulary_note
-    from tasks.contrastive.params import ContrastiveParams
-    from tasks.models.embedding_endpoints import (ENGLISH_WORDS, english_words,
+    from lingtest.tasks.contrastive.embedding_tasks import _dictionaries, vocabulary_note
+    from lingtest.tasks.contrastive.params import ContrastiveParams
+    from lingtest.tasks.models.embedding_endpoints import (ENGLISH_WORDS, english_words,
                                                   load_endpoint_encoder)
 
     words = english_words()

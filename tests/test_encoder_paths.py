@@ -13,16 +13,16 @@ import pandas as pd
 import pytest
 import torch
 
-from tasks.capabilities import model_tasks
-from tasks.contrastive import validation
-from tasks.contrastive.embedding import EmbeddingStore, embed_texts
-from tasks.core.caching import ContentInputs
-from flows.registry import load_params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
-from tasks.models import encoder_paths as paths
-from tasks.models.encoders import load_encoder
-from tasks.models.sentiment import MINILM_SST2_ID, load_sentiment_model
+from lingtest.tasks.capabilities import model_tasks
+from lingtest.tasks.contrastive import validation
+from lingtest.tasks.contrastive.embedding import EmbeddingStore, embed_texts
+from lingtest.tasks.core.caching import ContentInputs
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.models import encoder_paths as paths
+from lingtest.tasks.models.encoders import load_encoder
+from lingtest.tasks.models.sentiment import MINILM_SST2_ID, load_sentiment_model
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 # bf16 where this CPU has bf16 kernels (AVX512BW and up); elsewhere its refusal is tested
@@ -129,7 +129,7 @@ def test_a_damaged_onnx_file_is_exported_again(tmp_path, monkeypatch, sentences,
 
 
 def test_missing_onnxruntime_is_one_clear_error(monkeypatch, tmp_path):
-    from flows.validation import check_encoder_path as _check_encoder_path
+    from lingtest.flows.validation import check_encoder_path as _check_encoder_path
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime → ImportError
     with pytest.raises(LingtestError, match=r"pip install 'lingtest\[onnx\]'"):
@@ -178,8 +178,8 @@ def test_config_refuses_unknown_values_naming_the_key(tmp_path):
 @pytest.fixture(scope="module")
 def classifier_root(tmp_path_factory, table) -> Path:
     """A project root holding a small ``lingtest/minilm-sst2`` (a clean checkout has none)."""
-    from tasks.models.sentiment import MINILM_SST2_DIR
-    from tasks.training.sentiment import train_minilm_sst2
+    from lingtest.tasks.models.sentiment import MINILM_SST2_DIR
+    from lingtest.tasks.training.sentiment import train_minilm_sst2
 
     root = tmp_path_factory.mktemp("classifier")
     train_minilm_sst2(table("sst"), root / MINILM_SST2_DIR, seed=3, epochs=1, max_train=128,
@@ -188,10 +188,10 @@ def classifier_root(tmp_path_factory, table) -> Path:
 
 
 def test_the_stage_path_reaches_the_loaders_and_the_provenance(tmp_path, classifier_root):
-    from tasks.capabilities.method import CapabilitiesMethod
-    from tasks.core.paths import Workspace
-    from tasks.core.publish import encoder_path_note
-    from tasks.repair.stage import load_tested_encoder
+    from lingtest.tasks.capabilities.method import CapabilitiesMethod
+    from lingtest.tasks.core.paths import Workspace
+    from lingtest.tasks.core.publish import encoder_path_note
+    from lingtest.tasks.repair.stage import load_tested_encoder
 
     (tmp_path / "params.yaml").write_bytes((PACKAGE_ROOT / "params.yaml").read_bytes())
     params = load_params(tmp_path, ["runtime.encoder_backend=onnx"])

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.environment import (LOCK_FILE, environment_note, installed, lock_mismatches,
+from lingtest.tasks.core.environment import (LOCK_FILE, environment_note, installed, lock_mismatches,
                                     lock_text, main, read_lock)
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 ROOT = Path(__file__).resolve().parents[1]
 

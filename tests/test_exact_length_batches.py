@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 import torch
 
-from tasks.capabilities.checklist_run import run_checklist
-from tasks.contrastive.embedding import EmbeddingStore, embed_texts
-from tasks.core.errors import LingtestError
-from tasks.models.encoders import exact_length_passes, load_encoder, pass_rows
-from tasks.models.sentiment import LABELS2, TorchClassifier, build_classifier
+from lingtest.tasks.capabilities.checklist_run import run_checklist
+from lingtest.tasks.contrastive.embedding import EmbeddingStore, embed_texts
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.encoders import exact_length_passes, load_encoder, pass_rows
+from lingtest.tasks.models.sentiment import LABELS2, TorchClassifier, build_classifier
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 TARGETS = ["good", "ok .", "it 's a bad film .",
@@ -183,7 +183,7 @@ class PaddingDetector(torch.nn.Module):
 
 
 def test_training_accuracy_runs_the_classifiers_unpadded_passes(encoder):
-    from tasks.training.sentiment import accuracy
+    from lingtest.tasks.training.sentiment import accuracy
 
     texts = TARGETS * 3  # five token counts: batched together they would be padded
     gold = np.ones(len(texts), dtype=np.int64)
@@ -195,8 +195,8 @@ def test_training_accuracy_runs_the_classifiers_unpadded_passes(encoder):
 
 def test_the_stage_floor_reaches_the_packaged_classifier(tmp_path, table):
     """``lingtest/minilm-sst2`` (a small one trained here: a clean checkout has none)."""
-    from tasks.models.sentiment import MINILM_SST2_DIR, MINILM_SST2_ID, load_sentiment_model
-    from tasks.training.sentiment import train_minilm_sst2
+    from lingtest.tasks.models.sentiment import MINILM_SST2_DIR, MINILM_SST2_ID, load_sentiment_model
+    from lingtest.tasks.training.sentiment import train_minilm_sst2
 
     train_minilm_sst2(table("sst"), tmp_path / MINILM_SST2_DIR, seed=3, epochs=1,
                       max_train=16, max_test=8, threads=1)

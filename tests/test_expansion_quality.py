@@ -7,13 +7,13 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from tasks.capabilities.expansion import open_spans
-from tasks.capabilities.fill import Candidate
-from tasks.capabilities.validation import Tagged, check
-from tasks.capabilities.masks import (Masked, Surface, mask_candidates, masked_sentences,
+from lingtest.tasks.capabilities.expansion import open_spans
+from lingtest.tasks.capabilities.fill import Candidate
+from lingtest.tasks.capabilities.validation import Tagged, check
+from lingtest.tasks.capabilities.masks import (Masked, Surface, mask_candidates, masked_sentences,
                                       top_per_production)
-from tasks.capabilities.wellformed import agreement_error, below_floor, is_whole_word
-from tasks.core.errors import LingtestError
+from lingtest.tasks.capabilities.wellformed import agreement_error, below_floor, is_whole_word
+from lingtest.tasks.core.errors import LingtestError
 
 LC9_TEXT = "Do I think that the movie works? yes"
 LC9_TREE = ("(SQ (VBP Do) (NP (PRP I)) (VP (VB think) (SBAR (IN that) (S (NP (DT the) (NN movie))"

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.capabilities.fill import expand, load_fill_model
-from tasks.capabilities.masks import MASK, Masked
-from tasks.capabilities.validation import tag
-from tasks.capabilities.wellformed import agreement_error, context_drops, structure_error
+from lingtest.tasks.capabilities.fill import expand, load_fill_model
+from lingtest.tasks.capabilities.masks import MASK, Masked
+from lingtest.tasks.capabilities.validation import tag
+from lingtest.tasks.capabilities.wellformed import agreement_error, context_drops, structure_error
 
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 

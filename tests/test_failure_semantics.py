@@ -11,8 +11,8 @@ import pytest
 from llm_servers import FakeLLMServer
 from test_consistency_import import guide_folder  # noqa: F401 - the guide's files, a fixture
 
-from tasks.core.errors import FailedCalls
-from tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.core.errors import FailedCalls
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
 
 OVERRIDES = ["consistency.llms=[ollama:llama3.2]", "consistency.prompt_join=none",
              "consistency.bootstrap=0", "consistency.retries=0",
@@ -35,8 +35,8 @@ def _closed_port() -> int:
 @pytest.mark.slow
 def test_every_call_refused_fails_the_stage(guide_folder, tmp_path, monkeypatch,  # noqa: F811
                                             prefect_harness):
-    from flows.stage import run_stage
-    from flows.registry import load_params
+    from lingtest.flows.stage import run_stage
+    from lingtest.flows.registry import load_params
 
     workspace, overrides = _project(tmp_path, guide_folder)
     monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{_closed_port()}")
@@ -55,8 +55,8 @@ def test_every_call_refused_fails_the_stage(guide_folder, tmp_path, monkeypatch,
 @pytest.mark.slow
 def test_some_calls_failed_fails_the_stage_and_rerun_resends_them(
         guide_folder, tmp_path, monkeypatch, prefect_harness):  # noqa: F811
-    from flows.stage import run_stage
-    from flows.registry import load_params
+    from lingtest.flows.stage import run_stage
+    from lingtest.flows.registry import load_params
 
     workspace, overrides = _project(tmp_path, guide_folder)
     params = load_params(workspace.root, overrides)

@@ -7,13 +7,13 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from tasks.capabilities.fill import (Candidate, Expansions, MaskedFiller, expand, fill_kind,
+from lingtest.tasks.capabilities.fill import (Candidate, Expansions, MaskedFiller, expand, fill_kind,
                                      load_fill_model, propose)
-from tasks.capabilities.validation import Tagged, check, spec_still_matches, tag, validate
-from tasks.capabilities.masks import MASK, Masked, mask_candidates
-from tasks.capabilities.specs import load_spec
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.capabilities.validation import Tagged, check, spec_still_matches, tag, validate
+from lingtest.tasks.capabilities.masks import MASK, Masked, mask_candidates
+from lingtest.tasks.capabilities.specs import load_spec
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 OR_BOTH = "(FRAG (CC Or) (NP (DT both)) (. .))"
@@ -214,8 +214,8 @@ VARIANTS = ["The film is a quiet look at the way people live in a small town, an
 def test_seed_pass_scores_variants_as_whole_sentences(lm):
     """The cached pass gives each filled sentence's whole score and right-context drop as
     scoring it whole does (``after=None``); a window of 8 tokens re-scores only those."""
-    from tasks.capabilities.fill import in_context_scores
-    from tasks.capabilities.wellformed import context_drops
+    from lingtest.tasks.capabilities.fill import in_context_scores
+    from lingtest.tasks.capabilities.wellformed import context_drops
 
     seed_pass = lm.text_pass(SEED)
     texts = [SimpleNamespace(text=t) for t in VARIANTS]
@@ -233,10 +233,10 @@ def test_seed_pass_scores_variants_as_whole_sentences(lm):
 def test_in_context_proposals_search_the_whole_vocabulary_of_the_tag(lm, nlp):
     """Every one-word masked sentence gets k words of its tag from the seed's single pass,
     each scored by its log-probability after the left context (= next_token_candidates)."""
-    from tasks.capabilities.expansion import parse_texts
-    from tasks.capabilities.fill import in_context_path, propose_in_context
-    from tasks.capabilities.grammar import Grammar
-    from tasks.capabilities.masks import Surface
+    from lingtest.tasks.capabilities.expansion import parse_texts
+    from lingtest.tasks.capabilities.fill import in_context_path, propose_in_context
+    from lingtest.tasks.capabilities.grammar import Grammar
+    from lingtest.tasks.capabilities.masks import Surface
 
     tree = "(S (NP (DT The) (NN film)) (VP (VBZ works)) (. .))"
     surface = Surface.of("The film works.", tree)
@@ -263,8 +263,8 @@ def test_fills_hopeless_by_their_word_alone_are_refused_unscored(lm, nlp, polari
     """In-context path: a fill whose word after its left context is already more than
     UNSCORED_MARGIN below the confidence floor is refused (as confidence) without an LM
     score; the others are scored as before."""
-    import tasks.capabilities.fill as fill
-    from tasks.capabilities.masks import Surface
+    import lingtest.tasks.capabilities.fill as fill
+    from lingtest.tasks.capabilities.masks import Surface
 
     tree = "(S (NP (DT The) (NN film)) (VP (VBZ works)) (. .))"
     masked = mask_candidates(tree, {"NP": Counter({("DT", "JJ", "NN"): 5})},
@@ -290,7 +290,7 @@ def test_a_fill_tagged_otherwise_stands_when_its_tag_makes_a_reference_rule(nlp)
     """pos_check in_context: "light" proposed as NN but tagged JJ before "film" is kept when
     NP → DT JJ NN is a reference rule (and the kept candidate names that rule); not without
     the rule, nor with exact checking, nor outside the allowed tags."""
-    from tasks.capabilities.validation import realised
+    from lingtest.tasks.capabilities.validation import realised
 
     masked = Masked(("The", MASK, "film", "works", "."), (1,), ("NN",),
                     ("NP", ("DT", "NN"), ("DT", "NN", "NN")), 2, (0, 2))

@@ -7,7 +7,7 @@ import subprocess
 
 from prefect import flow
 
-from tasks.core.flow_runs import mark_orphaned_runs_crashed, process_tag
+from lingtest.tasks.core.flow_runs import mark_orphaned_runs_crashed, process_tag
 
 
 @flow(name="orphan-probe")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.errors import LingtestError
-from tasks.core.io import sha256_file
-from tasks.models import registry
-from tasks.models.registry import assemble_gguf, resolve
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.io import sha256_file
+from lingtest.tasks.models import registry
+from lingtest.tasks.models.registry import assemble_gguf, resolve
 
 GEMMA = "google/gemma-3-270m"
 EXPECTED = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
@@ -24,7 +24,7 @@ PROMPT = ('"The room was tiny and smelled of smoke."\n"Our room had a lovely vie
 
 @pytest.fixture(scope="module")
 def generator(one_torch_thread):
-    from tasks.adaptive.generators import SamplingSettings, make_generator
+    from lingtest.tasks.adaptive.generators import SamplingSettings, make_generator
 
     return make_generator(GEMMA, offline=True,
                           sampling=SamplingSettings(max_new_tokens=12))
@@ -102,8 +102,8 @@ def test_a_head_left_on_meta_is_the_embedding():
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from tasks.core.errors import LingtestError
-    from tasks.models.causal_lm import _head_tied
+    from lingtest.tasks.core.errors import LingtestError
+    from lingtest.tasks.models.causal_lm import _head_tied
 
     config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,

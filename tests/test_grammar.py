@@ -5,10 +5,10 @@ import math
 
 import pytest
 
-from tasks.capabilities.grammar import (Grammar, bracket_f1, gold_tags_words, induce_pcfg,
+from lingtest.tasks.capabilities.grammar import (Grammar, bracket_f1, gold_tags_words, induce_pcfg,
                                         parse_benepar, split_heldout)
-from tasks.core.errors import LingtestError
-from tasks.data.treebank import leaves, parse_one, to_string
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.data.treebank import leaves, parse_one, to_string
 
 SENTENCE_LABELS = {"S", "SINV", "SQ", "SBARQ"}
 
@@ -75,7 +75,7 @@ def test_same_probability_as_nltk_viterbi_on_the_treebank_grammar(grammar):
 
 
 def test_spacy_tagged_sentences_parse_into_sentence_trees(grammar):
-    from tasks.models.nlp import load_spacy
+    from lingtest.tasks.models.nlp import load_spacy
 
     nlp = load_spacy("en_core_web_sm")
     texts = ["The film is a charming and often affecting journey.",

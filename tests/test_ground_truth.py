@@ -10,14 +10,14 @@ import pytest
 import torch
 from scipy.stats import wilcoxon
 
-from tasks.contrastive.classifiers import (
+from lingtest.tasks.contrastive.classifiers import (
     SPECS, ClassifierBank, classifier_seed, mrpc_rows, pair_features, split_pairs, spec_table,
     sst2_rows, train_classifiers,
 )
-from tasks.contrastive.ground_truth import (
+from lingtest.tasks.contrastive.ground_truth import (
     GT_COLUMNS, bank_ground_truth, ground_truth, precision, wilcoxon_p,
 )
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 N = 14
 

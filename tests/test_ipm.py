@@ -7,8 +7,8 @@ import statistics
 import pandas as pd
 import pytest
 
-from tasks.consistency.ipm import IPM, build_ipm, build_ipms, derive_prompt
-from tasks.core.errors import LingtestError
+from lingtest.tasks.consistency.ipm import IPM, build_ipm, build_ipms, derive_prompt
+from lingtest.tasks.core.errors import LingtestError
 
 
 def _values(ipm: IPM) -> dict[str, tuple[str, ...]]:
@@ -130,7 +130,7 @@ def test_guide_ipm_equals_the_guides_published_synonyms(nlp, wn):
 
     from test_consistency_import import GUIDE_PROMPTS_1, SENTENCE_1, SYNONYMS_1
 
-    from tasks.consistency.ipm import build_guide_ipms
+    from lingtest.tasks.consistency.ipm import build_guide_ipms
 
     [ipm] = build_guide_ipms(pd.DataFrame({"question_id": ["g1"], "question": [SENTENCE_1]}),
                              nlp, wn, max_values=3)

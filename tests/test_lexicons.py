@@ -7,11 +7,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks.core.errors import InputFormatError, LingtestError
-from tasks.data import TABLES
-from tasks.data.lexicons import (merge_polarity, read_gender_pairs, read_opinion_lexicon,
+from lingtest.tasks.core.errors import InputFormatError, LingtestError
+from lingtest.tasks.data import TABLES
+from lingtest.tasks.data.lexicons import (merge_polarity, read_gender_pairs, read_opinion_lexicon,
                                  sst_word_strengths)
-from tasks.text.wordnet import synonyms, wordnet
+from lingtest.tasks.text.wordnet import synonyms, wordnet
 
 
 @pytest.fixture(scope="module")

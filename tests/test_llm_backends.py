@@ -9,9 +9,9 @@ import threading
 import pytest
 from llm_servers import DIGEST, FakeLLMServer
 
-from tasks.core.errors import LingtestError
-from tasks.models.llm import LLMBackend, LLMResponse, LLMSettings, LocalLLM, load_llm
-from tasks.models.llm_http import MAX_DELAY_S, OllamaLLM, OpenAILLM
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.llm import LLMBackend, LLMResponse, LLMSettings, LocalLLM, load_llm
+from lingtest.tasks.models.llm_http import MAX_DELAY_S, OllamaLLM, OpenAILLM
 
 KEY = "sk-test-very-secret-0123"
 FAST = {"backoff_s": 0.0, "timeout_s": 5.0}
@@ -93,7 +93,7 @@ class _StubLM:
 
 
 def test_local_spec_batches_and_turns_empty_generations_into_errors(monkeypatch):
-    from tasks.models import causal_lm
+    from lingtest.tasks.models import causal_lm
 
     stub = _StubLM(["yes", "", "no"])
     loaded = []
@@ -287,7 +287,7 @@ def test_packaged_smollm2_answers_deterministically():
 HOLDER = """
 import sys, time
 from pathlib import Path
-from tasks.models.llm_http import EndpointLimit
+from lingtest.tasks.models.llm_http import EndpointLimit
 with EndpointLimit("http://127.0.0.1:9/v1", 1, Path(sys.argv[1])).slot() as index:
     print("held", index, flush=True)
     time.sleep(120)
@@ -311,7 +311,7 @@ def test_endpoint_limit_holds_across_processes_and_frees_a_killed_holders_slot(t
     import subprocess
     import sys
 
-    from tasks.models.llm_http import EndpointLimit
+    from lingtest.tasks.models.llm_http import EndpointLimit
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], env=env,
@@ -338,8 +338,8 @@ def test_default_cap_leaves_a_long_json_answer_whole(monkeypatch, protocol):
     """A model that explains its answer inside the JSON object (60 words here): the old
     16-token cap cut it into unreadable JSON, the stage's default cap does not, and a cut
     is counted (the server said finish reason "length")."""
-    from tasks.consistency.oracle import read_answer
-    from tasks.consistency.params import ConsistencyParams
+    from lingtest.tasks.consistency.oracle import read_answer
+    from lingtest.tasks.consistency.params import ConsistencyParams
 
     default = ConsistencyParams().max_new_tokens
     with FakeLLMServer(protocol, long_answer=60) as server:
@@ -395,8 +395,8 @@ def tiny_causal_lm(tmp_path_factory):
 def test_local_model_stops_at_the_json_answers_closing_brace(tiny_causal_lm, caplog):
     """Under the stage's default cap the local backend's answers are the whole JSON object
     and nothing after it; a 6-token cap (the old default was 16 for SmolLM2) cuts it."""
-    from tasks.consistency.oracle import read_answer
-    from tasks.consistency.params import ConsistencyParams
+    from lingtest.tasks.consistency.oracle import read_answer
+    from lingtest.tasks.consistency.params import ConsistencyParams
 
     prompts = ["Is the sky green?", "is water dry? Return a JSON boolean.", "hello"]
     llm = load_llm(str(tiny_causal_lm), LLMSettings(

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tasks.core.errors import LingtestError
-from tasks.models.llm_classifier import (DEFAULT_TEMPLATE, DEFAULT_WORDS, LLMClassifier,
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.llm_classifier import (DEFAULT_TEMPLATE, DEFAULT_WORDS, LLMClassifier,
                                          label_masses, parse_label, prompting_for)
-from tasks.models.model_spec import parse_model
-from tasks.models.sentiment import load_sentiment_model
+from lingtest.tasks.models.model_spec import parse_model
+from lingtest.tasks.models.sentiment import load_sentiment_model
 from tests.bad_input_harness import project  # noqa: F401 - a fixture
 from tests.llm_servers import FakeLLMServer, Recorded, killed_mid_run
 
@@ -117,7 +117,7 @@ def test_label_mass_follows_the_greedy_tokens() -> None:
 def test_after_a_lead_in_the_label_word_s_token_is_read() -> None:
     """"The sentiment is negative": the probabilities are read where "negative" begins,
     given the lead-in, not at "The" (which fits no label)."""
-    from tasks.models.llm_classifier import first_label, token_at
+    from lingtest.tasks.models.llm_classifier import first_label, token_at
 
     tokens = [_position("The", {"The": -0.5, "Positive": -1.0}),
               _position(" sentiment", {" sentiment": -0.1}), _position(" is", {" is": -0.1}),
@@ -187,7 +187,7 @@ def test_a_failed_call_is_undefined_now_and_asked_again_next_run(tmp_path) -> No
 KILLED = """
 import json, sys
 from pathlib import Path
-from tasks.models.sentiment import load_sentiment_model
+from lingtest.tasks.models.sentiment import load_sentiment_model
 load_sentiment_model(sys.argv[1], root=Path(sys.argv[2])).predict(json.loads(sys.argv[3]))
 """
 
@@ -197,8 +197,8 @@ def test_a_killed_run_loses_no_answer_and_the_rerun_asks_only_the_rest(tmp_path)
     committed as it returns), and the rerun asks exactly the prompts that are not."""
     import time
 
-    from tasks.consistency.store import open_store
-    from tasks.models.llm_classifier import ANSWERS_DB
+    from lingtest.tasks.consistency.store import open_store
+    from lingtest.tasks.models.llm_classifier import ANSWERS_DB
 
     texts = [f"review {i}: I {'love' if i % 2 else 'hate'} it" for i in range(40)]
     with SentimentChat() as server:
@@ -299,7 +299,7 @@ def test_smollm2_as_the_classifier_through_capabilities_and_adaptive(data_projec
 
     import pandas as pd
 
-    from flows import cli
+    from lingtest.flows import cli
 
     workspace, overrides = data_project
     monkeypatch.setenv("LINGTEST_ROOT", str(workspace.root))

@@ -13,9 +13,9 @@ import json
 import pytest
 import torch
 
-from tasks.consistency.oracle import read_answer
-from tasks.models.json_stop import JSONAnswerStop, json_end, looping
-from tasks.models.llm import LLMSettings, check_llm, load_llm, parse_llm
+from lingtest.tasks.consistency.oracle import read_answer
+from lingtest.tasks.models.json_stop import JSONAnswerStop, json_end, looping
+from lingtest.tasks.models.llm import LLMSettings, check_llm, load_llm, parse_llm
 
 TARGET = '{"answer": true} and some more words after it'
 
@@ -109,7 +109,7 @@ def test_seq2seq_backend_answers_and_stops_after_the_json(tiny_t5) -> None:
 
 
 def test_seq2seq_missing_folder_or_offline_hub_id_is_one_error(tmp_path) -> None:
-    from tasks.core.errors import LingtestError
+    from lingtest.tasks.core.errors import LingtestError
 
     with pytest.raises(LingtestError, match="seq2seq"):
         check_llm(parse_llm("seq2seq:nobody/no-t5"), offline=True, root=tmp_path)

@@ -12,11 +12,11 @@ from pydantic import ValidationError
 
 pytest.importorskip("ctranslate2")
 
-from tasks.consistency.ipm import derive_prompt  # noqa: E402
-from tasks.models.causal_lm import CONVERTED_MARKER, load_causal_lm  # noqa: E402
-from tasks.models.llm_classifier import DEFAULT_TEMPLATE  # noqa: E402
-from tasks.models import lm_engines  # noqa: E402
-from tasks.models.lm_engines import CT2CausalLM, ct2_dir, planned_engine  # noqa: E402
+from lingtest.tasks.consistency.ipm import derive_prompt  # noqa: E402
+from lingtest.tasks.models.causal_lm import CONVERTED_MARKER, load_causal_lm  # noqa: E402
+from lingtest.tasks.models.llm_classifier import DEFAULT_TEMPLATE  # noqa: E402
+from lingtest.tasks.models import lm_engines  # noqa: E402
+from lingtest.tasks.models.lm_engines import CT2CausalLM, ct2_dir, planned_engine  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -81,7 +81,7 @@ def test_copy_is_made_once_and_checked_on_open(pair, caplog):
 
 
 def test_auto_runs_smollm2_on_the_engine_and_says_why(pair, questions):
-    from tasks.models.llm import LLMSettings, load_llm
+    from lingtest.tasks.models.llm import LLMSettings, load_llm
 
     lm, _ = pair
     assert load_causal_lm(SMOLLM, True, "cpu") is lm  # transformers: the default
@@ -98,7 +98,7 @@ def test_auto_runs_smollm2_on_the_engine_and_says_why(pair, questions):
 
 
 def test_an_engine_that_cannot_run_is_refused_before_the_work(monkeypatch):
-    from tasks.core.sections import ModelsParams
+    from lingtest.tasks.core.sections import ModelsParams
 
     with pytest.raises(ValidationError, match="lm_precision int8 needs the CTranslate2 engine"):
         ModelsParams(lm_engine="transformers", lm_precision="int8")
@@ -116,9 +116,9 @@ def test_an_engine_that_cannot_run_is_refused_before_the_work(monkeypatch):
 def test_answers_under_another_engine_are_another_model_key():
     """The consistency identity (known before loading) and an LLM classifier's answer-store
     key name the engine; under transformers they are what they were before the engine."""
-    from tasks.consistency.answering import identity
-    from tasks.models.llm_classifier import load_llm_classifier
-    from tasks.models.model_spec import parse_model
+    from lingtest.tasks.consistency.answering import identity
+    from lingtest.tasks.models.llm_classifier import load_llm_classifier
+    from lingtest.tasks.models.model_spec import parse_model
 
     settings = {"max_new_tokens": 16, "temperature": 0.0, "seed": 0, "system": None,
                 "timeout_s": 30.0, "retries": 0, "backoff_s": 0.0, "concurrency": 1,

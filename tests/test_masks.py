@@ -6,10 +6,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from tasks.capabilities.masks import (MASK, PTB_TAGS, embeddings, is_subsequence, mask_candidates,
+from lingtest.tasks.capabilities.masks import (MASK, PTB_TAGS, embeddings, is_subsequence, mask_candidates,
                                       masked_sentences, reference_cfg, seed_productions)
-from tasks.core.errors import LingtestError
-from tasks.data.treebank import parse_one
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.data.treebank import parse_one
 
 OR_BOTH = "(FRAG (CC Or) (NP (DT both)) (. .))"
 MOVIE = "(S (NP (DT The) (NN movie)) (VP (VBZ works)) (. .))"
@@ -120,8 +120,8 @@ def test_sampling_prefers_frequent_reference_rules():
 
 
 def test_parsed_seed_end_to_end(ptb_cfg, table):
-    from tasks.capabilities.grammar import induce_pcfg
-    from tasks.models.nlp import load_spacy
+    from lingtest.tasks.capabilities.grammar import induce_pcfg
+    from lingtest.tasks.models.nlp import load_spacy
 
     doc = load_spacy("en_core_web_sm")("The acting is wonderful.")
     grammar = induce_pcfg(table("ptb_trees")["tree"].iloc[:-200])

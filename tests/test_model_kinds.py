@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from bad_input_harness import assert_one_clear_error, lingtest, project  # noqa: F401
-from tasks.core.errors import LingtestError
-from tasks.models.checks import infer_kind
-from tasks.models.model_spec import parse_model
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.checks import infer_kind
+from lingtest.tasks.models.model_spec import parse_model
 
 SCORERS = '''"""Sentiment scorers written as plain functions, as a TextBlob user would."""
 import numpy as np
@@ -150,7 +150,7 @@ def test_an_encoder_class_without_a_vocabulary_is_refused_before_the_run(
     spec = f"python:{models / 'encoders.py'}:HashingEncoder"
     assert_one_clear_error(["test", spec], {}, "has no vocabulary for the `vocab` dictionary",
                            project, monkeypatch, capsys)
-    from tasks.models.any_encoder import check_contrastive_encoder
+    from lingtest.tasks.models.any_encoder import check_contrastive_encoder
 
     tokenized = parse_model(f"python:{models / 'encoders.py'}:TokenizedEncoder")
     assert check_contrastive_encoder(tokenized, True, models)["pooling"] == "own encode"

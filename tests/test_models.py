@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.core.config import ModelsParams
-from tasks.core.errors import LingtestError
-from tasks.core.io import sha256_file
-from tasks.models import registry
-from tasks.models.registry import describe_models, hub_offline, resolve
+from lingtest.tasks.core.config import ModelsParams
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.io import sha256_file
+from lingtest.tasks.models import registry
+from lingtest.tasks.models.registry import describe_models, hub_offline, resolve
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SMOLLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -23,13 +23,13 @@ NOT_CACHED = "lingtest-tests/no-such-encoder"
 
 @pytest.fixture(scope="module")
 def encoder(one_torch_thread):
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
     return load_encoder(MINILM, offline=True, device="cpu")
 
 
 @pytest.fixture(scope="module")
 def lm(one_torch_thread):
-    from tasks.models.causal_lm import load_causal_lm
+    from lingtest.tasks.models.causal_lm import load_causal_lm
     return load_causal_lm(SMOLLM, offline=True, device="cpu")
 
 
@@ -142,7 +142,7 @@ def test_hub_offline_is_scoped(monkeypatch):
 
 def test_pooling_respects_the_attention_mask():
     import torch
-    from tasks.models.encoders import parse_pooling, pool
+    from lingtest.tasks.models.encoders import parse_pooling, pool
 
     hidden = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]])
     mask = torch.tensor([[1, 1, 0]])
@@ -189,7 +189,7 @@ def test_vocabulary_is_whole_words(encoder):
 def test_plain_hf_folder_uses_the_pooler(tmp_path):
     """Without sentence-transformers config the COSTELLO rule applies: the pooler output."""
     import torch
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
 
     packaged = Path(resolve(MINILM, "encoder").path)
     for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
@@ -206,7 +206,7 @@ def test_plain_hf_folder_uses_the_pooler(tmp_path):
 
 
 def test_load_encoder_missing_is_one_clear_error():
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
 
     with pytest.raises(LingtestError, match="no-such-encoder.*fix"):
         load_encoder(NOT_CACHED, offline=True)
@@ -224,7 +224,7 @@ def test_smollm2_greedy_answer_is_deterministic(lm):
     assert batch[0] == first and "4" in batch[1]
     raw = lm.generate("The capital of France is", chat=False, max_new_tokens=4)
     assert raw.lower().startswith("paris")
-    from tasks.models.causal_lm import load_causal_lm
+    from lingtest.tasks.models.causal_lm import load_causal_lm
     assert load_causal_lm(SMOLLM, offline=True, device="cpu") is lm  # one instance per process
 
 
@@ -258,7 +258,7 @@ def test_smollm2_parameters_are_recordable(lm):
 # --------------------------------------------------------------------------- spaCy
 
 def test_spacy_ptb_tags_and_version():
-    from tasks.models.nlp import load_spacy, spacy_parameters
+    from lingtest.tasks.models.nlp import load_spacy, spacy_parameters
 
     nlp = load_spacy("en_core_web_sm", offline=True)
     assert [t.tag_ for t in nlp("The cat sat on the mat.")] == [
@@ -272,8 +272,8 @@ def test_spacy_ptb_tags_and_version():
 
 CONVERSION = """
 import dataclasses, json, sys, torch
-from tasks.models import causal_lm
-from tasks.models.registry import resolve
+from lingtest.tasks.models import causal_lm
+from lingtest.tasks.models.registry import resolve
 res = resolve(sys.argv[1], "causal_lm").require()
 copy = causal_lm.converted_dir(res)
 sources = []
@@ -325,7 +325,7 @@ def test_the_gguf_is_converted_once_and_the_copy_is_the_same_model(tmp_path):
     import subprocess
     import sys
 
-    from tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
 
     env = dict(os.environ, LINGTEST_CACHE=str(tmp_path), HF_HUB_OFFLINE="1",
                PYTHONPATH=str(PACKAGE_ROOT), TQDM_DISABLE="1", OMP_NUM_THREADS="1")
@@ -346,7 +346,7 @@ def test_the_gguf_is_converted_once_and_the_copy_is_the_same_model(tmp_path):
 
 TWO_LOADS = """
 import sys, threading
-from tasks.models.encoders import load_encoder
+from lingtest.tasks.models.encoders import load_encoder
 errors = []
 def load(model_id):
     try:
@@ -367,7 +367,7 @@ def test_two_encoders_load_side_by_side_in_a_fresh_process(tmp_path):
     import subprocess
     import sys
 
-    from tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
 
     copy = tmp_path / "minilm-copy"
     shutil.copytree(resolve(MINILM, "encoder").path, copy)
@@ -388,7 +388,7 @@ def test_an_online_hub_id_is_keyed_to_the_commit_the_hub_states(monkeypatch, tmp
 
     from huggingface_hub import HfApi
 
-    from tasks.core.caching import ModelRef
+    from lingtest.tasks.core.caching import ModelRef
 
     asked: list[str] = []
     commits = iter(["a" * 40, "b" * 40])

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tasks.core.errors import LingtestError
-from tasks.text import lexicon_lookup as lex
-from tasks.text.mutations import (antonyms, gender_swap, invert, match_case, replace_lemma,
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.text import lexicon_lookup as lex
+from lingtest.tasks.text.mutations import (antonyms, gender_swap, invert, match_case, replace_lemma,
                                   slots, synonyms)
 
 
@@ -197,7 +197,7 @@ def test_polarity_lookup_keeps_clear_words_only():
 def test_synonym_rewrite_replaces_words_with_the_given_probability(nlp, wn, polarity):
     import numpy as np
 
-    from tasks.text.rewrite import rewrite_slots, synonym_rewrite
+    from lingtest.tasks.text.rewrite import rewrite_slots, synonym_rewrite
     doc = nlp("The movie was a wonderful and moving story ; the actors play their parts "
               "beautifully and the director shows a rare talent for quiet scenes .")
     every = synonym_rewrite(doc, wn, np.random.default_rng(0), 1.0)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from projects import copy_code
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 PAGE = PACKAGE_ROOT / "docs" / "new-method.md"
 BLOCK = re.compile(r"```(python|yaml)\n# (\S+)\n(.*?)```", re.S)
@@ -66,7 +66,7 @@ def _lingtest(root: Path, *args: str, timeout: int = 300) -> subprocess.Complete
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     env.update(PYTHONPATH=str(root), LINGTEST_ROOT=str(root), HF_HUB_OFFLINE="1",
                PREFECT_API_URL=PREFECT_API_URL.value())
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=root, env=env,
+    return subprocess.run([sys.executable, "-m", "lingtest.flows.cli", *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

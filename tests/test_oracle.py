@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tasks.consistency.oracle import classify_csv, guide_answer, parse_answer, read_answer
-from flows import cli
-from tasks.core.errors import InputFormatError, LingtestError
+from lingtest.tasks.consistency.oracle import classify_csv, guide_answer, parse_answer, read_answer
+from lingtest.flows import cli
+from lingtest.tasks.core.errors import InputFormatError, LingtestError
 
 CASES = [
     # bare booleans
@@ -111,7 +111,7 @@ def test_strict_mode_accepts_only_a_json_boolean(response: str, expected: str) -
 
 
 def test_oracle_versions_keep_modes_apart() -> None:
-    from tasks.consistency.oracle import oracle_version
+    from lingtest.tasks.consistency.oracle import oracle_version
 
     assert oracle_version("lenient") != oracle_version("strict")
     with pytest.raises(LingtestError, match="lenient, strict"):

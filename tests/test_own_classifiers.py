@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flows.stage import run_stage
-from flows.registry import load_params
-from tasks.core.errors import LingtestError
-from tasks.models.sentiment import LABELS2, LABELS3, load_sentiment_model
+from lingtest.flows.stage import run_stage
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.sentiment import LABELS2, LABELS3, load_sentiment_model
 
 LEXICON = '''"""Counts opinion words: a lexicon model with no weights."""
 import numpy as np
@@ -118,7 +118,7 @@ def test_editing_the_module_is_a_new_revision_and_a_cache_miss(own_runs) -> None
     on it (``cache_token``), so an edit is a miss and an unchanged file a hit."""
     from types import SimpleNamespace
 
-    from tasks.capabilities import model_tasks
+    from lingtest.tasks.capabilities import model_tasks
 
     workspace = own_runs[0]
     module = workspace.root / "inputs" / "models" / "lexicon.py"
@@ -194,7 +194,7 @@ def test_a_row_all_nan_is_no_answer_and_undefined(tmp_path) -> None:
     verdict for it, never a label; a row only partly NaN stays an error (above)."""
     import pandas as pd
 
-    from tasks.capabilities.model_tasks import run_suite
+    from lingtest.tasks.capabilities.model_tasks import run_suite
 
     (tmp_path / "broken.py").write_text(BROKEN, encoding="utf-8")
     model = load_sentiment_model("python:broken.py:silent", root=tmp_path)
@@ -216,7 +216,7 @@ def hf_folders(tmp_path_factory) -> dict[str, Path]:
     import torch
     from transformers import AutoTokenizer, BertForSequenceClassification
 
-    from tasks.models.registry import resolve
+    from lingtest.tasks.models.registry import resolve
 
     base = resolve("sentence-transformers/all-MiniLM-L6-v2", "encoder").require().path
     out = {}
@@ -271,7 +271,7 @@ def test_a_five_star_model_is_read_through_its_map(hf_folders) -> None:
 
 
 def test_names_never_carry_a_path(hf_folders, tmp_path) -> None:
-    from tasks.models.model_spec import parse_model
+    from lingtest.tasks.models.model_spec import parse_model
 
     ref = parse_model(str(hf_folders["badgood"]))
     assert ref.name == "my-badgood" and os.sep not in ref.name
@@ -313,7 +313,7 @@ def test_lingtest_test_puts_a_new_model_beside_the_stored_baseline(own_runs, mon
     without being rerun, per-case changes, and a gate's exit status."""
     import sys
 
-    from flows import cli
+    from lingtest.flows import cli
 
     workspace = own_runs[0]
     module = workspace.root / "inputs" / "models" / "shouty.py"
@@ -367,7 +367,7 @@ def test_a_run_on_another_suite_reruns_the_baseline_on_it(own_runs, monkeypatch,
     rerun, and the table says it was left out."""
     import sys
 
-    from flows import cli
+    from lingtest.flows import cli
 
     workspace = own_runs[0]
     module = workspace.root / "inputs" / "models" / "shouty.py"
@@ -415,7 +415,7 @@ def test_the_stored_baseline_stands_only_beside_a_run_of_its_own_settings(own_ru
     """Settings that change verdicts on the same cases (a θ dictionary, a band) are read
     from the stored report's provenance; the model lists and how answers are fetched are
     not verdicts."""
-    from flows.own_models import NOT_VERDICTS, settings_differ
+    from lingtest.flows.own_models import NOT_VERDICTS, settings_differ
 
     workspace, _, overrides = own_runs
     root = workspace.root
@@ -456,7 +456,7 @@ def test_predictions_file_round_trip(own_runs, monkeypatch, capsys, tmp_path) ->
     import subprocess
     import sys
 
-    from flows import cli
+    from lingtest.flows import cli
 
     workspace, _, overrides = own_runs
     monkeypatch.setenv("LINGTEST_ROOT", str(workspace.root))
@@ -490,7 +490,7 @@ def test_predictions_file_round_trip(own_runs, monkeypatch, capsys, tmp_path) ->
     params = load_params(workspace.root, [*overrides, *SMALL,
                                           f"capabilities.models=['{spec}']",
                                           "models.label_map={scored: {bad: neg, good: pos}}"])
-    from tasks.core.paths import Workspace
+    from lingtest.tasks.core.paths import Workspace
     run_stage("capabilities", params, Workspace(workspace.root, run))
     mine = pd.read_parquet(run / "interim" / "capabilities" / "results.parquet")
     stored = pd.read_parquet(workspace.interim / "capabilities" / "results.parquet")
@@ -518,8 +518,8 @@ def test_an_edited_importable_module_is_reloaded(tmp_path, monkeypatch) -> None:
 
 
 def test_kinds_are_told_from_the_protocol_or_the_function_name(tmp_path) -> None:
-    from tasks.models.checks import infer_kind
-    from tasks.models.model_spec import parse_model
+    from lingtest.tasks.models.checks import infer_kind
+    from lingtest.tasks.models.model_spec import parse_model
 
     (tmp_path / "m.py").write_text(
         "def generate(prompts):\n    return ['yes' for _ in prompts]\n"
@@ -536,7 +536,7 @@ def test_kinds_are_told_from_the_protocol_or_the_function_name(tmp_path) -> None
 
 def test_label_map_keys_may_be_numbers() -> None:
     """scikit-learn's classes_ are often 0/1: YAML reads {0: neg} with number keys."""
-    from flows.registry import Params
+    from lingtest.flows.registry import Params
 
     params = Params(models={"label_map": {"m": {0: "neg", 1: "pos"}}})
     assert params.models.label_map == {"m": {"0": "neg", "1": "pos"}}
@@ -548,7 +548,7 @@ def test_a_python_model_runs_on_dask_workers_as_on_threads(own_runs, tmp_path,
     """Each worker process imports the module file itself: the adaptive stage on two Dask
     workers give the lexicon model the same rows as the thread run."""
     from projects import dask_overrides
-    from tasks.core.paths import Workspace
+    from lingtest.tasks.core.paths import Workspace
 
     workspace, _, overrides = own_runs
     params = load_params(workspace.root, [*overrides, *SMALL, LABEL_MAP,

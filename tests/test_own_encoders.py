@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.contrastive.embedding import EmbeddingStore, embed_texts
-from tasks.core.errors import LingtestError
-from tasks.models.any_encoder import (OWN_ENCODE, check_contrastive_encoder, check_encoder,
+from lingtest.tasks.contrastive.embedding import EmbeddingStore, embed_texts
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.any_encoder import (OWN_ENCODE, check_contrastive_encoder, check_encoder,
                                       check_repairable, load_any_encoder)
-from tasks.models.model_spec import parse_model
+from lingtest.tasks.models.model_spec import parse_model
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 ROW_KEYS = {"id", "name", "kind", "source", "revision", "pooling", "path"}
@@ -72,7 +72,7 @@ def dense_folder(path: Path) -> Path:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
 
-    from tasks.models.registry import resolve, transformer_dir
+    from lingtest.tasks.models.registry import resolve, transformer_dir
 
     torch.manual_seed(0)
     base = transformer_dir(Path(resolve(MINILM, "encoder").path))
@@ -200,7 +200,7 @@ def test_a_function_returning_lists_is_an_encoder(user_root, tmp_path):
 def test_a_module_edit_changes_the_revision_and_cache_token(tmp_path):
     """The store key and a Prefect cache key (``caching.canonical`` of the encoder: its
     ``cache_token``) follow the module file: the same after a reload, new after an edit."""
-    from tasks.core.caching import canonical
+    from lingtest.tasks.core.caching import canonical
 
     module = tmp_path / "hashing.py"
     module.write_text(HASHING.format(n=64))
@@ -218,7 +218,7 @@ def test_a_module_edit_changes_the_revision_and_cache_token(tmp_path):
 
 
 def test_the_default_minilm_keeps_its_bytes_and_store_key(tmp_path):
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
 
     texts = ["A gripping, well acted film.", "dull", "The plot never quite comes together."]
     old, new = load_encoder(MINILM, device="cpu"), load_any_encoder(MINILM, device="cpu")
@@ -247,10 +247,10 @@ def latest_states(task_run_name: str, n: int) -> list[str]:
 def own_run(data_project, tmp_path_factory, dense):
     """The stage on a sibling project with two own models: the hashing encoder (a python:
     file under the project root) and the Dense sentence-transformers folder."""
-    from flows.stage import run_stage
+    from lingtest.flows.stage import run_stage
     from projects import sibling_project
 
-    from flows.registry import load_params
+    from lingtest.flows.registry import load_params
 
     workspace, overrides = data_project
     project = sibling_project(workspace, tmp_path_factory.mktemp("own") / "project")
@@ -305,7 +305,7 @@ def test_the_report_says_what_ran(own_run):
 
 
 def test_an_unchanged_module_is_a_hit_and_an_edited_one_a_miss(own_run):
-    from flows.stage import run_stage
+    from lingtest.flows.stage import run_stage
 
     project, params, first, _, _ = own_run
     out = project.interim / "contrastive" / "results.parquet"
@@ -340,7 +340,7 @@ def test_lingtest_test_puts_a_new_encoder_beside_the_stored_ones(own_run):
     files untouched."""
     import hashlib
 
-    from flows.own_models import Gates, plan, run_own_models
+    from lingtest.flows.own_models import Gates, plan, run_own_models
 
     project, params, _, _, sets = own_run
 

@@ -21,8 +21,8 @@ import time
 import pandas as pd
 import pytest
 
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.publish import slug
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.core.publish import slug
 from tests.standin_hub import (  # noqa: F401 - fixtures
     STANDINS, T5_ID, standin_hub, standin_hub_files, standin_nltk_data)
 
@@ -71,14 +71,14 @@ class PaperProject:
         self.seconds: dict[str, float] = {}
 
     def params(self):
-        from flows.registry import load_params
+        from lingtest.flows.registry import load_params
 
         return load_params(self.workspace.root,
                            self.base + [o for small in SMALL.values() for o in small], "paper")
 
     def run(self, stage: str):
-        from flows.stage import run_stage
-        from flows.validation import check_display_names, validate_inputs
+        from lingtest.flows.stage import run_stage
+        from lingtest.flows.validation import check_display_names, validate_inputs
 
         if stage not in self.summaries:
             for needed in NEEDS.get(stage, []):
@@ -146,7 +146,7 @@ def commits_named(standin_hub, text: str, ids) -> None:
 
 def test_data_stage_is_the_profiles(paper):
     """The profile leaves the data section as it is: the run imports the mirror's assets."""
-    from flows.registry import load_params
+    from lingtest.flows.registry import load_params
 
     paper.run("data")
     default = load_params(paper.workspace.root, paper.base)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 pytestmark = pytest.mark.slow
 

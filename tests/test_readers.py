@@ -12,15 +12,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks.core.errors import InputFormatError
-from tasks.core.io import sha256_file, write_parquet
-from tasks.data import TABLES
-from tasks.data.checklist import read_checklist_suite
-from tasks.data.contrast_sets import read_contrast_split
-from tasks.data.mrpc import read_mrpc_split
-from tasks.data.questions import read_questions_json, read_questions_jsonl
-from tasks.data.sst import detokenize, read_sst_split
-from tasks.data.treebank import (Node, clean_tree, iter_bracketed, leaves, parse_one,
+from lingtest.tasks.core.errors import InputFormatError
+from lingtest.tasks.core.io import sha256_file, write_parquet
+from lingtest.tasks.data import TABLES
+from lingtest.tasks.data.checklist import read_checklist_suite
+from lingtest.tasks.data.contrast_sets import read_contrast_split
+from lingtest.tasks.data.mrpc import read_mrpc_split
+from lingtest.tasks.data.questions import read_questions_json, read_questions_jsonl
+from lingtest.tasks.data.sst import detokenize, read_sst_split
+from lingtest.tasks.data.treebank import (Node, clean_tree, iter_bracketed, leaves, parse_one,
                                  read_treebank_zip, to_string)
 
 

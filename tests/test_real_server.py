@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.models.embedding_endpoints import NO_REQUESTS
+from lingtest.tasks.models.embedding_endpoints import NO_REQUESTS
 from tests.projects import sibling_project
 from tests.real_servers import serving
 from tests.test_embedding_endpoints import tiny_project
@@ -65,7 +65,7 @@ def test_minilm_served_by_llama_cpp_embeds_as_lingtest_does(server) -> None:
     vectors (cosine ≥ 0.99; the server does not L2-normalise)."""
     import httpx
 
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
 
     proxy = server[1]
     reply = httpx.post(f"{proxy.url}{EMBED}", json={"model": "minilm", "input": SENTENCES},
@@ -84,10 +84,10 @@ def test_minilm_served_by_llama_cpp_embeds_as_lingtest_does(server) -> None:
 def test_a_model_the_server_does_not_pool_is_one_clear_error(server) -> None:
     """SmolLM2's GGUF names no pooling, so llama.cpp answers a vector per token: lingtest
     stops with one error naming the endpoint instead of reading them as sentence vectors."""
-    from tasks.core.errors import LingtestError
-    from tasks.models.any_encoder import load_any_encoder
-    from tasks.models.llm import LLMSettings
-    from tasks.models.model_spec import parse_model
+    from lingtest.tasks.core.errors import LingtestError
+    from lingtest.tasks.models.any_encoder import load_any_encoder
+    from lingtest.tasks.models.llm import LLMSettings
+    from lingtest.tasks.models.model_spec import parse_model
 
     proxy = server[1]
     ref = parse_model(f"openai:smollm2-tokens@{proxy.url}", "contrastive.encoders")
@@ -129,7 +129,7 @@ def served_classifier(server, data_project, tmp_path_factory):
 def lingtest_test(monkeypatch, root, *args: str) -> str:
     """``lingtest test ARGS`` in this process, in project ``root``; its stderr (exit 0
     asserted)."""
-    from flows import cli
+    from lingtest.flows import cli
 
     monkeypatch.setenv("LINGTEST_ROOT", str(root))
     monkeypatch.chdir(root)
@@ -187,9 +187,9 @@ def served_encoder(server, tmp_path_factory, prefect_harness):
     """The contrastive stage on the served MiniLM beside the in-process one (a tiny project:
     CR1 on five triples, small SST/MRPC tables, 30 dictionary words), then again, with the
     embedding requests each run sent."""
-    from flows.registry import load_params
-    from flows.stage import run_stage
-    from tasks.core.paths import Workspace
+    from lingtest.flows.registry import load_params
+    from lingtest.flows.stage import run_stage
+    from lingtest.tasks.core.paths import Workspace
 
     root = tmp_path_factory.mktemp("served-encoder") / "project"
     tiny_project(root)

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flows.registry import Params
-from tasks.repair.params import RepairParams
-from flows.registry import load_params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.repair import report, stage
-from tasks.repair import triples as tr
+from lingtest.flows.registry import Params
+from lingtest.tasks.repair.params import RepairParams
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.repair import report, stage
+from lingtest.tasks.repair import triples as tr
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 # (s, s⁺ synonym, s⁻ antonym); MiniLM puts the last five's antonym closer (margin > 0)
@@ -72,7 +72,7 @@ def test_repair_lowers_training_violations_and_holds_out_unseen_seeds(tmp_path: 
     assert facts["repaired_revision"].startswith("local@sha256:")
     assert facts["repaired_revision"] != encoder.revision
 
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
     repaired = load_encoder(str(out_dir), device="cpu")
     assert repaired.pooling == encoder.pooling == "mean+norm"
     margin = stage.margins(repaired.encode, labelled, "l2")
@@ -241,9 +241,9 @@ def test_repair_flow_repairs_two_models_and_averages_them(data_project, tmp_path
     import json
     import shutil
 
-    from flows.stage import run_stage
-    from tasks.core.publish import slug
-    from tasks.models.registry import resolve
+    from lingtest.flows.stage import run_stage
+    from lingtest.tasks.core.publish import slug
+    from lingtest.tasks.models.registry import resolve
 
     workspace, overrides = data_project
     copy = tmp_path_factory.mktemp("encoders") / "minilm-copy"

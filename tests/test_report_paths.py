@@ -9,10 +9,10 @@ from typing import Annotated, get_args, get_origin
 import pandas as pd
 from pydantic import BaseModel
 
-from flows.registry import Params
-from tasks.core.paths import Workspace
-from tasks.core.publish import Report, provenance, publish
-from tasks.core.sections import UserPath
+from lingtest.flows.registry import Params
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import Report, provenance, publish
+from lingtest.tasks.core.sections import UserPath
 
 
 def _is_user_path(annotation: object) -> bool:

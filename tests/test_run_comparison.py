@@ -1,7 +1,7 @@
 """Run comparison: a table artifact's description carries its provenance and the commit."""
 from __future__ import annotations
 
-from tasks.core.artifacts import artifact_description
+from lingtest.tasks.core.artifacts import artifact_description
 
 
 def test_description_carries_provenance_and_commit():
@@ -17,8 +17,8 @@ def test_description_keeps_a_given_commit():
 
 
 def test_stage_params_are_dvc_yamls():
-    from flows.registry import STAGES
-    from flows.stage import stage_params
+    from lingtest.flows.registry import STAGES
+    from lingtest.flows.stage import stage_params
 
     assert stage_params("consistency") == ("seed", "profile", "models.offline",
                                            "models.lm_engine", "models.lm_precision",
@@ -29,8 +29,8 @@ def test_stage_params_are_dvc_yamls():
 def test_params_tag_ignores_sections_the_stage_does_not_read():
     from pathlib import Path
 
-    from flows.stage import stage_params_hash
-    from flows.registry import load_params
+    from lingtest.flows.stage import stage_params_hash
+    from lingtest.flows.registry import load_params
 
     params = load_params(Path(__file__).resolve().parents[1])
     other = params.model_copy(update={"consistency": params.consistency.model_copy(
@@ -42,7 +42,7 @@ def test_params_tag_ignores_sections_the_stage_does_not_read():
 def test_contrastive_headline_metrics():
     import pandas as pd
 
-    from tasks.contrastive.report import headline_metrics
+    from lingtest.tasks.contrastive.report import headline_metrics
 
     rows = []
     for kind in ("mu-sigma", "min"):

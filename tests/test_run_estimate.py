@@ -13,9 +13,9 @@ import pytest
 from bad_input_harness import assert_one_clear_error, project  # noqa: F401 - a fixture
 from standin_hub import paper_model_ids
 
-from flows.cpu_calibration import Calibration
-from flows.run_estimate import make_plan, selected_stages
-from tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.flows.cpu_calibration import Calibration
+from lingtest.flows.run_estimate import make_plan, selected_stages
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
 
 RATES = Calibration(encode=5e10, train=4e10, generate=4e10, search_l1=2e9, search_dot=5e10,
                     banks=3e10, machine="fixed for tests", measured="never")
@@ -35,7 +35,7 @@ def bare_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
 
 
 def plan_of(workspace: Workspace, profile: str | None, overrides=(), stages=None):
-    from flows.registry import load_params
+    from lingtest.flows.registry import load_params
 
     params = load_params(workspace.root, list(overrides), profile)
     return make_plan(params, workspace, selected_stages(stages), RATES)
@@ -73,7 +73,7 @@ def test_the_default_plan_downloads_nothing(bare_project):
 
 
 def test_sizes_are_the_published_ones_and_downloads_four_bytes_a_weight():
-    from flows.model_sizes import architecture_size, model_size
+    from lingtest.flows.model_sizes import architecture_size, model_size
 
     bert = model_size("textattack/bert-base-uncased-SST-2")
     assert (bert.parameters, bert.download_bytes) == (109_482_240, 4 * 109_482_240)
@@ -90,7 +90,7 @@ def test_every_hub_id_has_the_architecture_family_its_standin_has():
     same architecture family, and a cased BERT vocabulary where the stand-in has one."""
     from standin_hub import STANDINS
 
-    from flows.model_sizes import ARCHITECTURES, HUB_ARCHITECTURE
+    from lingtest.flows.model_sizes import ARCHITECTURES, HUB_ARCHITECTURE
 
     config = {"bert": "BertConfig", "distilbert": "DistilBertConfig", "albert": "AlbertConfig",
               "roberta": "RobertaConfig", "electra": "ElectraConfig", "llama": "LlamaConfig",
@@ -131,9 +131,9 @@ def tiny_contrastive(workspace: Workspace, table) -> list[str]:
 
 def test_the_contrastive_counts_are_what_the_stage_embeds_searches_and_trains(bare_project,
                                                                               table):
-    from flows.registry import load_params
-    from tasks.contrastive import classifier_tasks, embedding_tasks, thresholds, validation
-    from tasks.models.encoders import load_encoder
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.contrastive import classifier_tasks, embedding_tasks, thresholds, validation
+    from lingtest.tasks.models.encoders import load_encoder
 
     overrides = tiny_contrastive(bare_project, table)
     plan = plan_of(bare_project, None, overrides, ["contrastive", "repair"])
@@ -185,10 +185,10 @@ def test_train_sentiment_counts_its_steps_and_test_sentences(bare_project, table
 def test_the_plan_as_json_from_the_command_line(project, monkeypatch, capsys):  # noqa: F811
     """`lingtest plan --json` on a project with the adaptive stage's tree: the stored rates
     (``load_or_measure``) and a GPU of 30 TFLOP/s; the tree's tests scored by each model."""
-    import flows.cpu_calibration
+    import lingtest.flows.cpu_calibration
     from bad_input_harness import lingtest
 
-    monkeypatch.setattr(flows.cpu_calibration, "load_or_measure", lambda *a, **k: RATES)
+    monkeypatch.setattr(lingtest.flows.cpu_calibration, "load_or_measure", lambda *a, **k: RATES)
     status, output, _ = lingtest(["plan", "--stages", "adaptive", "--json", "--gpu-tflops",
                                   "30"], monkeypatch, capsys)
     assert status == 0, output

@@ -1,5 +1,5 @@
 """Runner decisions live in the flow: methods declare their preparatory calls and fan out
-through what the flow hands them (``flows.method``); no module under ``tasks/`` names the
+through what the flow hands them (``lingtest.flows.method``); no module under ``tasks/`` names the
 Dask runner or asks the running flow which task runner it has."""
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import inspect
 
 import pytest
 
-from flows.registry import STAGES, stage_method
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.flows.registry import STAGES, stage_method
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 TASKS = PACKAGE_ROOT / "tasks"
-# runner classes and modules, and the flow's own question (``flows.stage``)
+# runner classes and modules, and the flow's own question (``lingtest.flows.stage``)
 RUNNER_NAMES = ("DaskTaskRunner", "ThreadPoolTaskRunner", "prefect_dask", "prefect.task_runners",
                 "runner_uses_processes")
 
@@ -43,7 +43,7 @@ def test_no_module_under_tasks_inspects_the_task_runner():
 
 
 def test_the_check_sees_what_the_methods_used_to_do():
-    """The inspection ``tasks.core.method`` had before the flow took it over is caught; a
+    """The inspection ``lingtest.tasks.core.method`` had before the flow took it over is caught; a
     configuration's ``task_runner`` field is not."""
     before = ("from prefect.context import FlowRunContext\n"
               "runner = getattr(FlowRunContext.get(), 'task_runner', None)\n"
@@ -57,8 +57,8 @@ def test_the_check_sees_what_the_methods_used_to_do():
 def test_phases_run_in_order_with_each_phase_fed_the_last_ones_results():
     """``run_phases`` sends each phase's results back into the method's generator: a later
     phase built from an earlier one's results, the results of the last kept by the method."""
-    from flows.method import run_phases
-    from tasks.core.method import Method, run_in_turn
+    from lingtest.flows.method import run_phases
+    from lingtest.tasks.core.method import Method, run_in_turn
 
     seen: dict[str, list] = {}
 

@@ -18,12 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.runtime import ui_state_file
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.core.runtime import ui_state_file
 
 from test_ui_server import free_port
 
-LINGTEST = [sys.executable, "-m", "flows.cli"]
+LINGTEST = [sys.executable, "-m", "lingtest.flows.cli"]
 
 DVC_YAML = """stages:
   count:

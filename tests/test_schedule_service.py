@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 from test_alerts import TOKEN, Receiver, _hold_in_subprocess
 from test_schedule import _artifacts, _env, _git, _start_ui, _stop
@@ -87,7 +87,7 @@ def _service(root: Path, args: list[str], log: str, **extra: str) -> subprocess.
     elsewhere = root.parent / "elsewhere"
     elsewhere.mkdir(exist_ok=True)
     command = [str(LINGTEST_BIN)] if LINGTEST_BIN.is_file() else [
-        sys.executable, "-m", "flows.cli"]
+        sys.executable, "-m", "lingtest.flows.cli"]
     env = {"HOME": os.environ.get("HOME", str(root.parent)), "PATH": "/usr/bin:/bin",
            "PYTHONPATH": str(PACKAGE_ROOT), "PREFECT_RUNNER_POLL_FREQUENCY": "1", **extra}
     out = open(root.parent / log, "w")
@@ -308,7 +308,7 @@ def test_a_restarted_service_runs_no_stale_tick_and_a_stop_leaves_none_waiting(s
 def test_a_failed_rerun_puts_back_untracked_outputs_and_leaves_the_index_alone(tmp_path):
     """Outputs never committed (DVC deletes them before the stage runs; git has no copy) and a
     staged edit: after the failed `dvc exp run`, `git status` and every file are as before."""
-    from flows.repro import _run, dvc_command, restore_tree, tree_snapshot
+    from lingtest.flows.repro import _run, dvc_command, restore_tree, tree_snapshot
 
     root = _project(tmp_path / "project", (PACKAGE_ROOT / "params.yaml").read_text())
     first = _run(dvc_command("exp", "run", "--name", "first"), str(root))

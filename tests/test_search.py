@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.capabilities import search as S
-from tasks.capabilities.specs import CapabilitySpec, load_specs
-from tasks.core.cases import case_id
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
-from tasks.data.sst import detokenize
+from lingtest.tasks.capabilities import search as S
+from lingtest.tasks.capabilities.specs import CapabilitySpec, load_specs
+from lingtest.tasks.core.cases import case_id
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.data.sst import detokenize
 
 SPECS = {s.id: s for s in load_specs(PACKAGE_ROOT / "tasks" / "capabilities" / "specs")}
 POLARITY = {"good": "pos", "great": "pos", "joy": "pos", "superb": "pos", "wonderful": "pos",
@@ -27,7 +27,7 @@ POLARITY = {"good": "pos", "great": "pos", "joy": "pos", "superb": "pos", "wonde
 
 @pytest.fixture(scope="module")
 def nlp():
-    from tasks.models.nlp import load_spacy
+    from lingtest.tasks.models.nlp import load_spacy
 
     return load_spacy("en_core_web_sm", exclude=("parser", "ner"))
 
@@ -266,7 +266,7 @@ def test_sampling_and_transforms_are_deterministic_per_seed(tag, polarity) -> No
 def test_trials_sample_anew_and_name_the_trials_of_each_case(tag, polarity) -> None:
     """Trial 0 is the one-trial run's sampling; trial t samples with seed + t; a case
     drawn by two trials is held once with both trials in its provenance."""
-    from tasks.capabilities.suite_tasks import seed_cases
+    from lingtest.tasks.capabilities.suite_tasks import seed_cases
 
     trial_seed_cases = seed_cases.fn
 
@@ -297,7 +297,7 @@ def test_sentiwordnet_missing_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_sentiwordnet_scores_words_by_pos(tmp_path: Path, mirror: Path) -> None:
-    from tasks.text.wordnet import wordnet
+    from lingtest.tasks.text.wordnet import wordnet
 
     corpora = tmp_path / "corpora"
     (corpora / "sentiwordnet").mkdir(parents=True)

@@ -17,10 +17,10 @@ import yaml
 from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
-from flows.cli import app
-from flows.registry import Params
-from flows.registry import load_params
-from tasks.core.secrets import redact_text, redact_url, redact_value
+from lingtest.flows.cli import app
+from lingtest.flows.registry import Params
+from lingtest.flows.registry import load_params
+from lingtest.tasks.core.secrets import redact_text, redact_url, redact_value
 
 PASSWORD = "hunter2-Zq9"
 URL = f"postgresql+psycopg://alice:{PASSWORD}@db.example:5432/lingtest"
@@ -81,7 +81,7 @@ def test_odd_passwords_are_masked_whole_in_values_and_in_text(password):
 @pytest.mark.parametrize("password", ODD.values(), ids=ODD.keys())
 def test_set_echoes_in_errors_mask_the_password(password, tmp_path, monkeypatch):
     """A bad --set beside a database URL: the error quotes every --set, the password masked."""
-    from tasks.core.errors import LingtestError
+    from lingtest.tasks.core.errors import LingtestError
 
     (tmp_path / "params.yaml").write_text("seed: 1\n")
     url = odd_url(password)
@@ -137,7 +137,7 @@ def test_the_runs_table_stores_the_parameters_masked(password, tmp_path):
     """Even a caller that hands ``start_run`` raw parameters stores none of the password."""
     from sqlalchemy import text
 
-    from tasks.consistency.store import open_store
+    from lingtest.tasks.consistency.store import open_store
 
     url = odd_url(password)
     with open_store(f"sqlite:///{tmp_path}/results.sqlite") as store:
@@ -153,8 +153,8 @@ def test_the_runs_table_stores_the_parameters_masked(password, tmp_path):
 def test_a_database_that_cannot_be_reached_is_named_without_its_password(password):
     """Nothing listens on port 9: the error names the URL, masked, and the fix; an
     unencoded '@' (SQLAlchemy would take the rest for the host) is refused first."""
-    from tasks.consistency.store import open_store
-    from tasks.core.errors import LingtestError
+    from lingtest.tasks.consistency.store import open_store
+    from lingtest.tasks.core.errors import LingtestError
 
     with pytest.raises(LingtestError) as caught:
         open_store(f"postgresql+psycopg://alice:{password}@127.0.0.1:9/lingtest")
@@ -169,9 +169,9 @@ def test_reports_and_provenance_mask_a_password_given_to_them(tmp_path):
     passes a raw URL or spec into them (the files are written outside a flow run here)."""
     import pandas as pd
 
-    from tasks.core.artifacts import artifact_description
-    from tasks.core.paths import Workspace
-    from tasks.core.publish import Report, provenance, publish
+    from lingtest.tasks.core.artifacts import artifact_description
+    from lingtest.tasks.core.paths import Workspace
+    from lingtest.tasks.core.publish import Report, provenance, publish
 
     password = ODD["all"]
     workspace = Workspace(tmp_path)
@@ -202,7 +202,7 @@ def test_prefect_stores_masked_flow_parameters_while_the_flow_gets_the_real_ones
     from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId,
                                                 LogFilter, LogFilterFlowRunId)
 
-    from tasks.core.artifacts import publish_table
+    from lingtest.tasks.core.artifacts import publish_table
 
     password = ODD["all"]
     url, spec = odd_url(password), f"openai:m@http://alice:{password}@127.0.0.1:9/v1"
@@ -242,8 +242,8 @@ def test_adapt_stores_its_base_url_masked_while_the_flow_gets_the_real_one():
     """`lingtest adapt --base-url` reaches ``adapt_flow`` as a ``MaskedURL``: the parameters
     Prefect stores for the run (``Flow.serialize_parameters``, what the API records) hold the
     URL with its password masked, the flow's validated parameters the real URL."""
-    from flows.adapt import adapt_flow
-    from tasks.core.secrets import MaskedURL, plain_url
+    from lingtest.flows.adapt import adapt_flow
+    from lingtest.tasks.core.secrets import MaskedURL, plain_url
 
     password = ODD["encoded"]
     url = f"http://alice:{password}@127.0.0.1:9/v1"
@@ -280,7 +280,7 @@ def test_consistency_run_with_a_database_password_writes_it_nowhere(
     from prefect.logging.handlers import APILogWorker
     from sqlalchemy import create_engine, text
 
-    from flows.stage import run_stage
+    from lingtest.flows.stage import run_stage
 
     workspace, overrides = data_project
     # the test server trusts local connections, so any password is accepted and must be hidden

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.core.errors import LingtestError
-from tasks.models import registry
-from tasks.models.label_maps import aggregate
-from tasks.models.sentiment import (
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models import registry
+from lingtest.tasks.models.label_maps import aggregate
+from lingtest.tasks.models.sentiment import (
     LABELS2,
     LABELS3,
     MINILM_SST2_DIR,
@@ -34,7 +34,7 @@ def sst(table) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def tiny_runs(sst, tmp_path_factory):
     """Two identical tiny fine-tunings (same seed) and one with another seed."""
-    from tasks.training.sentiment import train_minilm_sst2
+    from lingtest.tasks.training.sentiment import train_minilm_sst2
 
     root = tmp_path_factory.mktemp("sentiment")
     kwargs = {"epochs": 1, "batch_size": 32, "max_train": 64, "max_test": 32, "threads": 1}
@@ -197,7 +197,7 @@ def test_reloaded_model_predicts_in_three_labels(tiny_runs, sst):
 def test_reloaded_model_reproduces_the_trained_accuracy(tiny_runs, sst):
     """The saved weights are the trained ones: the reloaded model scores the same seeded
     test sample exactly as the in-memory model did at the end of training."""
-    from tasks.data.sst import sst2_split
+    from lingtest.tasks.data.sst import sst2_split
 
     root, _, metrics = tiny_runs["a"]
     test = sst2_split(sst, "test").sample(n=metrics["test_size"], random_state=metrics["seed"])
@@ -213,10 +213,10 @@ def test_a_rerun_reuses_the_trained_folder_and_any_change_trains_again(sst, tmp_
     model's revision and the training code (each a miss)."""
     import shutil
 
-    from tasks.core import caching
-    from flows.registry import load_params
-    from tasks.core.paths import PACKAGE_ROOT
-    from tasks.training import sentiment as training
+    from lingtest.tasks.core import caching
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.training import sentiment as training
 
     shutil.copy(PACKAGE_ROOT / "params.yaml", tmp_path / "params.yaml")
     small = ["capabilities.train_sentiment.max_train=32", "capabilities.train_sentiment.epochs=1",

@@ -18,7 +18,7 @@ from llm_servers import FakeLLMServer
 from test_embedding_endpoints import tiny_project
 from test_own_encoders import HASHING
 
-from tasks.models.embedding_endpoints import NO_REQUESTS
+from lingtest.tasks.models.embedding_endpoints import NO_REQUESTS
 
 KEY = "sk-served-encoder-7031"
 MODEL = "text-embedding-3-small"  # one the fake server lists at /v1/models
@@ -42,10 +42,10 @@ def served_cli(tmp_path_factory, prefect_harness):
     with what the server got during each."""
     from typer.testing import CliRunner
 
-    from flows.cli import app
-    from flows.registry import load_params
-    from flows.stage import run_stage
-    from tasks.core.paths import Workspace
+    from lingtest.flows.cli import app
+    from lingtest.flows.registry import load_params
+    from lingtest.flows.stage import run_stage
+    from lingtest.tasks.core.paths import Workspace
 
     root = tmp_path_factory.mktemp("served-encoder-cli")
     tiny_project(root)
@@ -138,8 +138,8 @@ def test_a_baseline_run_with_other_settings_is_named_and_its_encoder_left_out(se
     cannot stand beside such a run; the stored hashing encoder is not among params.yaml's
     contrastive models (models.encoders, as contrastive.encoders is unset there), so it
     cannot be rerun and the words say so."""
-    from flows.own_models import baseline_to_run_here
-    from flows.registry import load_params
+    from lingtest.flows.own_models import baseline_to_run_here
+    from lingtest.flows.registry import load_params
 
     root = served_cli["root"]
     spec = f"contrastive.encoders=['openai:{MODEL}@{served_cli['url']}#key_env=EMBED_KEY']"

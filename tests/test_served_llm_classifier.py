@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.models.llm import LLMSettings
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.models.llm import LLMSettings
 from tests.llm_servers import LabelChat
 
 # consistency.*: none of them the defaults (60 s, 3 retries, 1 s, 4 in flight)
@@ -90,7 +90,7 @@ def set_llm_classifier(root: Path, settings: dict) -> None:
 
 
 def load_params(root: Path, *sets: str):
-    from flows.registry import load_params as load
+    from lingtest.flows.registry import load_params as load
 
     return load(root, list(sets))
 
@@ -117,13 +117,13 @@ def test_lingtest_adapt_asks_the_served_classifier_with_the_project_s_http_setti
     the same command on the same tree again sends the server no chat request."""
     from typer.testing import CliRunner
 
-    import flows.adapt
-    from flows.cli import app
+    import lingtest.flows.adapt
+    from lingtest.flows.cli import app
     from test_adaptive_generators import CompletionsServer
 
     built = []
-    loader = flows.adapt.load_sentiment_model
-    monkeypatch.setattr(flows.adapt, "load_sentiment_model",
+    loader = lingtest.flows.adapt.load_sentiment_model
+    monkeypatch.setattr(lingtest.flows.adapt, "load_sentiment_model",
                         lambda *a, **kw: built.append(loader(*a, **kw)) or built[-1])
     monkeypatch.setenv("PREFECT_HOME", str(project / ".prefect"))
     start = project / "inputs" / "start.csv"
@@ -165,7 +165,7 @@ TEXTS = ["I love this room", "The worst breakfast", "??? the view", "It opens at
 def test_review_loads_a_served_classifier_with_the_project_s_http_settings(project) -> None:
     """``lingtest review``'s model loading (``review_models``): the served classifier has
     ``consistency.*``; its answers come from the server, then from the store."""
-    from tasks.adaptive.cli import review_models
+    from lingtest.tasks.adaptive.cli import review_models
 
     params, workspace = load_params(project), Workspace(project)
     with served() as chat:
@@ -188,7 +188,7 @@ def test_review_loads_a_served_classifier_with_the_project_s_http_settings(proje
 def test_the_flow_s_http_parameter_is_the_project_s_settings(project) -> None:
     """``lingtest adapt`` hands ``adapt_flow`` the project's ``consistency.*`` as plain
     values; without a consistency section they are the defaults (which ``HTTP`` is not)."""
-    from flows.adapt import http_parameters
+    from lingtest.flows.adapt import http_parameters
 
     assert LLMSettings(**http_parameters(load_params(project))) == LLMSettings(**HTTP)
     assert LLMSettings(**http_parameters(None)) == LLMSettings()
@@ -206,8 +206,8 @@ def test_per_model_label_words_and_template_from_params(project, tmp_path, monke
     """``models.llm_classifier: {judge: {labels: {neg: [bad], pos: [good]}, template: ...}}``
     (or ``template_file`` relative to the project root, read from another folder): the server
     gets the template, "good" / "bad" read as pos / neg, two-label probabilities."""
-    from tasks.models.llm_classifier import LLMClassifier
-    from tasks.models.sentiment import LABELS2, load_configured
+    from lingtest.tasks.models.llm_classifier import LLMClassifier
+    from lingtest.tasks.models.sentiment import LABELS2, load_configured
 
     settings = {"labels": GOOD_BAD}
     if where == "inline":
@@ -259,7 +259,7 @@ def test_the_adaptive_report_names_a_served_classifier_without_its_secrets(
     ``#key_env``): each provenance line names the endpoint with neither secret, the default
     template, the label words, where the probabilities came from, and the two texts the
     server answered "I cannot tell." as undefined; no file the stage wrote holds a secret."""
-    from flows.stage import run_stage
+    from lingtest.flows.stage import run_stage
 
     monkeypatch.setenv("JUDGE_KEY", KEY)
     with served(logprobs=True) as scored, served(logprobs=False) as worded:
@@ -296,8 +296,8 @@ def test_the_adaptive_report_names_a_served_classifier_without_its_secrets(
 def test_the_answer_store_keeps_no_url_password(project) -> None:
     """data/cache/llm-answers.sqlite names the model without the password in its URL, as
     the consistency stage's store does (``answering.store_key``)."""
-    from tasks.models.llm_classifier import ANSWERS_DB
-    from tasks.models.sentiment import load_configured
+    from lingtest.tasks.models.llm_classifier import ANSWERS_DB
+    from lingtest.tasks.models.sentiment import load_configured
 
     with served() as chat:
         url = chat.url.replace("http://", f"http://alice:{PASSWORD}@")

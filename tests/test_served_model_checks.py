@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.errors import LingtestError
-from tasks.models.any_encoder import check_encoder, load_any_encoder
-from tasks.models.checks import check_classifier
-from tasks.models.llm_classifier import LLMClassifier
-from tasks.models.llm_http import LLMSettings
-from tasks.models.model_spec import parse_model
-from tasks.models.sentiment import load_sentiment_model
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.any_encoder import check_encoder, load_any_encoder
+from lingtest.tasks.models.checks import check_classifier
+from lingtest.tasks.models.llm_classifier import LLMClassifier
+from lingtest.tasks.models.llm_http import LLMSettings
+from lingtest.tasks.models.model_spec import parse_model
+from lingtest.tasks.models.sentiment import load_sentiment_model
 from tests.bad_input_harness import assert_one_clear_error, project  # noqa: F401 - a fixture
 from tests.llm_servers import FakeLLMServer
 
@@ -113,7 +113,7 @@ def test_a_served_revision_ignores_the_per_request_created_stamp(tmp_path: Path)
 def test_a_url_password_beside_key_env_is_refused(monkeypatch) -> None:
     """httpx sends a URL's user:password as Basic auth in place of the Bearer key, so the
     key would silently never reach the server."""
-    from tasks.models.llm_http import resolve_endpoint
+    from lingtest.tasks.models.llm_http import resolve_endpoint
 
     monkeypatch.setenv("EMBED_KEY", "sk-test")
     spec = "openai:e@http://user:pw@127.0.0.1:9/v1#key_env=EMBED_KEY"

@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 PROBE = """import time
-from tasks.core.errors import LingtestError
-from tasks.core.runtime import start_temporary_server
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.runtime import start_temporary_server
 import httpx
 try:
     url = start_temporary_server(2)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tasks.core.schema import Contract
-from tasks.core.side_by_side import case_changes, changed_cases, side_by_side
+from lingtest.tasks.core.schema import Contract
+from lingtest.tasks.core.side_by_side import case_changes, changed_cases, side_by_side
 
 CONTRACT = Contract(method="capabilities", group="capability", texts=("text",))
 SUITE = pd.DataFrame({"case_id": list("abcde"), "capability": ["LC10", "LC2", "LC2", "LC1",

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.capabilities.specs import load_spec, load_specs
-from tasks.core.errors import InputFormatError, LingtestError
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.capabilities.specs import load_spec, load_specs
+from lingtest.tasks.core.errors import InputFormatError, LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 SPECS = PACKAGE_ROOT / "tasks" / "capabilities" / "specs"
 MINIMAL = """\

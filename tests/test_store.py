@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from sqlalchemy import create_engine, select, text
 
-from tasks.consistency.store import RESULT_COLUMNS, Store, open_store
-from tasks.consistency.store_schema import Run
-from tasks.core.errors import LingtestError
+from lingtest.tasks.consistency.store import RESULT_COLUMNS, Store, open_store
+from lingtest.tasks.consistency.store_schema import Run
+from lingtest.tasks.core.errors import LingtestError
 
 # Loaded by path: tests/ is not a package, and conftest.py is not ours to extend.
 _spec = importlib.util.spec_from_file_location("pg_server", Path(__file__).with_name("pg_server.py"))
@@ -254,9 +254,9 @@ def test_server_binaries_come_from_the_venv_wheel():
 def test_a_sqlite_url_in_the_home_folder_is_expanded(tmp_path: Path, monkeypatch):
     """`sqlite:///~/answers.db` is the file in the home folder (SQLite alone would create a
     folder named `~` in the working directory), like every path parameter's `~`."""
-    from tasks.consistency.run_settings import database_url
-    from flows.registry import Params
-    from tasks.core.paths import Workspace
+    from lingtest.tasks.consistency.run_settings import database_url
+    from lingtest.flows.registry import Params
+    from lingtest.tasks.core.paths import Workspace
 
     monkeypatch.setenv("HOME", str(tmp_path))
     params = Params.model_validate({"consistency": {"database_url": "sqlite:///~/answers.db"}})
@@ -272,7 +272,7 @@ def test_tasks_opening_a_new_file_at_once_all_get_the_store(tmp_path) -> None:
     one that loses the race ("table already exists") tries again and gets the store."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tasks.consistency.store import open_store
+    from lingtest.tasks.consistency.store import open_store
 
     for attempt in range(3):
         url = f"sqlite:///{tmp_path / f'new-{attempt}.sqlite'}"

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 
 def damage(path, at: float = 0.5, size: int = 8192) -> None:
@@ -21,8 +21,8 @@ def damage(path, at: float = 0.5, size: int = 8192) -> None:
 def test_a_damaged_answer_database_is_named_with_the_fix(tmp_path):
     from sqlalchemy import select
 
-    from tasks.consistency.store import check_sqlite, open_store
-    from tasks.consistency.store_schema import Question
+    from lingtest.tasks.consistency.store import check_sqlite, open_store
+    from lingtest.tasks.consistency.store_schema import Question
 
     path = tmp_path / "results.sqlite"
     url = f"sqlite:///{path}"
@@ -57,9 +57,9 @@ def test_the_consistency_flow_checks_the_database_before_rewriting_its_suite(tmp
     ``check_inputs``, before ``build_suite`` rewrites the interim files."""
     import shutil
 
-    from tasks.consistency.method import ConsistencyMethod
-    from flows.registry import load_params
-    from tasks.core.paths import PACKAGE_ROOT, Workspace
+    from lingtest.tasks.consistency.method import ConsistencyMethod
+    from lingtest.flows.registry import load_params
+    from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
 
     shutil.copy(PACKAGE_ROOT / "params.yaml", tmp_path / "params.yaml")
     questions = tmp_path / "inputs" / "q.jsonl"
@@ -79,7 +79,7 @@ def test_a_database_in_use_is_not_called_damaged(tmp_path):
     """A writer holding the file: the check does not judge (nor wait forever)."""
     import sqlite3
 
-    from tasks.consistency.store import check_sqlite
+    from lingtest.tasks.consistency.store import check_sqlite
 
     path = tmp_path / "results.sqlite"
     writer = sqlite3.connect(path)
@@ -95,7 +95,7 @@ def test_a_database_in_use_is_not_called_damaged(tmp_path):
 
 @pytest.fixture
 def shard_store(tmp_path):
-    from tasks.contrastive.embedding import EmbeddingStore
+    from lingtest.tasks.contrastive.embedding import EmbeddingStore
 
     texts = [f"sentence number {i} of the test" for i in range(400)]
     vectors = np.random.default_rng(0).normal(size=(len(texts), 384)).astype(np.float32)

@@ -6,10 +6,10 @@ import json
 import pandas as pd
 import pytest
 
-from tasks.contrastive.params import ContrastiveParams
-from tasks.core.errors import InputFormatError, LingtestError
-from tasks.contrastive.costello_json import read_costello_suite, write_costello_suite
-from tasks.contrastive.suite import COLUMNS, generate_suite, table1
+from lingtest.tasks.contrastive.params import ContrastiveParams
+from lingtest.tasks.core.errors import InputFormatError, LingtestError
+from lingtest.tasks.contrastive.costello_json import read_costello_suite, write_costello_suite
+from lingtest.tasks.contrastive.suite import COLUMNS, generate_suite, table1
 
 MAX_SEEDS = 6
 SEED = 7

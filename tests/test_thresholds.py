@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tasks.contrastive.thresholds import (
+from lingtest.tasks.contrastive.thresholds import (
     cap_words, dictionary_from_dataset, naive_nearest_neighbour_distances, nearest_neighbours,
     nearest_neighbour_distances, nearest_neighbour_summary, threshold, thresholds,
     vocabulary_dictionary,
 )
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 LINE = np.array([[0.0], [1.0], [3.0], [7.0]])  # NN distances 1, 1, 2, 4
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.server import start_server, stop_server
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.core.server import start_server, stop_server
 
 from browser import RENDER_WAIT_S, Browser, start_chromium, stop_chromium
 from test_ui_server import free_port
@@ -48,7 +48,7 @@ def _run_data_stage(root: Path, mirror: Path, overrides: dict[str, object]) -> N
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PYTHONPATH=str(PACKAGE_ROOT), LINGTEST_MIRROR=str(mirror), HF_HUB_OFFLINE="1")
     sets = [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
-    result = subprocess.run([sys.executable, "-m", "flows.cli", "run", "data",
+    result = subprocess.run([sys.executable, "-m", "lingtest.flows.cli", "run", "data",
                              "--set", "data.online=false", *sets], cwd=root, env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

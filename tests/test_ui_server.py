@@ -10,13 +10,13 @@ from pathlib import Path
 
 import httpx
 
-from tasks.core.paths import PACKAGE_ROOT, Workspace
-from tasks.core.runtime import running_ui_url, ui_state_file
-from tasks.core.server import start_server, stop_server
+from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
+from lingtest.tasks.core.runtime import running_ui_url, ui_state_file
+from lingtest.tasks.core.server import start_server, stop_server
 
 FLOW = """
-from tasks.core.paths import Workspace
-from tasks.core.runtime import configure_environment
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.runtime import configure_environment
 print(configure_environment(Workspace.current()))
 from prefect import flow
 
@@ -60,7 +60,7 @@ def test_flow_runs_show_up_on_the_ui_server(tmp_path: Path) -> None:
 # SIGINT ignored, which an exec'd process inherits
 UI_WITH_SIGINT_IGNORED = """import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-os.execv(sys.executable, [sys.executable, "-m", "flows.cli", "ui", "--port", sys.argv[1]])
+os.execv(sys.executable, [sys.executable, "-m", "lingtest.flows.cli", "ui", "--port", sys.argv[1]])
 """
 
 

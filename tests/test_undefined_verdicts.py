@@ -15,26 +15,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.adaptive.cases import INVARIANCE, tree_to_cases
-from tasks.adaptive.debug import evaluate
-from tasks.adaptive.label_model import rank_suggestions
-from tasks.adaptive.method import topic_rates
-from tasks.adaptive.prompts import PromptSettings
-from tasks.adaptive.review import ModelOracle
-from tasks.adaptive.review_app.session import ReviewSession, ReviewSettings
-from tasks.adaptive.review_form import apply_review, review_input, review_markdown
-from tasks.adaptive.scoring import score_cases
-from tasks.adaptive.tree import read_tree
-from tasks.capabilities import report
-from tasks.capabilities.checklist_run import TABLE_COLUMNS, failure_table, run_checklist
-from tasks.capabilities.model_tasks import run_suite
-from tasks.core.cases import case_id
-from tasks.core.errors import LingtestError
-from tasks.core.method import Method
-from tasks.core.metrics import verdict_metrics
-from tasks.core.schema import UNDEFINED, Contract
-from tasks.core.side_by_side import side_by_side
-from tasks.models.sentiment import LABELS3, SentimentModel, VaderModel
+from lingtest.tasks.adaptive.cases import INVARIANCE, tree_to_cases
+from lingtest.tasks.adaptive.debug import evaluate
+from lingtest.tasks.adaptive.label_model import rank_suggestions
+from lingtest.tasks.adaptive.method import topic_rates
+from lingtest.tasks.adaptive.prompts import PromptSettings
+from lingtest.tasks.adaptive.review import ModelOracle
+from lingtest.tasks.adaptive.review_app.session import ReviewSession, ReviewSettings
+from lingtest.tasks.adaptive.review_form import apply_review, review_input, review_markdown
+from lingtest.tasks.adaptive.scoring import score_cases
+from lingtest.tasks.adaptive.tree import read_tree
+from lingtest.tasks.capabilities import report
+from lingtest.tasks.capabilities.checklist_run import TABLE_COLUMNS, failure_table, run_checklist
+from lingtest.tasks.capabilities.model_tasks import run_suite
+from lingtest.tasks.core.cases import case_id
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.method import Method
+from lingtest.tasks.core.metrics import verdict_metrics
+from lingtest.tasks.core.schema import UNDEFINED, Contract
+from lingtest.tasks.core.side_by_side import side_by_side
+from lingtest.tasks.models.sentiment import LABELS3, SentimentModel, VaderModel
 
 MARK = "???"
 HOTEL = ("neg", "pos")
@@ -228,7 +228,7 @@ TESTS = ["single positive words", "Sentiment-laden words in context", "typos", "
 
 @pytest.fixture(scope="module")
 def checklist(mirror):
-    from tasks.data import TABLES
+    from lingtest.tasks.data import TABLES
 
     full = TABLES["checklist_suite"](mirror)
     return pd.concat([full[full["test"] == t].head(25) for t in TESTS], ignore_index=True)
@@ -373,9 +373,9 @@ def test_an_oracle_round_rejects_and_counts_what_the_model_left_undefined(hotel)
     from test_adaptive_generators import CompletionsServer
     from test_adaptive_review import hotel_rule, round_script
 
-    from tasks.adaptive.generators import HTTPGenerator, SamplingSettings
-    from tasks.adaptive.review import RuleOracle, run_round
-    from tasks.models.llm import LLMSettings
+    from lingtest.tasks.adaptive.generators import HTTPGenerator, SamplingSettings
+    from lingtest.tasks.adaptive.review import RuleOracle, run_round
+    from lingtest.tasks.models.llm import LLMSettings
 
     smoke = "Room smelled like smoke"
     model = SilentVader(share=0, model_id="vader", texts=(smoke,))

@@ -10,7 +10,7 @@ def minilm_tokenizer():
     """The packaged MiniLM's WordPiece tokenizer (on disk, offline)."""
     from transformers import AutoTokenizer
 
-    from tasks.models.registry import resolve
+    from lingtest.tasks.models.registry import resolve
 
     return AutoTokenizer.from_pretrained(resolve("sentence-transformers/all-MiniLM-L6-v2",
                                                  "encoder").path)

@@ -49,11 +49,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.adaptive.tree import (BASE_COLUMNS, TEST_LABELS, TestTree, ensure_topic_markers,
+from lingtest.tasks.adaptive.tree import (BASE_COLUMNS, TEST_LABELS, TestTree, ensure_topic_markers,
                                  new_tree, topic_problem)
-from tasks.core.cases import case_id, provenance_json
-from tasks.core.errors import LingtestError
-from tasks.core.schema import Contract
+from lingtest.tasks.core.cases import case_id, provenance_json
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.schema import Contract
 
 METHOD = "adaptive"
 CONTRACT = Contract(method=METHOD, group="topic", texts=("input", "input_b"))

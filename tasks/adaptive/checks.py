@@ -2,11 +2,11 @@
 and label corrections parse, and the models under test resolve."""
 from __future__ import annotations
 
-from tasks.core.config import Params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
-from tasks.core.plugin_spec import ModelEntry
-from tasks.core.validate import param_path, read_param_file
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.plugin_spec import ModelEntry
+from lingtest.tasks.core.validate import param_path, read_param_file
 
 
 def tested_models(params: Params) -> list[ModelEntry]:
@@ -27,7 +27,7 @@ def debugged_model(params: Params) -> list[ModelEntry]:
 def check_tree(key: str, tree: str, workspace: Workspace):
     """An AdaTest tree parameter's file parses (one the data stage writes: run it first);
     the tree."""
-    from tasks.adaptive.tree import read_tree
+    from lingtest.tasks.adaptive.tree import read_tree
 
     path = param_path(tree, workspace.root)
     if not path.exists() and path.is_relative_to(workspace.raw):
@@ -62,7 +62,7 @@ def check_debug(params: Params, workspace: Workspace) -> None:
     if d.topics and suite.is_file():
         import pandas as pd
 
-        from tasks.adaptive.checklist_topics import learnable_topics
+        from lingtest.tasks.adaptive.checklist_topics import learnable_topics
         known = learnable_topics(pd.read_parquet(suite))
         unknown = [t for t in d.topics if t not in known]
         if unknown:
@@ -80,6 +80,6 @@ def check_debug(params: Params, workspace: Workspace) -> None:
             raise LingtestError(f"adaptive.debug.tree_topics: {unknown} hold no test in "
                                 f"{tree.source}; fix: pick topics of the tree ({shown})")
     if "adatest-tree" in d.conditions and d.corrections is not None:
-        from tasks.adaptive.corrections import read_corrections
+        from lingtest.tasks.adaptive.corrections import read_corrections
         read_param_file("adaptive.debug.corrections", read_corrections,
                         param_path(d.corrections, workspace.root))

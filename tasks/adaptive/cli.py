@@ -8,10 +8,10 @@ from typing import List, Optional
 
 import typer
 
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
 
-from flows.cli_common import current_params
+from lingtest.flows.cli_common import current_params
 
 app = typer.Typer()
 
@@ -55,8 +55,8 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
     inputs: the `adaptive` stage re-scores every one of them."""
     import shutil
 
-    from tasks.adaptive.method import GROWN_TREES
-    from tasks.core.runtime import configure_environment
+    from lingtest.tasks.adaptive.method import GROWN_TREES
+    from lingtest.tasks.core.runtime import configure_environment
 
     if top < 1:
         raise LingtestError(f"lingtest adapt --top {top}: show at least 1 suggestion a round")
@@ -65,15 +65,15 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
                             "seconds a round waits for review, >= 1 (default 3600)")
     workspace = Workspace.current()
     params = current_params(None, None)
-    from flows.validation import check_model
+    from lingtest.flows.validation import check_model
     for key, spec in (("--model", model), ("--oracle", oracle)):
         if spec is not None:  # all checked before Prefect starts or the tree is touched
             check_model(key, spec, "classifier", params, workspace)
-    from tasks.models.llm import check_llm, parse_llm
+    from lingtest.tasks.models.llm import check_llm, parse_llm
     check_llm(parse_llm(generator, "--generator", params.models.names, workspace.root),
               params.models.offline, workspace.root, key="--generator", base_url=base_url)
     _check_base_url("adapt", base_url, [generator], params, workspace)
-    from tasks.adaptive.tree import read_tree, topic_problem
+    from lingtest.tasks.adaptive.tree import read_tree, topic_problem
     if topic_problem(topic):
         raise LingtestError(f"lingtest adapt --topic: {topic_problem(topic)}; fix: a tree topic "
                             "such as /Rooms")
@@ -104,9 +104,9 @@ def adapt(topic: str = typer.Option(..., help="Tree topic to grow, e.g. /Rooms."
         typer.echo(f"note: {target} is outside {GROWN_TREES}/, so DVC does not track it and "
                    "the adaptive stage does not re-score it", err=True)
     tree = str(target)
-    from flows.adapt import adapt_flow, http_parameters
+    from lingtest.flows.adapt import adapt_flow, http_parameters
 
-    from tasks.core.secrets import MaskedURL
+    from lingtest.tasks.core.secrets import MaskedURL
 
     seed = params.seed if seed is None else seed
     adapt_flow(tree, topic, rounds, generator, MaskedURL(url=base_url) if base_url else None,
@@ -160,20 +160,20 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
            ) -> None:
     """AdaTest's review loop in the browser: the tree by topic with every model's failure
     scores, ranked suggestions filed in one click, edits saved to TREE with undo."""
-    from tasks.adaptive.tree import read_tree
+    from lingtest.tasks.adaptive.tree import read_tree
 
     workspace = Workspace.current()
     target = _review_tree(tree, workspace)
     read_tree(target)  # a malformed tree: one error before anything loads
-    from tasks.core.runtime import configure_environment
+    from lingtest.tasks.core.runtime import configure_environment
 
     api = configure_environment(workspace) if record else None  # before Prefect is imported
     if port is not None and not 0 < port < 65536:
         raise LingtestError(f"lingtest review --port {port}: give a port 1..65535, or leave "
                             "--port out for a free one")
     params = current_params(None, None)
-    from tasks.adaptive.review_app.session import ReviewSettings
-    from tasks.adaptive.prompts import PromptSettings
+    from lingtest.tasks.adaptive.review_app.session import ReviewSettings
+    from lingtest.tasks.adaptive.prompts import PromptSettings
 
     settings = ReviewSettings(
         reviewer=reviewer, seed=params.seed if seed is None else seed, prompts=prompts,
@@ -181,7 +181,7 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
         binary_labels=tuple(params.adaptive.binary_labels or []) or None,
         prompt_settings=PromptSettings(prompt_diversity=diversity))
     specs = _tested_models(model, params, workspace)
-    from tasks.models.llm import check_llm, parse_llm
+    from lingtest.tasks.models.llm import check_llm, parse_llm
     generators = list(dict.fromkeys(generator or REVIEW_GENERATORS))
     for spec in list(generators):
         try:
@@ -194,12 +194,12 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
             generators.remove(spec)  # a default that is not installed: the fallback serves
             typer.secho(f"lingtest review: {spec} left out ({error})", fg="yellow", err=True)
     _check_base_url("review", base_url, generators, params, workspace)
-    from tasks.adaptive.review_app.app import bind, serve
+    from lingtest.tasks.adaptive.review_app.app import bind, serve
 
     sock = bind(port)  # a port in use: one error before the models load
-    from tasks.adaptive.generators import make_generator
-    from tasks.adaptive.prompts import minilm_embed
-    from tasks.adaptive.review_app.session import ReviewSession
+    from lingtest.tasks.adaptive.generators import make_generator
+    from lingtest.tasks.adaptive.prompts import minilm_embed
+    from lingtest.tasks.adaptive.review_app.session import ReviewSession
 
     offline = bool(params.models.offline)
     models = review_models(specs, params, workspace)
@@ -212,7 +212,7 @@ def review(tree: str = typer.Argument(..., help="AdaTest CSV tree to review; eve
                             settings, embed=minilm_embed(offline))
     recorder = None
     if record:
-        from flows.review_session import SessionRecorder
+        from lingtest.flows.review_session import SessionRecorder
 
         recorder = SessionRecorder(session, warn=lambda line: typer.secho(
             line, fg="yellow", err=True)).start()
@@ -234,8 +234,8 @@ def review_models(specs: list[str], params, workspace: Workspace) -> list:
     stages load them (``sentiment.load_configured``: label maps, names, encoder path, an LLM
     classifier's template and label words, and the project's HTTP settings for a served
     one), at the adaptive neutral band (0.5, 0.5) ``lingtest adapt`` uses."""
-    from tasks.adaptive.tested_models import load_tested_model
-    from tasks.models.sentiment import load_configured
+    from lingtest.tasks.adaptive.tested_models import load_tested_model
+    from lingtest.tasks.models.sentiment import load_configured
 
     def sentiment(spec: str):
         return load_configured(spec, params, workspace.root, (0.5, 0.5))
@@ -254,7 +254,7 @@ def _tested_models(named: list[str] | None, params, workspace: Workspace) -> lis
     (a missing one is the error); without --model, those of ``adaptive.models`` that load
     here, one line per model left out saying how to add it, so a fresh clone reviews with
     VADER before ``train-sentiment`` has run. None loading is one error."""
-    from flows.validation import check_model
+    from lingtest.flows.validation import check_model
 
     if named:
         specs = list(dict.fromkeys(named))
@@ -280,8 +280,8 @@ def _tested_models(named: list[str] | None, params, workspace: Workspace) -> lis
 def _left_out(spec: str, error: LingtestError, workspace: Workspace) -> str:
     """Why a default model is left out and how to add it: the untrained built-in classifier
     says which stage trains it; any other model, its check's own error."""
-    from tasks.models.model_spec import parse_model
-    from tasks.models.sentiment import MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID
+    from lingtest.tasks.models.model_spec import parse_model
+    from lingtest.tasks.models.sentiment import MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID
 
     if parse_model(spec).target == MINILM_SST2_ID and not (
             workspace.root / MINILM_SST2_DIR / MINILM_CONFIG).is_file():
@@ -308,7 +308,7 @@ def _check_base_url(command: str, base_url: str | None, generators: list[str], p
                     workspace: Workspace) -> None:
     """``--base-url`` is read by endpoint generators only: given beside none, it would be
     silently ignored (and never checked)."""
-    from tasks.models.llm import HTTP_FORMS, parse_llm
+    from lingtest.tasks.models.llm import HTTP_FORMS, parse_llm
 
     if base_url and not any(parse_llm(spec, "--generator", params.models.names,
                                       workspace.root).form in HTTP_FORMS

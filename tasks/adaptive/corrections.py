@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 COLUMNS = ["tree", "topic", "input", "old_label", "new_label", "reason"]
 DROP = "drop"
@@ -24,7 +24,7 @@ def read_corrections(path: Path) -> pd.DataFrame:
     if not path.exists():
         raise LingtestError(f"adaptive.debug.corrections: no file at {path}; fix: point it at "
                             "a CSV with columns " + ", ".join(COLUMNS) + " (or null: none)")
-    from tasks.core.io import check_input_file
+    from lingtest.tasks.core.io import check_input_file
 
     check_input_file(path, "a CSV with columns " + ", ".join(COLUMNS))
     try:

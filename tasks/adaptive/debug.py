@@ -29,29 +29,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import INVARIANCE, tree_to_cases
-from tasks.adaptive.corrections import COLUMNS as CORRECTION_COLUMNS
-from tasks.adaptive.corrections import apply_corrections, read_corrections
-from tasks.adaptive.debug_protocol import (LoopSettings, NearestExampleOracle, TopicRun,
+from lingtest.tasks.adaptive.cases import INVARIANCE, tree_to_cases
+from lingtest.tasks.adaptive.corrections import COLUMNS as CORRECTION_COLUMNS
+from lingtest.tasks.adaptive.corrections import apply_corrections, read_corrections
+from lingtest.tasks.adaptive.debug_protocol import (LoopSettings, NearestExampleOracle, TopicRun,
                                            TopicSplit, checklist_sample, debug_topic,
                                            split_topic)
-from tasks.adaptive.tree import read_tree
-from tasks.capabilities.checklist_run import run_checklist, sample_suite
-from tasks.core.caching import NO_CACHE, task
-from tasks.core.cases import case_id, provenance_json
-from tasks.core.config import Params
-from tasks.core.errors import LingtestError
-from tasks.core.method import Method, Unit, UnitResult, by_model
-from tasks.core.metrics import SETTING
-from tasks.core.paths import Workspace
-from tasks.core.publish import Report
-from tasks.core.schema import UNDEFINED, Contract
-from tasks.data.sst import sst2_split
-from tasks.models.model_spec import ModelRef, parse_model
-from tasks.models.sentiment import (LABELS2, MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID,
+from lingtest.tasks.adaptive.tree import read_tree
+from lingtest.tasks.capabilities.checklist_run import run_checklist, sample_suite
+from lingtest.tasks.core.caching import NO_CACHE, task
+from lingtest.tasks.core.cases import case_id, provenance_json
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.method import Method, Unit, UnitResult, by_model
+from lingtest.tasks.core.metrics import SETTING
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import Report
+from lingtest.tasks.core.schema import UNDEFINED, Contract
+from lingtest.tasks.data.sst import sst2_split
+from lingtest.tasks.models.model_spec import ModelRef, parse_model
+from lingtest.tasks.models.sentiment import (LABELS2, MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID,
                                     load_configured)
-from tasks.training.common import torch_threads
-from tasks.training.sentiment import TRAINING_LOCK, continue_training
+from lingtest.tasks.training.common import torch_threads
+from lingtest.tasks.training.sentiment import TRAINING_LOCK, continue_training
 
 log = logging.getLogger(__name__)
 METHOD = "adaptive-debug"
@@ -313,8 +313,8 @@ class DebuggingLoop(Method):
 
     def topic_loop(self, i: int, topic: str, seed: int) -> TopicRun:
         """The AdaTest loop on topic ``i`` with training seed ``seed``."""
-        from tasks.adaptive.generators import make_generator
-        from tasks.adaptive.prompts import minilm_embed
+        from lingtest.tasks.adaptive.generators import make_generator
+        from lingtest.tasks.adaptive.prompts import minilm_embed
 
         d, offline = self.debug, self.params.models.offline
         generator = make_generator(self.params.models.causal_lm, offline=offline,
@@ -435,7 +435,7 @@ class DebuggingLoop(Method):
 
     def report(self, suite: pd.DataFrame, results: pd.DataFrame,
                runs: list[UnitResult]) -> Report:
-        from tasks.adaptive.debug_report import debugging_report
+        from lingtest.tasks.adaptive.debug_report import debugging_report
 
         report = debugging_report(self, suite, results, runs)
         self.headline = {f"{model} {key}": value for model, values in report.metrics.items()

@@ -24,11 +24,11 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.checklist_topics import LEARNABLE, MFT, learnable_topics
-from tasks.adaptive.review import ABSTAIN, ORACLE_PREFIX, not_a_test, run_round
-from tasks.adaptive.prompts import Embed, PromptSettings
-from tasks.adaptive.tree import TestTree, ensure_topic_markers, new_tree
-from tasks.core.errors import LingtestError
+from lingtest.tasks.adaptive.checklist_topics import LEARNABLE, MFT, learnable_topics
+from lingtest.tasks.adaptive.review import ABSTAIN, ORACLE_PREFIX, not_a_test, run_round
+from lingtest.tasks.adaptive.prompts import Embed, PromptSettings
+from lingtest.tasks.adaptive.tree import TestTree, ensure_topic_markers, new_tree
+from lingtest.tasks.core.errors import LingtestError
 
 log = logging.getLogger(__name__)
 SEED_LABELER = "checklist-seed"

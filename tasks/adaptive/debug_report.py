@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.core.io import atomic_path
-from tasks.core.method import by_model
-from tasks.core.metrics import stage_metrics
-from tasks.core.publish import Figure, Report, provenance
-from tasks.core.stats import fdr, paired_change
+from lingtest.tasks.core.io import atomic_path
+from lingtest.tasks.core.method import by_model
+from lingtest.tasks.core.metrics import stage_metrics
+from lingtest.tasks.core.publish import Figure, Report, provenance
+from lingtest.tasks.core.stats import fdr, paired_change
 
 SUBSTITUTES = ("Substitutes: the paper's fine-tuned RoBERTa-large SST-2 model → lingtest's "
                "MiniLM SST-2 classifier (train-sentiment stage); the paper's users reviewing "

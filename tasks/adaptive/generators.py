@@ -2,16 +2,16 @@
 prompts (``prompts.prompt_texts``), each completion is one suggested test input.
 
 Three generators, one interface (``complete(prompts, n, seed)`` → ``n`` completions per
-prompt), named by the model spec grammar (``tasks.models.model_spec``):
+prompt), named by the model spec grammar (``lingtest.tasks.models.model_spec``):
 
 - ``LocalGenerator``: a causal LM as a raw completion model (no chat template), sampled with
   temperature 1.0 and top_p 0.95 as AdaTest's OpenAI generator, stopped at the closing
   ``"``, seeded per prompt (``seed + prompt index``) so a prompt's completions do not depend
   on the batch around it. Offline the packaged SmolLM2 (one instance per process, through
-  ``tasks.models.causal_lm.load_causal_lm``); online any Hugging Face causal LM by id.
+  ``lingtest.tasks.models.causal_lm.load_causal_lm``); online any Hugging Face causal LM by id.
 - ``HTTPGenerator``: an OpenAI-compatible ``/completions`` endpoint (``n`` completions per
   request, ``stop='"'``), or ``/chat/completions`` for chat-only servers, through the
-  consistency backends' request loop (``tasks.models.llm_http.HTTPBackend``: timeouts,
+  consistency backends' request loop (``lingtest.tasks.models.llm_http.HTTPBackend``: timeouts,
   bounded back-off, Retry-After, scrubbed keys, the per-endpoint in-flight limit) over
   httpx; no ``openai`` package needed. The endpoint is the spec's ``@URL``, else
   ``--base-url``, else ``OPENAI_BASE_URL`` (none of them: refused, see
@@ -37,15 +37,15 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import INPUT_B, METHOD, to_topic
-from tasks.adaptive.scoring import score_cases, score_column
-from tasks.adaptive.tree import TestTree
-from tasks.core.cases import case_id, provenance_json
-from tasks.core.errors import LingtestError
-from tasks.models.llm import LLMSettings, accepted_keywords, parse_llm
-from tasks.models.llm_http import HTTPBackend, resolve_endpoint
-from tasks.models.model_spec import ModelRef, parse_model
-from tasks.models.sentiment import SentimentModel
+from lingtest.tasks.adaptive.cases import INPUT_B, METHOD, to_topic
+from lingtest.tasks.adaptive.scoring import score_cases, score_column
+from lingtest.tasks.adaptive.tree import TestTree
+from lingtest.tasks.core.cases import case_id, provenance_json
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.llm import LLMSettings, accepted_keywords, parse_llm
+from lingtest.tasks.models.llm_http import HTTPBackend, resolve_endpoint
+from lingtest.tasks.models.model_spec import ModelRef, parse_model
+from lingtest.tasks.models.sentiment import SentimentModel
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 QUOTE = '"'
@@ -98,7 +98,7 @@ class LocalGenerator:
 
     def __init__(self, model_id: str = SMOLLM2, offline: bool = True, device: str = "auto",
                  sampling: SamplingSettings = SamplingSettings()):
-        from tasks.models.causal_lm import load_causal_lm
+        from lingtest.tasks.models.causal_lm import load_causal_lm
 
         self.lm = load_causal_lm(model_id, offline=offline, device=device)
         self.sampling = sampling
@@ -191,7 +191,7 @@ class UserGenerator:
     to retry from, so a broken generator stops it."""
 
     def __init__(self, user, sampling: SamplingSettings = SamplingSettings()):
-        from tasks.models.user_code import batch_protocol, protocol_method
+        from lingtest.tasks.models.user_code import batch_protocol, protocol_method
 
         self.user, self.sampling = user, sampling
         self.batched = batch_protocol(user, "generate")
@@ -256,7 +256,7 @@ def make_generator(spec: str, offline: bool = True, base_url: str | None = None,
         return HTTPGenerator(ref.target, base_url, "completions" if ref.form == "openai"
                              else "chat", sampling, settings, ref)
     if ref.form == "python":
-        from tasks.models.user_code import load_user_object
+        from lingtest.tasks.models.user_code import load_user_object
         return UserGenerator(load_user_object(ref, root), sampling)
     if ref.form == "ollama":
         raise LingtestError(f"{GENERATOR_KEY} {spec}: suggestions need a completions API; "

@@ -23,12 +23,12 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import EXPECTATION_COLUMN, INPUT_B, expectation_of
-from tasks.adaptive.scoring import answered, score_column
-from tasks.adaptive.tested_models import as_tested
-from tasks.adaptive.tree import TestTree, is_subtopic
-from tasks.core.errors import LingtestError
-from tasks.models.label_maps import LABELS3
+from lingtest.tasks.adaptive.cases import EXPECTATION_COLUMN, INPUT_B, expectation_of
+from lingtest.tasks.adaptive.scoring import answered, score_column
+from lingtest.tasks.adaptive.tested_models import as_tested
+from lingtest.tasks.adaptive.tree import TestTree, is_subtopic
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.label_maps import LABELS3
 
 Embed = Callable[[list[str]], np.ndarray]
 NEIGHBOURS = 5

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tasks.adaptive.prompts import Embed
-from tasks.adaptive.tree import TestTree, is_subtopic
+from lingtest.tasks.adaptive.prompts import Embed
+from lingtest.tasks.adaptive.tree import TestTree, is_subtopic
 
 K_NEAREST = 3
 MIN_SIMILARITY = 0.3

@@ -21,21 +21,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import CONTRACT, tree_to_cases
-from tasks.adaptive.scoring import score_cases, scores_to_tree
-from tasks.adaptive.tree import TestTree, read_tree, write_tree
-from tasks.core.config import Params
-from tasks.core.errors import LingtestError
-from tasks.core.method import Method, Unit, UnitResult
-from tasks.core.metrics import stage_metrics, verdict_metrics
-from tasks.core.paths import Workspace
-from tasks.core.publish import Report, provenance
-from tasks.core.schema import DECIDED, change_counts, compare_results, undefined_count
-from tasks.core.stats import rate_interval
-from tasks.models.model_spec import ModelRef, refs_by_name
-from tasks.adaptive.tested_models import load_tested_model
-from tasks.models.llm_classifier import answer_counts, llm_provenance
-from tasks.models.sentiment import builtin_substitutes, load_configured
+from lingtest.tasks.adaptive.cases import CONTRACT, tree_to_cases
+from lingtest.tasks.adaptive.scoring import score_cases, scores_to_tree
+from lingtest.tasks.adaptive.tree import TestTree, read_tree, write_tree
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.method import Method, Unit, UnitResult
+from lingtest.tasks.core.metrics import stage_metrics, verdict_metrics
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import Report, provenance
+from lingtest.tasks.core.schema import DECIDED, change_counts, compare_results, undefined_count
+from lingtest.tasks.core.stats import rate_interval
+from lingtest.tasks.models.model_spec import ModelRef, refs_by_name
+from lingtest.tasks.adaptive.tested_models import load_tested_model
+from lingtest.tasks.models.llm_classifier import answer_counts, llm_provenance
+from lingtest.tasks.models.sentiment import builtin_substitutes, load_configured
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import INPUT_B, INVARIANCE, to_topic
-from tasks.adaptive.scoring import score_cases, score_column
-from tasks.adaptive.tree import TestTree, is_subtopic
+from lingtest.tasks.adaptive.cases import INPUT_B, INVARIANCE, to_topic
+from lingtest.tasks.adaptive.scoring import score_cases, score_column
+from lingtest.tasks.adaptive.tree import TestTree, is_subtopic
 
 QUOTE = '"'
 _PAIR = re.compile(r'^\s*"?(.+?)"\s*~\s*"(.+?)"?\s*$')

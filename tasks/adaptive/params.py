@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from tasks.core.sections import Band, Section, UserPath
+from lingtest.tasks.core.sections import Band, Section, UserPath
 
 
 DEBUG_TOPICS = ["Hard: Negation of positive with neutral stuff in the middle (should be negative)",

@@ -32,9 +32,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import INPUT_B
-from tasks.adaptive.tree import SCORE_SUFFIX, TestTree, is_subtopic
-from tasks.core.errors import LingtestError
+from lingtest.tasks.adaptive.cases import INPUT_B
+from lingtest.tasks.adaptive.tree import SCORE_SUFFIX, TestTree, is_subtopic
+from lingtest.tasks.core.errors import LingtestError
 
 Embed = Callable[[list[str]], np.ndarray]
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"  # stands in for stsb-roberta-base-v2
@@ -146,7 +146,7 @@ def cosine_similarities(vectors: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=1)
 def minilm_embed(offline: bool = True) -> Embed:
     """The packaged MiniLM encoder's ``encode`` (mean pooling, L2-normalised), loaded once."""
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
 
     return load_encoder(MINILM, offline=offline, device="cpu").encode
 

@@ -39,19 +39,19 @@ from typing import Callable, Literal
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import (INPUT_B, Expectation, case_to_row, row_expectation,
+from lingtest.tasks.adaptive.cases import (INPUT_B, Expectation, case_to_row, row_expectation,
                                   to_topic)
-from tasks.adaptive.generators import (Generator, dedupe, score_suggestions, suggestion_cases,
+from lingtest.tasks.adaptive.generators import (Generator, dedupe, score_suggestions, suggestion_cases,
                                        suggestions_frame)
-from tasks.adaptive.prompts import Embed, PromptSettings, build_prompts, prompt_texts, score_max
-from tasks.adaptive.scoring import answered, score_cases, score_column
-from tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, topic_problem,
+from lingtest.tasks.adaptive.prompts import Embed, PromptSettings, build_prompts, prompt_texts, score_max
+from lingtest.tasks.adaptive.scoring import answered, score_cases, score_column
+from lingtest.tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, topic_problem,
                                  write_tree)
-from tasks.core.cases import provenance_json
-from tasks.core.errors import LingtestError
-from tasks.core.schema import decided, undefined_count
-from tasks.adaptive.tested_models import as_tested
-from tasks.models.sentiment import SentimentModel
+from lingtest.tasks.core.cases import provenance_json
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.schema import decided, undefined_count
+from lingtest.tasks.adaptive.tested_models import as_tested
+from lingtest.tasks.models.sentiment import SentimentModel
 
 log = logging.getLogger(__name__)
 

@@ -22,14 +22,14 @@ from prefect.input import RunInput
 
 import numpy as np
 
-from tasks.adaptive.generators import Generator, dedupe, suggestions_frame
-from tasks.adaptive.label_model import rank_suggestions
-from tasks.adaptive.prompts import Embed, PromptSettings, build_prompts, prompt_texts
-from tasks.adaptive.review import PROVENANCE, append_accepted, prompt_scores, row_id
-from tasks.adaptive.tree import TestTree, topic_problem
-from tasks.core.cases import provenance_json
-from tasks.core.errors import LingtestError
-from tasks.core.schema import UNDEFINED
+from lingtest.tasks.adaptive.generators import Generator, dedupe, suggestions_frame
+from lingtest.tasks.adaptive.label_model import rank_suggestions
+from lingtest.tasks.adaptive.prompts import Embed, PromptSettings, build_prompts, prompt_texts
+from lingtest.tasks.adaptive.review import PROVENANCE, append_accepted, prompt_scores, row_id
+from lingtest.tasks.adaptive.tree import TestTree, topic_problem
+from lingtest.tasks.core.cases import provenance_json
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.schema import UNDEFINED
 
 VERDICT_FIELDS = ("fail", "passing", "off_topic")
 _TREE_LABEL = {"fail": "fail", "passing": "pass", "off_topic": "off_topic"}

@@ -28,7 +28,7 @@ cannot give, asks a classifier for a score (or a raw-score model for a label), o
 model gave no answer: its label ``undefined`` (an LLM classifier that named no label) or
 probabilities (or a raw score) that are not numbers. An undefined verdict has score NaN and
 is counted apart, never as a pass or a fail. VADER's probabilities are its neg/neu/pos
-proportions, so for VADER the score and the verdict can disagree (see ``tasks.models
+proportions, so for VADER the score and the verdict can disagree (see ``lingtest.tasks.models
 .sentiment``).
 
 Table ``results`` (one row per case and model): the contract columns ``case_id``, ``method``,
@@ -44,12 +44,12 @@ import json
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import INPUT_B, METHOD, parse_expectation
-from tasks.adaptive.tested_models import as_tested
-from tasks.adaptive.tree import TestTree
-from tasks.core.errors import LingtestError
-from tasks.core.schema import UNDEFINED
-from tasks.models.label_maps import LABELS3
+from lingtest.tasks.adaptive.cases import INPUT_B, METHOD, parse_expectation
+from lingtest.tasks.adaptive.tested_models import as_tested
+from lingtest.tasks.adaptive.tree import TestTree
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.schema import UNDEFINED
+from lingtest.tasks.models.label_maps import LABELS3
 
 RESULT_COLUMNS = ["case_id", "method", "model_id", "revision", "output", "verdict", "score",
                   "topic", "margin", "probabilities"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 MAX_EXPANSIONS = 64  # a filed template beyond this is refused, not silently cut
 _SLOT = re.compile(r"{([^{}]*)}")

@@ -36,16 +36,16 @@ from typing import Callable
 
 import numpy as np
 
-from tasks.core.errors import LingtestError
-from tasks.models.label_maps import LABELS3
-from tasks.models.llm_classifier import is_local_lm
-from tasks.models.model_spec import ModelRef, parse_model
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.label_maps import LABELS3
+from lingtest.tasks.models.llm_classifier import is_local_lm
+from lingtest.tasks.models.model_spec import ModelRef, parse_model
 
 GENERATED_TOKENS = 24
 
 
 class SentimentClassifier:
-    """A sentiment model (``tasks.models.sentiment``) as an AdaTest classifier over
+    """A sentiment model (``lingtest.tasks.models.sentiment``) as an AdaTest classifier over
     neg / neutral / pos (a binary model: CheckList's neutral band). An ``undefined`` answer
     and its NaN probabilities are passed on unchanged (``scoring`` judges them)."""
 
@@ -68,14 +68,14 @@ class OwnLabelClassifier:
     kind = "classifier"
 
     def __init__(self, user, labels: list[str]):
-        from tasks.models.user_code import protocol_method
+        from lingtest.tasks.models.user_code import protocol_method
 
         self.user, self.labels = user, tuple(labels)
         self.model_id, self.revision = user.ref.name, user.revision
         self._predict = protocol_method(user, "predict_proba")
 
     def predict_with_probabilities(self, texts: list[str]) -> tuple[list[str], np.ndarray]:
-        from tasks.models.own_classifiers import check_probabilities
+        from lingtest.tasks.models.own_classifiers import check_probabilities
 
         texts = list(texts)
         if not texts:
@@ -101,7 +101,7 @@ class HubLabelClassifier:
     BATCH = 32
 
     def __init__(self, ref: ModelRef, offline: bool):
-        from tasks.models.registry import (hub_offline, loaded_revision, resolve,
+        from lingtest.tasks.models.registry import (hub_offline, loaded_revision, resolve,
                                            transformers_classes)
 
         auto_model, auto_tokenizer = transformers_classes(
@@ -142,7 +142,7 @@ class HubLabelClassifier:
 def hub_labels(ref: ModelRef, offline: bool) -> list[str] | None:
     """A hub or folder classifier's own labels from its config (no weights loaded); None
     when they cannot be read here (the sentiment loader then says why)."""
-    from tasks.models.registry import hub_offline, resolve, transformers_classes
+    from lingtest.tasks.models.registry import hub_offline, resolve, transformers_classes
 
     (auto_config,) = transformers_classes("AutoConfig")
     try:
@@ -181,7 +181,7 @@ class RawScoreModel:
     labels: tuple[str, ...] = ()
 
     def __init__(self, user):
-        from tasks.models.user_code import protocol_method
+        from lingtest.tasks.models.user_code import protocol_method
 
         self.user, self.model_id, self.revision = user, user.ref.name, user.revision
         self._score = protocol_method(user, "score")
@@ -250,7 +250,7 @@ def _classifier_scorer(spec: str, fail_label: str, load_sentiment: Callable) -> 
 
 
 def _python_scorer(ref: ModelRef, root: Path | None) -> tuple[Callable, str]:
-    from tasks.models.user_code import load_user_object, protocol_method
+    from lingtest.tasks.models.user_code import load_user_object, protocol_method
 
     user = load_user_object(ref, root)
     fn = protocol_method(user, "score")
@@ -276,7 +276,7 @@ def load_tested_model(spec: str, load_sentiment: Callable[[str], object],
     if "fail_label" in ref.options and not scorer:
         raise LingtestError(f"model `{spec}`: fail_label applies with a #scorer= only")
     if scorer:
-        from tasks.models.llm import LLMSettings, load_llm
+        from lingtest.tasks.models.llm import LLMSettings, load_llm
 
         bare = ref.bare
         python = parse_model(scorer, "scorer", names, root).form == "python"
@@ -289,9 +289,9 @@ def load_tested_model(spec: str, load_sentiment: Callable[[str], object],
                        root, names)
         return ScoredGenerator(ref, llm, score, scorer, revision, undefined=not python)
     if ref.form == "python":
-        from tasks.models.label_maps import sentiment_labels
-        from tasks.models.own_classifiers import declared_labels
-        from tasks.models.user_code import load_user_object
+        from lingtest.tasks.models.label_maps import sentiment_labels
+        from lingtest.tasks.models.own_classifiers import declared_labels
+        from lingtest.tasks.models.user_code import load_user_object
 
         user = load_user_object(ref, root)
         if callable(getattr(user.obj, "score", None)) and not callable(
@@ -307,8 +307,8 @@ def load_tested_model(spec: str, load_sentiment: Callable[[str], object],
                 raise
             return OwnLabelClassifier(user, own)
     elif ref.form in ("hub", "folder") and not is_local_lm(ref):  # an LM: prompted
-        from tasks.models.label_maps import sentiment_labels
-        from tasks.models.sentiment import MINILM_CONFIG
+        from lingtest.tasks.models.label_maps import sentiment_labels
+        from lingtest.tasks.models.sentiment import MINILM_CONFIG
 
         label_map = (label_maps or {}).get(ref.name) or (label_maps or {}).get(ref.bare)
         own = None if (Path(ref.target) / MINILM_CONFIG).is_file() else \

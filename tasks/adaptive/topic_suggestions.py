@@ -20,9 +20,9 @@ import urllib.parse
 
 import numpy as np
 
-from tasks.adaptive.generators import Generator
-from tasks.adaptive.prompts import Embed, PromptSettings, _pick, cosine_similarities
-from tasks.adaptive.tree import TestTree, topic_name, topic_problem
+from lingtest.tasks.adaptive.generators import Generator
+from lingtest.tasks.adaptive.prompts import Embed, PromptSettings, _pick, cosine_similarities
+from lingtest.tasks.adaptive.tree import TestTree, topic_name, topic_problem
 
 MAX_NAME_CHARS = 40  # a longer completion is a sentence, not a topic name
 

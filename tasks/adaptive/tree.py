@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.core.errors import InputFormatError
+from lingtest.tasks.core.errors import InputFormatError
 
 BASE_COLUMNS = ("topic", "input", "output", "label", "labeler", "description")
 TEST_LABELS = ("pass", "fail")
@@ -190,7 +190,7 @@ def _check_rows(frame: pd.DataFrame, lines: list[int], source: str) -> None:
 
 def read_tree(path: str | os.PathLike) -> TestTree:
     """Read an AdaTest CSV file (see the module docstring)."""
-    from tasks.core.io import read_input_text
+    from lingtest.tasks.core.io import read_input_text
 
     path = Path(path)
     if not path.exists():

@@ -46,9 +46,9 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from tasks.core.cases import case_id
-from tasks.core.errors import LingtestError
-from tasks.core.schema import UNDEFINED
+from lingtest.tasks.core.cases import case_id
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.schema import UNDEFINED
 
 CLASSES = ("neg", "neutral", "pos")
 _INDEX = {name: i for i, name in enumerate(CLASSES)}
@@ -62,7 +62,7 @@ TABLE_COLUMNS = ["test", "type", "capability", "examples", "filtered", "failed",
 
 class SentimentModel(Protocol):
     """What the runner needs: 3-way probabilities (neg, neutral, pos) and labels. A model
-    whose ``per_text`` attribute is true (``tasks.models.sentiment``: a text's output depends
+    whose ``per_text`` attribute is true (``lingtest.tasks.models.sentiment``: a text's output depends
     on that text alone) gets every text in one call and batches them itself."""
 
     def probabilities3(self, texts: Sequence[str]) -> np.ndarray: ...

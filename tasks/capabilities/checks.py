@@ -2,9 +2,9 @@
 (without loading weights)."""
 from __future__ import annotations
 
-from tasks.core.config import Params
-from tasks.core.paths import Workspace
-from tasks.core.plugin_spec import ModelEntry
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.plugin_spec import ModelEntry
 
 
 def configured_models(params: Params) -> list[ModelEntry]:
@@ -17,7 +17,7 @@ def configured_models(params: Params) -> list[ModelEntry]:
 
 def check_inputs(params: Params, workspace: Workspace) -> None:
     """The capability specifications parse, and the downloads the settings name are here."""
-    from tasks.capabilities.specs import BUILTIN_SPECS, load_specs
+    from lingtest.tasks.capabilities.specs import BUILTIN_SPECS, load_specs
 
     c = params.capabilities
     load_specs(workspace.root / c.specs_dir if c.specs_dir else BUILTIN_SPECS, c.capabilities)
@@ -30,17 +30,17 @@ def check_assets(params: Params, workspace: Workspace) -> None:
     after loading its models and tagging the treebank."""
     c = params.capabilities
     if c.parser == "benepar":
-        from tasks.capabilities.grammar import require_benepar
+        from lingtest.tasks.capabilities.grammar import require_benepar
         require_benepar()
     if c.word_sentiment == "sentiwordnet":
-        from tasks.capabilities.search import require_sentiwordnet
+        from lingtest.tasks.capabilities.search import require_sentiwordnet
         require_sentiwordnet(workspace.nltk_data)
 
 
 def check_fill_model(key: str, model_id: str, params: Params, workspace: Workspace,
                      row: dict) -> dict:
     """A masked LM (BERT, the paper's) or a causal LM (the offline substitute)."""
-    from tasks.capabilities.fill import fill_kind
-    from tasks.models.checks import check_configured
+    from lingtest.tasks.capabilities.fill import fill_kind
+    from lingtest.tasks.models.checks import check_configured
 
     return check_configured(key, model_id, fill_kind(model_id), params.models, workspace.root)

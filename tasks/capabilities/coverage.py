@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 Batch = Mapping[str, torch.Tensor] | torch.Tensor
 Bounds = tuple[np.ndarray, np.ndarray]
@@ -149,7 +149,7 @@ def text_passes(tokenizer, texts: Sequence[str], max_length: int = 128,
     """``texts`` as exact-length passes (``encoders.exact_length_passes``: no padding, a
     shape fixed by the length): a text's activations are the same bits whichever texts share
     its pass, so any subset of a suite, in any order, gives each text the same flags."""
-    from tasks.models.encoders import PASS_TOKENS, exact_length_passes
+    from lingtest.tasks.models.encoders import PASS_TOKENS, exact_length_passes
 
     return list(exact_length_passes(tokenizer, texts, max_length, pass_tokens or PASS_TOKENS))
 

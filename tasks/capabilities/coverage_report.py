@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from tasks.capabilities.coverage import CURVE_COLUMNS
-from tasks.core.errors import LingtestError
-from tasks.core.io import atomic_path
+from lingtest.tasks.capabilities.coverage import CURVE_COLUMNS
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.io import atomic_path
 
 LENGTH_COLUMNS = ["suite", "texts", "mean", "std", "min", "p25", "median", "p75", "max"]
 

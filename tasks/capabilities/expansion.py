@@ -30,16 +30,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.capabilities.fill import FillModel, TagLexicon, expand
-from tasks.capabilities.grammar import Grammar, parse_benepar
-from tasks.capabilities.masks import PTB_TAGS, SKIP_SYMBOLS, Cfg, Surface, masked_sentences
-from tasks.capabilities.search import CASE_COLUMNS, METHOD, WordPolarity, _ptb
-from tasks.capabilities.specs import CapabilitySpec
-from tasks.capabilities.validation import spec_still_matches
-from tasks.core.cases import case_id, provenance_json
-from tasks.core.errors import LingtestError
-from tasks.data.treebank import Node
-from tasks.models.nlp import pipe as nlp_pipe
+from lingtest.tasks.capabilities.fill import FillModel, TagLexicon, expand
+from lingtest.tasks.capabilities.grammar import Grammar, parse_benepar
+from lingtest.tasks.capabilities.masks import PTB_TAGS, SKIP_SYMBOLS, Cfg, Surface, masked_sentences
+from lingtest.tasks.capabilities.search import CASE_COLUMNS, METHOD, WordPolarity, _ptb
+from lingtest.tasks.capabilities.specs import CapabilitySpec
+from lingtest.tasks.capabilities.validation import spec_still_matches
+from lingtest.tasks.core.cases import case_id, provenance_json
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.data.treebank import Node
+from lingtest.tasks.models.nlp import pipe as nlp_pipe
 
 GENERATOR = "lingtest.capabilities.expansion"
 SUITE_COLUMNS = CASE_COLUMNS + ["parent_case_id"]
@@ -184,7 +184,7 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, trees: list[tup
 
 def write_suite_jsonl(suite: pd.DataFrame, path) -> None:
     """The generated suite as JSONL test cases (the case contract, tasks/core/schema.py), provenance as an object."""
-    from tasks.core.io import write_text
+    from lingtest.tasks.core.io import write_text
 
     lines = []
     for row in suite[SUITE_COLUMNS].itertuples(index=False):

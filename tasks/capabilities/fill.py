@@ -50,14 +50,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.capabilities.masks import MASK, PTB_TAGS, Cfg, Masked
-from tasks.capabilities.search import WordPolarity
-from tasks.capabilities.validation import REASONS, Tagged, validate
-from tasks.capabilities.wellformed import below_floor, context_drops, is_whole_word
-from tasks.core.errors import LingtestError
-from tasks.data.sst import detokenize
-from tasks.models.causal_lm import CausalLM, TextPass, load_causal_lm
-from tasks.models.registry import ALIASES, KNOWN, hub_offline, resolve, transformers_classes
+from lingtest.tasks.capabilities.masks import MASK, PTB_TAGS, Cfg, Masked
+from lingtest.tasks.capabilities.search import WordPolarity
+from lingtest.tasks.capabilities.validation import REASONS, Tagged, validate
+from lingtest.tasks.capabilities.wellformed import below_floor, context_drops, is_whole_word
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.data.sst import detokenize
+from lingtest.tasks.models.causal_lm import CausalLM, TextPass, load_causal_lm
+from lingtest.tasks.models.registry import ALIASES, KNOWN, hub_offline, resolve, transformers_classes
 
 OVERSAMPLE = 10  # causal-LM proposals looked at per kept one when a tag lexicon narrows them
 CONTEXT_TOKENS = 8  # tokens after a one-word insertion scored anew (``in_context_scores``)

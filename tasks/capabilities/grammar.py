@@ -29,8 +29,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tasks.core.errors import LingtestError
-from tasks.data.treebank import Child, Node, parse_one
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.data.treebank import Child, Node, parse_one
 
 ROOT = "ROOT"
 FALLBACK_LABEL = "FRAG"
@@ -412,7 +412,7 @@ def benepar_model_note(model: str = "benepar_en3") -> str:
     """benepar's model with the sha256 of its weights: its download names no version."""
     from benepar.integrations.downloader import locate_model
 
-    from tasks.models.registry import weights_sha16
+    from lingtest.tasks.models.registry import weights_sha16
 
     weights = Path(locate_model(model)) / "benepar_model.bin"
     return f"benepar {model}" + (f" @ sha256:{weights_sha16(weights)}" if weights.is_file()
@@ -445,7 +445,7 @@ def _benepar_special_tokens() -> Iterator[None]:
     (``registry.one_load``): the parser loads its T5 with transformers too."""
     from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
-    from tasks.models.registry import one_load
+    from lingtest.tasks.models.registry import one_load
 
     with one_load():
         if hasattr(TokenizersBackend, "build_inputs_with_special_tokens"):

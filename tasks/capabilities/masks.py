@@ -44,10 +44,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from tasks.capabilities.grammar import as_node, is_preterminal
-from tasks.core.errors import LingtestError
-from tasks.capabilities.params import INSERTABLE_TAGS
-from tasks.data.treebank import Node, leaves
+from lingtest.tasks.capabilities.grammar import as_node, is_preterminal
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.capabilities.params import INSERTABLE_TAGS
+from lingtest.tasks.data.treebank import Node, leaves
 
 MASK = "{MASK}"
 SKIP_SYMBOLS = frozenset({",", ".", ":", "``", "''", "-LRB-", "-RRB-", "#", "$", "SYM", "LS"})

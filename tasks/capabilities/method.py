@@ -17,22 +17,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.capabilities import checklist_run, expansion, model_tasks, report, suite_tasks
-from tasks.capabilities.plugin import TABLES
-from tasks.capabilities.coverage_report import (coverage_data, coverage_lengths,
+from lingtest.tasks.capabilities import checklist_run, expansion, model_tasks, report, suite_tasks
+from lingtest.tasks.capabilities.plugin import TABLES
+from lingtest.tasks.capabilities.coverage_report import (coverage_data, coverage_lengths,
                                                 plot_coverage_curve)
-from tasks.capabilities.checks import check_assets
-from tasks.capabilities.search import load_word_polarity
-from tasks.capabilities.specs import BUILTIN_SPECS, CapabilitySpec, load_specs
-from tasks.data.sst import sst2_split
-from tasks.core import io
-from tasks.core.errors import LingtestError
-from tasks.core.method import Method, Unit, UnitResult
-from tasks.core.publish import Figure, Report, provenance, slug
-from tasks.core.schema import Contract
-from tasks.models.llm_classifier import answer_counts, llm_provenance
-from tasks.models.model_spec import ModelRef, model_line, refs_by_name
-from tasks.models.sentiment import SentimentModel, builtin_substitutes, load_configured
+from lingtest.tasks.capabilities.checks import check_assets
+from lingtest.tasks.capabilities.search import load_word_polarity
+from lingtest.tasks.capabilities.specs import BUILTIN_SPECS, CapabilitySpec, load_specs
+from lingtest.tasks.data.sst import sst2_split
+from lingtest.tasks.core import io
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.method import Method, Unit, UnitResult
+from lingtest.tasks.core.publish import Figure, Report, provenance, slug
+from lingtest.tasks.core.schema import Contract
+from lingtest.tasks.models.llm_classifier import answer_counts, llm_provenance
+from lingtest.tasks.models.model_spec import ModelRef, model_line, refs_by_name
+from lingtest.tasks.models.sentiment import SentimentModel, builtin_substitutes, load_configured
 
 FIGURE4 = "capabilities-figure4-coverage"  # the folder of Figure 4: <model>.png and its data
 RULES_BEYOND_PAPER = (
@@ -128,7 +128,7 @@ def parser_note(parser: str, pcfg: dict) -> str:
     """The parser used: the PCFG with its held-out bracket F1 when there is one; benepar with
     its model's weights (the PCFG, induced anyway, parsed nothing)."""
     if parser == "benepar":
-        from tasks.capabilities.grammar import benepar_model_note
+        from lingtest.tasks.capabilities.grammar import benepar_model_note
 
         return benepar_model_note()
     bracket = pcfg.get("bracket")
@@ -139,8 +139,8 @@ def parser_note(parser: str, pcfg: dict) -> str:
 def fill_model_note(model_id: str, offline: bool) -> str:
     """The fill model, with the commit a hub model was read at (nothing pins it; a packaged
     model is pinned by its package's version in the environment lines)."""
-    from tasks.capabilities.fill import fill_kind
-    from tasks.models.registry import loaded_revision, resolve
+    from lingtest.tasks.capabilities.fill import fill_kind
+    from lingtest.tasks.models.registry import loaded_revision, resolve
 
     res = resolve(model_id, fill_kind(model_id), offline=offline)
     if res.source not in ("hub", "hub-cache"):

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 from prefect.cache_policies import NO_CACHE
 
-from tasks.capabilities import checklist_run, coverage, search
-from tasks.core.caching import ContentInputs, task
-from tasks.core.schema import UNDEFINED
-from tasks.models.llm_classifier import answer_counts
-from tasks.models.sentiment import SentimentModel
+from lingtest.tasks.capabilities import checklist_run, coverage, search
+from lingtest.tasks.core.caching import ContentInputs, task
+from lingtest.tasks.core.schema import UNDEFINED
+from lingtest.tasks.models.llm_classifier import answer_counts
+from lingtest.tasks.models.sentiment import SentimentModel
 
 
 RESULT_COLUMNS = ["case_id", "method", "model_id", "revision", "capability", "kind",

@@ -5,8 +5,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from tasks.core.sections import Band, Section, UserPath
-from tasks.training.params import TrainSentimentParams
+from lingtest.tasks.core.sections import Band, Section, UserPath
+from lingtest.tasks.training.params import TrainSentimentParams
 
 
 # Penn Treebank word tags: what S²LCT may insert (punctuation and symbols never are).
@@ -89,7 +89,7 @@ class CapabilitiesParams(Section):
         None, ge=1, description="SST-2 training sentences that set the activation bounds")
     batch_size: int = Field(
         64, ge=1, description="CheckList texts per call for a model outside "
-        "tasks.models.sentiment; lingtest's own (vader, classifiers) take every text in one "
+        "lingtest.tasks.models.sentiment; lingtest's own (vader, classifiers) take every text in one "
         "call, the classifiers running exact-length passes of >= runtime.pass_tokens tokens")
     train_sentiment: TrainSentimentParams = Field(default_factory=TrainSentimentParams)
 

@@ -5,7 +5,7 @@ expansion fail %, #pass→fail — the number of failing *expansions* whose seed
 (the paper's unit: failures the expansions found beyond the seeds; its LC8 BERT figure, 134
 with 50 seeds, exceeds the seed count) — and, labelled apart, #pass→fail seeds: the seeds
 passed that have at least one failing expansion. Failure rates carry 95% percentile-bootstrap
-intervals (``tasks.core.stats.rate_interval``, resampling the cases of that cell; NaN for
+intervals (``lingtest.tasks.core.stats.rate_interval``, resampling the cases of that cell; NaN for
 fewer than two cases). A case whose model answer named no label (verdict ``undefined``, an
 LLM classifier's) is neither: rates and intervals are over the decided (pass/fail) cases, and
 a table whose results hold any undefined verdict gains columns counting them (tables of
@@ -20,9 +20,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from tasks.core.metrics import stage_metrics
-from tasks.core.schema import UNDEFINED, decided, undefined_count
-from tasks.core.stats import rate_interval
+from lingtest.tasks.core.metrics import stage_metrics
+from lingtest.tasks.core.schema import UNDEFINED, decided, undefined_count
+from lingtest.tasks.core.stats import rate_interval
 
 # S²LCT Table 3, seed fail % of BERT / RoBERTa / DistilBERT (fine-tuned on SST-2).
 PAPER_SEED_FAIL = {
@@ -169,7 +169,7 @@ def ase22_table(results: pd.DataFrame, capabilities: list[str],
 def checklist_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     """CheckList failure rate (%) per test, one column per model, with examples judged; a
     model with undefined examples (no label for a needed text) gets their count beside."""
-    from tasks.capabilities.checklist_run import failure_table
+    from lingtest.tasks.capabilities.checklist_run import failure_table
 
     parts = []
     for model_id, group in verdicts.groupby("model_id", sort=False):

@@ -43,12 +43,12 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from tasks.capabilities.specs import (LABELS, SEED_SLOT, CapabilitySpec, SearchRule, Template,
+from lingtest.tasks.capabilities.specs import (LABELS, SEED_SLOT, CapabilitySpec, SearchRule, Template,
                                       Transform)
-from tasks.core.cases import case_id, provenance_json
-from tasks.core.errors import LingtestError
-from tasks.data.sst import detokenize
-from tasks.models.nlp import pipe as nlp_pipe
+from lingtest.tasks.core.cases import case_id, provenance_json
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.data.sst import detokenize
+from lingtest.tasks.models.nlp import pipe as nlp_pipe
 
 METHOD = "capabilities"  # the contract's method: the stage's name
 GENERATOR = "lingtest.capabilities.search"
@@ -126,7 +126,7 @@ class SentiWordNetPolarity:
         import nltk
         from nltk.corpus.reader import SentiWordNetCorpusReader
 
-        from tasks.text.wordnet import wordnet
+        from lingtest.tasks.text.wordnet import wordnet
 
         folder = Path(nltk_data).expanduser().resolve()
         corpus = require_sentiwordnet(folder)

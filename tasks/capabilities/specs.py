@@ -44,8 +44,8 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
 from pydantic import field_validator, model_validator
 
-from tasks.core.errors import InputFormatError, LingtestError, read_utf8
-from tasks.core.io import parse_yaml
+from lingtest.tasks.core.errors import InputFormatError, LingtestError, read_utf8
+from lingtest.tasks.core.io import parse_yaml
 
 LABELS = ("neg", "neutral", "pos")
 # Universal POS tags that spaCy's English pipelines assign (token.pos_).

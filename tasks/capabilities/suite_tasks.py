@@ -13,13 +13,13 @@ import pandas as pd
 from prefect import get_run_logger
 from prefect.cache_policies import NO_CACHE
 
-from tasks.capabilities import expansion, grammar, search
-from tasks.capabilities.fill import tag_lexicon
-from tasks.capabilities.masks import reference_cfg
-from tasks.capabilities.specs import CapabilitySpec
-from tasks.core.caching import model_id, task
-from tasks.core.cases import provenance_json
-from tasks.models.registry import resolve
+from lingtest.tasks.capabilities import expansion, grammar, search
+from lingtest.tasks.capabilities.fill import tag_lexicon
+from lingtest.tasks.capabilities.masks import reference_cfg
+from lingtest.tasks.capabilities.specs import CapabilitySpec
+from lingtest.tasks.core.caching import model_id, task
+from lingtest.tasks.core.cases import provenance_json
+from lingtest.tasks.models.registry import resolve
 
 
 SpacyModel = model_id("spacy", resolve=resolve)
@@ -31,7 +31,7 @@ FillModel = model_id("causal_lm", "masked_lm", resolve=resolve)  # keyed on its 
 @task(name="tag-sst")
 def tag_sentences(sst_path: Path, spacy_model: SpacyModel, offline: bool) -> pd.DataFrame:
     """spaCy tags of every SST sentence, shared by all capabilities' searches."""
-    from tasks.models.nlp import load_spacy
+    from lingtest.tasks.models.nlp import load_spacy
 
     return search.tag_sst(pd.read_parquet(sst_path), load_spacy(spacy_model, offline=offline))
 
@@ -81,8 +81,8 @@ def expand_capability(spec: CapabilitySpec, cases: pd.DataFrame, grammar_path: P
                       seed: int, fill_model_id: FillModel, parser: str,
                       spacy_model: SpacyModel, offline: bool) -> tuple[pd.DataFrame, dict]:
     """One capability's expansions (parse → Algorithm 1 masks → fill → validate)."""
-    from tasks.capabilities.fill import load_fill_model
-    from tasks.models.nlp import load_spacy
+    from lingtest.tasks.capabilities.fill import load_fill_model
+    from lingtest.tasks.models.nlp import load_spacy
 
     nlp = load_spacy(spacy_model, offline=offline)
     pcfg = grammar.Grammar.load(grammar_path) if parser == "pcfg" else None

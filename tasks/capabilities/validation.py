@@ -31,16 +31,16 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from tasks.capabilities.masks import PTB_TAGS, SKIP_SYMBOLS, embeddings
-from tasks.capabilities.search import LexiconPolarity, WordPolarity, search_seeds
-from tasks.capabilities.specs import CapabilitySpec
-from tasks.capabilities.wellformed import NOT_NEUTRAL, agreement_error, structure_error
-from tasks.data.sst import detokenize
-from tasks.models.nlp import pipe as nlp_pipe
+from lingtest.tasks.capabilities.masks import PTB_TAGS, SKIP_SYMBOLS, embeddings
+from lingtest.tasks.capabilities.search import LexiconPolarity, WordPolarity, search_seeds
+from lingtest.tasks.capabilities.specs import CapabilitySpec
+from lingtest.tasks.capabilities.wellformed import NOT_NEUTRAL, agreement_error, structure_error
+from lingtest.tasks.data.sst import detokenize
+from lingtest.tasks.models.nlp import pipe as nlp_pipe
 
 if TYPE_CHECKING:
-    from tasks.capabilities.fill import Candidate
-    from tasks.capabilities.masks import Cfg, Masked
+    from lingtest.tasks.capabilities.fill import Candidate
+    from lingtest.tasks.capabilities.masks import Cfg, Masked
 
 REASONS = ("pos", "polarity", "rule", "agreement", "structure", "budget", "confidence",
            "context", "duplicate")

@@ -18,9 +18,9 @@ import numpy as np
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tasks.capabilities.fill import Candidate
-    from tasks.capabilities.validation import Tagged
-    from tasks.models.causal_lm import CausalLM
+    from lingtest.tasks.capabilities.fill import Candidate
+    from lingtest.tasks.capabilities.validation import Tagged
+    from lingtest.tasks.models.causal_lm import CausalLM
 
 # Negators, diminishers and focus words change what a sentence asserts: never a neutral fill.
 NOT_NEUTRAL = frozenset("""not n't no never nor neither none nobody nothing nowhere without

@@ -26,13 +26,13 @@ from sqlalchemy import select
 
 from pathlib import Path
 
-from tasks.consistency.store import open_store
-from tasks.consistency.store_schema import Model
-from tasks.core import stopping
-from tasks.core.caching import task
-from tasks.core.secrets import redact_text
-from tasks.models.llm import HTTP_FORMS, LLMResponse, OnAnswer, answer_each
-from tasks.models.model_spec import ModelRef
+from lingtest.tasks.consistency.store import open_store
+from lingtest.tasks.consistency.store_schema import Model
+from lingtest.tasks.core import stopping
+from lingtest.tasks.core.caching import task
+from lingtest.tasks.core.secrets import redact_text
+from lingtest.tasks.models.llm import HTTP_FORMS, LLMResponse, OnAnswer, answer_each
+from lingtest.tasks.models.model_spec import ModelRef
 
 
 # Settings that change a backend's answers; timeouts, retries and concurrency do not, so
@@ -51,7 +51,7 @@ def store_key(ref: ModelRef) -> str:
 
 
 def model_ref(spec: str | ModelRef, root: Path | None = None) -> ModelRef:
-    from tasks.models.llm import parse_llm
+    from lingtest.tasks.models.llm import parse_llm
 
     return parse_llm(spec, root=root)
 
@@ -64,20 +64,20 @@ def identity(spec: str | ModelRef, settings: dict, prompts: dict,
     one, the model's digest, so answers from another server are never reused; for a
     ``python:`` model its revision (module file hash + ``revision`` attribute: importing the
     module is its loading), so an edited module is asked again and an unchanged one is not."""
-    from tasks.models.llm import STOP_RULE, LLMSettings, load_llm
+    from lingtest.tasks.models.llm import STOP_RULE, LLMSettings, load_llm
 
     ref = model_ref(spec, root)
     kind = ("http" if ref.form in HTTP_FORMS else ref.form if ref.form in ("python", "seq2seq")
             else "hf")
     revision = endpoint = None
     if kind in ("hf", "seq2seq"):
-        from tasks.models.registry import resolve
+        from lingtest.tasks.models.registry import resolve
 
         res = resolve(ref.target, "causal_lm" if kind == "hf" else "seq2seq",
                       offline=settings["offline"])
         revision = [res.source, res.revision, res.gguf_file]
     elif kind == "python":
-        from tasks.models.user_code import load_user_object
+        from lingtest.tasks.models.user_code import load_user_object
 
         revision = load_user_object(ref, root).revision
     else:
@@ -89,7 +89,7 @@ def identity(spec: str | ModelRef, settings: dict, prompts: dict,
     extra = ({"stop": STOP_RULE}  # a changed rule: a new model key
              if kind in ("hf", "seq2seq") else {})
     if kind == "hf":  # another engine: other last bits, so a new key (transformers: none)
-        from tasks.models.lm_engines import planned_engine
+        from lingtest.tasks.models.lm_engines import planned_engine
 
         chosen = LLMSettings(**settings)  # its defaults for settings written before engines
         engine = planned_engine(chosen.lm_engine, chosen.lm_precision, chosen.device)
@@ -134,7 +134,7 @@ def check_model(url: str, ref: ModelRef, ident: str, queries_path: str) -> dict:
 def _load_and_register(store, ref: ModelRef, root: str, ident: str, settings: dict,
                        prompts: dict):
     """The backend (cached per process) and its model key (the same key from any process)."""
-    from tasks.models.llm import LLMSettings, load_llm
+    from lingtest.tasks.models.llm import LLMSettings, load_llm
 
     backend = load_llm(ref, LLMSettings(**settings), root=Path(root))
     return backend, store.upsert_model(store_key(ref), {**backend.parameters(), **prompts,

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 app = typer.Typer()
 
@@ -27,7 +27,7 @@ def classify_answers(
                                    help="guide (the guide's first-word rule) | lenient | "
                                    "strict, as consistency.oracle")) -> None:
     """Add a `parsed` column (true/false/undefined, the consistency oracle) to a CSV."""
-    from tasks.consistency.oracle import MODES, classified_path, classify_csv, oracle_version
+    from lingtest.tasks.consistency.oracle import MODES, classified_path, classify_csv, oracle_version
 
     if oracle not in MODES:
         raise LingtestError(f"classify-answers --oracle {oracle!r} is not one of "
@@ -58,7 +58,7 @@ def covering_array_command(
             None, "--max-tuples", help="Refuse a model with more t-tuples than this before "
             "generating or checking (about 30 µs each; default 500,000, about 15 s).")) -> None:
     """Print a covering array as CSV (row 0 = original input), or --check an existing one."""
-    from tasks.consistency import covering
+    from lingtest.tasks.consistency import covering
 
     try:
         levels = [int(v) for v in values.split(",")]

@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tasks.core.cases import case_id, provenance_json
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.cases import case_id, provenance_json
+from lingtest.tasks.core.errors import LingtestError
 
 METHOD = "consistency"
 UNANNOTATED = "unannotated"

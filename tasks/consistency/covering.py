@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.core.errors import InputFormatError, LingtestError
+from lingtest.tasks.core.errors import InputFormatError, LingtestError
 
 DONT_CARE = -1
 MAX_LEVEL = 1 << 20  # values per parameter: far beyond an IPM's, and int64-safe in products
@@ -386,7 +386,7 @@ def covering_array(levels: Sequence[int], strength: int, seed: int = 0,
     if generator == "builtin":
         array = generate(lv.tolist(), t, seed)
     else:
-        from tasks.consistency.external import run_external
+        from lingtest.tasks.consistency.external import run_external
 
         array = run_external(generator, lv.tolist(), t, seed, binary)
         array = _zero_first_row(array) if len(array) else np.zeros((1, len(lv)), np.int64)
@@ -407,7 +407,7 @@ def write_ca_csv(array: np.ndarray, path: str | Path) -> None:
 def read_ca_csv(path: str | Path) -> np.ndarray:
     """Read a ca-N.csv file; blank lines are ignored, anything else malformed is an error."""
     fix = "expected one test per line: non-negative integers separated by commas, no header"
-    from tasks.core.io import read_input_text
+    from lingtest.tasks.core.io import read_input_text
 
     rows: list[list[int]] = []
     text = read_input_text(path, "a ca-N.csv is UTF-8 text, one row of integers per line")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 PARAM = "consistency.generator_binary"
 DEFAULT_BINARIES = {"pict": "pict", "acts": "acts.jar", "cagen": "fipo-cli"}

@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.consistency.covering import missing_tuples, read_ca_csv
-from tasks.consistency.ipm import derive_prompt
-from tasks.core.errors import InputFormatError, LingtestError, read_utf8
-from tasks.core.io import parse_json
-from tasks.data.questions import question_record
+from lingtest.tasks.consistency.covering import missing_tuples, read_ca_csv
+from lingtest.tasks.consistency.ipm import derive_prompt
+from lingtest.tasks.core.errors import InputFormatError, LingtestError, read_utf8
+from lingtest.tasks.core.io import parse_json
+from lingtest.tasks.data.questions import question_record
 
 PARAM = "consistency.import_dir"
 _FILE = re.compile(r"^(ca|synonyms)-(\d+)\.(csv|txt)$")

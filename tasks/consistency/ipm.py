@@ -23,21 +23,21 @@ back, character for character. Choices:
   lowercase, so a lowercase name the tagger takes for a common noun can still get synonyms;
   a word the tagger puts in a part of speech WordNet does not know it in keeps one value
   (en_core_web_sm tags "red" in "Is the car red?" VBN, and "red" is no WordNet verb).
-- **Synonyms** come from :func:`tasks.text.lexicon_lookup.synonym_lemmas`: single-word lemma
+- **Synonyms** come from :func:`lingtest.tasks.text.lexicon_lookup.synonym_lemmas`: single-word lemma
   names only (multi-word lemmas such as ``railway_car`` are skipped, as for the mutation
   operators: a phrase cannot take the token's inflection), no capitalised or digit-bearing
   lemmas, in WordNet synset order (most frequent sense first) then lemma order, with no extra
   frequency re-ranking. A synonym equal to the token (case-insensitive) or to an earlier value
   is dropped.
 - **Inflection**: a substitute takes the token's form or is skipped. Verbs go through
-  :func:`~tasks.text.lexicon_lookup.inflect` (all PTB verb tags; the token's lemma is checked
-  by :func:`~tasks.text.lexicon_lookup.verb_lemma`); adjectives and adverbs vary in the plain
+  :func:`~lingtest.tasks.text.lexicon_lookup.inflect` (all PTB verb tags; the token's lemma is checked
+  by :func:`~lingtest.tasks.text.lexicon_lookup.verb_lemma`); adjectives and adverbs vary in the plain
   JJ / RB form only (comparatives and superlatives keep one value); singular nouns (NN) take
   the lemma and plural nouns (NNS) the plural from WordNet's ``noun.exc`` (children, knives)
   or the regular spelling rules, checked by ``morphy``; lemmas ending in "man" (humans /
   women) are skipped as unsure. An "a"/"an" before a substituted noun is *not* adjusted: it
   is a parameter of its own, and a row must derive exactly the values it names.
-- **Surface**: a value keeps the token's case pattern (:func:`~tasks.text.mutations.match_case`:
+- **Surface**: a value keeps the token's case pattern (:func:`~lingtest.tasks.text.mutations.match_case`:
   Car → Auto, CAR → AUTO) and the token's trailing whitespace is kept in ``Parameter.whitespace``.
 """
 from __future__ import annotations
@@ -49,8 +49,8 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.core.errors import LingtestError
-from tasks.text.lexicon_lookup import (
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.text.lexicon_lookup import (
     VERB_TAGS,
     has_pos,
     inflect,
@@ -58,9 +58,9 @@ from tasks.text.lexicon_lookup import (
     usable,
     verb_lemma,
 )
-from tasks.models.nlp import NO_PARSE
-from tasks.models.nlp import pipe as nlp_pipe
-from tasks.text.mutations import match_case
+from lingtest.tasks.models.nlp import NO_PARSE
+from lingtest.tasks.models.nlp import pipe as nlp_pipe
+from lingtest.tasks.text.mutations import match_case
 
 # spaCy UPOS → WordNet part of speech, with the one PTB tag (or tags) that may vary.
 _WORDNET_POS = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}

@@ -18,21 +18,21 @@ from typing import Iterator
 
 import pandas as pd
 
-from tasks.consistency import answering, contract, covering, guide_import, report
-from tasks.consistency import run_settings, store_tasks, suite_tasks
-from tasks.consistency.ipm import IPM
-from tasks.consistency.metrics import CONSISTENCY_DEFINITIONS, definitions
-from tasks.consistency.oracle import oracle_version
-from tasks.consistency.store import redact
-from tasks.core import io
-from tasks.core.config import Params
-from tasks.core.method import Method, Preparation, Unit, UnitResult, by_model
-from tasks.core.paths import Workspace, root_marked
-from tasks.core.publish import Figure, Report, provenance
-from tasks.core.runtime import git_commit
-from tasks.core.schema import Contract
-from tasks.models.llm import DEFAULT_LOCAL_MODEL, parse_llm
-from tasks.models.model_spec import ModelRef, unique_names
+from lingtest.tasks.consistency import answering, contract, covering, guide_import, report
+from lingtest.tasks.consistency import run_settings, store_tasks, suite_tasks
+from lingtest.tasks.consistency.ipm import IPM
+from lingtest.tasks.consistency.metrics import CONSISTENCY_DEFINITIONS, definitions
+from lingtest.tasks.consistency.oracle import oracle_version
+from lingtest.tasks.consistency.store import redact
+from lingtest.tasks.core import io
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.method import Method, Preparation, Unit, UnitResult, by_model
+from lingtest.tasks.core.paths import Workspace, root_marked
+from lingtest.tasks.core.publish import Figure, Report, provenance
+from lingtest.tasks.core.runtime import git_commit
+from lingtest.tasks.core.schema import Contract
+from lingtest.tasks.models.llm import DEFAULT_LOCAL_MODEL, parse_llm
+from lingtest.tasks.models.model_spec import ModelRef, unique_names
 
 SUBSTITUTES = ("Substitute: the guide's LLMs → the packaged SmolLM2-135M-Instruct (Q4_1 GGUF, "
                "de-quantised to float32, greedy decoding on CPU) in the {profile} profile.")
@@ -96,7 +96,7 @@ class ConsistencyMethod(Method):
     def check_inputs(self) -> None:
         """Before the suite is rewritten: the questions exist, and the answer database is
         not damaged (a run started without ``lingtest run``'s validation too)."""
-        from tasks.consistency.store import check_sqlite
+        from lingtest.tasks.consistency.store import check_sqlite
 
         if not self.params.consistency.import_dir:
             run_settings.questions_input(self.params.consistency, self.workspace)

@@ -37,8 +37,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tasks.core.errors import LingtestError
-from tasks.core.stats import cluster_weights, percentile_bounds
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.stats import cluster_weights, percentile_bounds
 
 COLUMNS = ("model_id", "question_id", "row", "expected", "parsed")
 METRICS = ("accuracy", "precision", "recall", "f1", "consistency", "undefined_rate",

@@ -52,7 +52,7 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.core.errors import InputFormatError, LingtestError
+from lingtest.tasks.core.errors import InputFormatError, LingtestError
 
 ORACLE_VERSION = "2"  # bump whenever a rule changes: cached/parsed answers depend on it
 GUIDE_VERSION = "guide-1"  # the guide's first-word rule (its own version line)
@@ -274,7 +274,7 @@ def classify_csv(path: str | Path, column: str, output: str | Path | None = None
     (an earlier classification, perhaps by another oracle) is replaced only with
     ``overwrite``.
     """
-    from tasks.core.io import check_input_file, write_csv
+    from lingtest.tasks.core.io import check_input_file, write_csv
 
     path = check_input_file(Path(path).expanduser(), "give the CSV of responses")
     target = classified_path(path, output)

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tasks.core.sections import Section, UserPath
+from lingtest.tasks.core.sections import Section, UserPath
 
 
 GENERATORS = ("builtin", "pict", "acts", "cagen")

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.consistency import metrics
-from tasks.core.io import atomic_path
-from tasks.core.metrics import stage_metrics
+from lingtest.tasks.consistency import metrics
+from lingtest.tasks.core.io import atomic_path
+from lingtest.tasks.core.metrics import stage_metrics
 
 RESULT_EXPORT = ["model_id", "revision", "question_id", "array_row", "row_values",
                  "derived_text", "prompt", "expected", "raw_text", "error", "parsed", "correct"]
@@ -221,13 +221,13 @@ def model_line(record: dict, run: dict, key_env: str | None = None) -> str:
     (``publish`` writes it relative to the project root) and protocol. ``record``:
     ``store_tasks.model_record``; ``run``: the unit's extras (``name``,
     ``system_fingerprints``)."""
-    from tasks.consistency.contract import revision
+    from lingtest.tasks.consistency.contract import revision
 
     backend = record.get("backend")
     spec = record.get("spec") or record["model_id"]
     if backend in ("transformers", "transformers-seq2seq", "ctranslate2"):
         engine = (f"{record.get('engine')}, {record.get('engine_reason')}"
-                  if backend == "ctranslate2" else backend)  # tasks.models.lm_engines
+                  if backend == "ctranslate2" else backend)  # lingtest.tasks.models.lm_engines
         what = (f"{record.get('source')}, {record.get('gguf_file') or '-'}, "
                 f"{record.get('dtype')}, {engine}")
     elif backend == "python":

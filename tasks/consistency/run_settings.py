@@ -6,10 +6,10 @@ import dataclasses
 from pathlib import Path
 
 
-from tasks.consistency.params import ConsistencyParams
-from tasks.core.config import Params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
+from lingtest.tasks.consistency.params import ConsistencyParams
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
 
 
 DEFAULT_DATABASE = "data/consistency/results.sqlite"
@@ -69,6 +69,6 @@ def prompt_settings(c: ConsistencyParams) -> dict:
 
 def settings_record(settings: dict) -> dict:
     """The settings as the store would see them (for reports)."""
-    from tasks.models.llm import LLMSettings
+    from lingtest.tasks.models.llm import LLMSettings
 
     return dataclasses.asdict(LLMSettings(**settings))

@@ -34,7 +34,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
-from tasks.consistency.store_schema import (
+from lingtest.tasks.consistency.store_schema import (
     PARSED,
     Base,
     ClassifierAnswer,
@@ -47,8 +47,8 @@ from tasks.consistency.store_schema import (
     Verdict,
     utcnow,
 )
-from tasks.core.errors import LingtestError
-from tasks.core.secrets import MASK, redact_text, redact_url, redact_value
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.secrets import MASK, redact_text, redact_url, redact_value
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -156,7 +156,7 @@ def check_sqlite(url: str, root: Path | None = None) -> None:
     if parsed.get_backend_name() != "sqlite" or database.startswith("file:"):
         return
     if not Path(database).exists():  # made on first use: where it can be made
-        from tasks.core.io import check_output_folder, unwritable
+        from lingtest.tasks.core.io import check_output_folder, unwritable
 
         check_output_folder(Path(database), URL_PARAM, root)  # its folder: in the project
         problem = unwritable(Path(database).parent)
@@ -418,7 +418,7 @@ class Store:
             with self.engine.begin() as conn:
                 self._insert_ignore(conn, Response, chunk)
 
-    # An LLM classifier's answers (tasks.models.llm_classifier)
+    # An LLM classifier's answers (lingtest.tasks.models.llm_classifier)
 
     def classifier_answers(self, model_key: int, prompts: Sequence[str]) -> dict[str, str]:
         """The stored answers among ``prompts``, by prompt."""

@@ -121,7 +121,7 @@ class Response(Base):
 
 
 class ClassifierAnswer(Base):
-    """An LLM's answer to one classification prompt (``tasks.models.llm_classifier``): the
+    """An LLM's answer to one classification prompt (``lingtest.tasks.models.llm_classifier``): the
     reply (text and any token log-probabilities, as JSON) or a local LM's label scores.
     Only answers are kept; a failed call leaves the prompt to be asked again."""
 

@@ -10,10 +10,10 @@ from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 from sqlalchemy import select
 
-from tasks.consistency import oracle
-from tasks.consistency.store import open_store, redact
-from tasks.consistency.store_schema import Model
-from tasks.core.caching import task
+from lingtest.tasks.consistency import oracle
+from lingtest.tasks.consistency.store import open_store, redact
+from lingtest.tasks.consistency.store_schema import Model
+from lingtest.tasks.core.caching import task
 
 
 @task(name="record-queries", cache_policy=NO_CACHE)

@@ -29,13 +29,13 @@ import pandas as pd
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from tasks.consistency import covering
-from tasks.consistency.ipm import IPM, build_guide_ipms, build_ipms, derive_prompt
-from tasks.core import io
-from tasks.core.caching import model_id, task
-from tasks.consistency.params import ConsistencyParams
-from tasks.core.paths import Workspace
-from tasks.models.registry import resolve
+from lingtest.tasks.consistency import covering
+from lingtest.tasks.consistency.ipm import IPM, build_guide_ipms, build_ipms, derive_prompt
+from lingtest.tasks.core import io
+from lingtest.tasks.core.caching import model_id, task
+from lingtest.tasks.consistency.params import ConsistencyParams
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.models.registry import resolve
 
 
 SpacyModel = model_id("spacy", resolve=resolve)  # keyed on its resolved revision
@@ -52,7 +52,7 @@ def store_id(question_id: str, question: str, answer: bool) -> str:
 @task(name="select-questions", cache_policy=NO_CACHE)
 def select_questions(path: str, user_file: bool, n_questions: int, seed: int) -> pd.DataFrame:
     """The user's questions, or KomMKonLLM's 27 plus a seeded sample of BoolQ validation."""
-    from tasks.data.questions import read_questions_jsonl
+    from lingtest.tasks.data.questions import read_questions_jsonl
 
     if user_file:
         frame = read_questions_jsonl(path, source="user")
@@ -74,8 +74,8 @@ def ipms_task(questions: list[tuple[str, str]], max_values: int, spacy_model: Sp
               offline: bool, nltk_data: Path, kind: str = "guide") -> list[dict]:
     """IPMs (as ``IPM.to_json`` dicts) of (question_id, question) pairs: spaCy + WordNet,
     the guide's (``kind`` guide) or lingtest's narrower model (``kind`` lingtest)."""
-    from tasks.models.nlp import load_spacy
-    from tasks.text.wordnet import wordnet
+    from lingtest.tasks.models.nlp import load_spacy
+    from lingtest.tasks.text.wordnet import wordnet
 
     frame = pd.DataFrame(questions, columns=["question_id", "question"])
     build = build_guide_ipms if kind == "guide" else build_ipms
@@ -125,7 +125,7 @@ def import_guide(c: ConsistencyParams, workspace: Workspace, out: Path
     """Questions and queries from a folder of the guide's ca-N.csv + synonyms-N.txt
     (``consistency.import_dir``; ``guide_import.labels_file`` names where the labels came
     from, for the provenance)."""
-    from tasks.consistency import guide_import
+    from lingtest.tasks.consistency import guide_import
 
     folder = guide_import.guide_folder(c.import_dir, workspace.root)
     questions, synonyms, arrays = guide_import.read_guide_folder(folder)

@@ -2,10 +2,10 @@
 under test can load (without loading its weights)."""
 from __future__ import annotations
 
-from tasks.core.config import Params
-from tasks.core.paths import Workspace
-from tasks.core.plugin_spec import ModelEntry
-from tasks.core.validate import param_path, read_param_file
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.plugin_spec import ModelEntry
+from lingtest.tasks.core.validate import param_path, read_param_file
 
 
 def configured_models(params: Params) -> list[ModelEntry]:
@@ -20,12 +20,12 @@ def configured_models(params: Params) -> list[ModelEntry]:
 def check_inputs(params: Params, workspace: Workspace) -> None:
     c = params.contrastive
     if c.suite:
-        from tasks.contrastive.costello_json import read_costello_suite, select_imported
+        from lingtest.tasks.contrastive.costello_json import read_costello_suite, select_imported
         path = param_path(c.suite, workspace.root)
         select_imported(read_param_file("contrastive.suite", read_costello_suite, path),
                         c.relations, c.max_seeds, params.seed, path)
     if c.dictionary_file:
-        from tasks.contrastive.thresholds import read_dictionary
+        from lingtest.tasks.contrastive.thresholds import read_dictionary
         read_param_file("contrastive.dictionary_file", read_dictionary,
                         param_path(c.dictionary_file, workspace.root))
 
@@ -33,9 +33,9 @@ def check_inputs(params: Params, workspace: Workspace) -> None:
 def check_encoder(key: str, model_id: str, params: Params, workspace: Workspace,
                   row: dict) -> dict:
     """An encoder COSTELLO can test with the stage's pooling and dictionaries."""
-    from tasks.contrastive.thresholds import needs_dictionaries
-    from tasks.models.any_encoder import check_contrastive_encoder
-    from tasks.models.model_spec import parse_model
+    from lingtest.tasks.contrastive.thresholds import needs_dictionaries
+    from lingtest.tasks.models.any_encoder import check_contrastive_encoder
+    from lingtest.tasks.models.model_spec import parse_model
 
     c = params.contrastive
     ref = parse_model(model_id, key, params.models.names, workspace.root)

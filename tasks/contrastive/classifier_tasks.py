@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 from prefect.logging import get_run_logger
 
-from tasks.contrastive import classifiers
-from tasks.core.caching import task
-from tasks.contrastive.params import ContrastiveParams
+from lingtest.tasks.contrastive import classifiers
+from lingtest.tasks.core.caching import task
+from lingtest.tasks.contrastive.params import ContrastiveParams
 
 
 def relation_kind(texts: pd.Series) -> str:

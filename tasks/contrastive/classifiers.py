@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 FORMAT = "lingtest-classifier-bank/1"
 SEP = " [SEP] "

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tasks.contrastive.suite import METHOD, _frame, _row
-from tasks.contrastive.params import RELATIONS
-from tasks.core.cases import case_id, provenance_json
-from tasks.core.errors import InputFormatError, LingtestError, read_utf8
-from tasks.core.io import parse_json
-from tasks.core.io import sha256_file, write_json
+from lingtest.tasks.contrastive.suite import METHOD, _frame, _row
+from lingtest.tasks.contrastive.params import RELATIONS
+from lingtest.tasks.core.cases import case_id, provenance_json
+from lingtest.tasks.core.errors import InputFormatError, LingtestError, read_utf8
+from lingtest.tasks.core.io import parse_json
+from lingtest.tasks.core.io import sha256_file, write_json
 
 #: COSTELLO's relation names in its released suites (``ctset1.json``, ``mrpc_ct.json``).
 COSTELLO_NAMES = {"SenWordFuzz": "CR1", "swapGender_sentiSynonymSubstitution": "CR2",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 METRICS = ("l1", "l2", "cos")
 

@@ -16,7 +16,7 @@ another pooling or another way of batching never reads old vectors. A text's sha
 by the first hex characters of its sha256 (``shard_of``): 16 shards use one character, 256 use two. A worker that owns a shard is the
 only writer of that file, so a cluster can split the work by shard (``embed_shard``); a
 writer in the same process or on the same machine takes a per-shard file lock as well. Each
-shard file is replaced atomically (``tasks.core.io.atomic_path``).
+shard file is replaced atomically (``lingtest.tasks.core.io.atomic_path``).
 
 An encoder behind a service (``EndpointEncoder``: each request costs money and time) stores
 each request's vectors the moment it returns (``append``): fixed-size records (the text's hash,
@@ -28,7 +28,7 @@ the end of an embed call. Local encoders never write a journal: their shards are
 
 What is not in the key: the device (CPU and GPU vectors differ by float rounding), the thread
 count and ``batch_size``. The encoder runs passes of one exact token count without padding,
-at least ``pass_tokens`` tokens each (``tasks.models.encoders.exact_length_passes``), so a
+at least ``pass_tokens`` tokens each (``lingtest.tasks.models.encoders.exact_length_passes``), so a
 text's vector does not depend on the texts embedded with it or before it; measured with MKL on
 CPU at the default 256 tokens per pass, the vectors are also the same at 1 and 2 threads.
 Another floor changes the last bits, so it is in the pooling key (``Encoder.cache_key``), as is
@@ -49,15 +49,15 @@ from typing import Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
-from tasks.core.errors import LingtestError
-from tasks.core.io import atomic_path, held_flock, sha256_text, write_json
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.io import atomic_path, held_flock, sha256_text, write_json
 
 STORE_FORMAT = 2  # 2: vectors from exact-length passes; 1 (padded batches) is never read
 HASH_DTYPE = "S64"  # sha256 hex digests as fixed-width bytes: npz loads without pickle
 
 
 class SupportsEncode(Protocol):
-    """What ``embed_texts`` needs of an encoder (``tasks.models.encoders.Encoder`` fits)."""
+    """What ``embed_texts`` needs of an encoder (``lingtest.tasks.models.encoders.Encoder`` fits)."""
 
     def encode(self, sentences: list[str], batch_size: int = 32) -> np.ndarray: ...
 

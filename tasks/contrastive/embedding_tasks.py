@@ -12,11 +12,11 @@ import numpy as np
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from tasks.contrastive import embedding, thresholds
-from tasks.core.caching import task
-from tasks.contrastive.params import ContrastiveParams
-from tasks.core.errors import LingtestError
-from tasks.models.model_spec import ModelRef
+from lingtest.tasks.contrastive import embedding, thresholds
+from lingtest.tasks.core.caching import task
+from lingtest.tasks.contrastive.params import ContrastiveParams
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.model_spec import ModelRef
 
 
 class Embedded:
@@ -37,8 +37,8 @@ def _encoder(model: ModelRef, offline: bool, device: str, params: ContrastivePar
     sentence-transformers model's own encode, a python: object or an embedding service):
     the stage's pooling and max_length, ``runtime.encoder_*``'s path; python: files
     relative to ``root``; a service's HTTP settings ``http``."""
-    from tasks.models.any_encoder import load_any_encoder
-    from tasks.models.pooling import parse_pooling
+    from lingtest.tasks.models.any_encoder import load_any_encoder
+    from lingtest.tasks.models.pooling import parse_pooling
 
     if params.pooling is not None:
         try:
@@ -120,8 +120,8 @@ def embed(model: ModelRef, texts: list[str], store_root: str, offline: bool, dev
     model's facts (display name, spec, revision, pooling, each dictionary's words, what ran)
     and the embeddings.
     """
-    from tasks.core.secrets import redact_text
-    from tasks.models.any_encoder import describe_encoder
+    from lingtest.tasks.core.secrets import redact_text
+    from lingtest.tasks.models.any_encoder import describe_encoder
 
     encoder = _encoder(model, offline, device, params, pass_tokens, precision, backend, root,
                        http)
@@ -161,7 +161,7 @@ def shard_calls(model: ModelRef, texts: list[str], store_root: str, offline: boo
     ``model``: the store's shards holding a missing text, dealt into ``groups`` sets
     (one per worker: every call pays its own fill-up copies and model load). None for an
     embedding service: it embeds in ``embed``, with its own concurrency."""
-    from tasks.models.embedding_endpoints import is_endpoint
+    from lingtest.tasks.models.embedding_endpoints import is_endpoint
 
     if is_endpoint(model):
         return []

@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import wilcoxon
 
-from tasks.contrastive.classifiers import ClassifierBank
-from tasks.core.errors import LingtestError
+from lingtest.tasks.contrastive.classifiers import ClassifierBank
+from lingtest.tasks.core.errors import LingtestError
 
 GT_COLUMNS = ["p_greater", "p_less", "gt_a", "gt_b", "mean_F", "mean_G"]
 

@@ -16,17 +16,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.contrastive import costello_json, report, thresholds
-from tasks.contrastive import classifier_tasks, embedding_tasks, suite_tasks, validation
-from tasks.contrastive.classifiers import spec_table
-from tasks.contrastive.suite import table1
-from tasks.core import io
-from tasks.core.method import Method, Preparation, Unit, UnitResult, by_model
-from tasks.core.publish import Figure, Report, provenance, slug
-from tasks.core.schema import Contract
-from tasks.core.validate import param_path
-from tasks.models.embedding_endpoints import endpoint_settings, is_endpoint
-from tasks.models.model_spec import ModelRef, parse_model, parse_models
+from lingtest.tasks.contrastive import costello_json, report, thresholds
+from lingtest.tasks.contrastive import classifier_tasks, embedding_tasks, suite_tasks, validation
+from lingtest.tasks.contrastive.classifiers import spec_table
+from lingtest.tasks.contrastive.suite import table1
+from lingtest.tasks.core import io
+from lingtest.tasks.core.method import Method, Preparation, Unit, UnitResult, by_model
+from lingtest.tasks.core.publish import Figure, Report, provenance, slug
+from lingtest.tasks.core.schema import Contract
+from lingtest.tasks.core.validate import param_path
+from lingtest.tasks.models.embedding_endpoints import endpoint_settings, is_endpoint
+from lingtest.tasks.models.model_spec import ModelRef, parse_model, parse_models
 
 SUBSTITUTES = ("Substitutes: the paper's 42 hub encoders → the packaged all-MiniLM-L6-v2 "
                "(default profile); the paper's SST/MRPC downstream classifiers → 14 MLPs "
@@ -41,7 +41,7 @@ def substitutes(infos: list[dict], n_classifiers: int) -> str:
     other than the paper's 42 (name, spec, form, revision, pooling or "own encode"), the
     paper's models pooled otherwise than its code's pooler, and the classifier count as run.
     The default run (the packaged MiniLM, 14 classifiers) keeps its sentence."""
-    from tasks.core.config import papers_models
+    from lingtest.tasks.core.config import papers_models
 
     default = [(i["model_id"], i.get("source")) for i in infos] == [(MINILM, "package")]
     if default and n_classifiers == 14:
@@ -141,7 +141,7 @@ class ContrastiveMethod(Method):
     def check_inputs(self) -> None:
         """The suite's inputs, the user dictionary and every model (``check_contrastive_
         encoder``: one error naming a bad spec and its fix) before any model loads."""
-        from tasks.models.any_encoder import check_contrastive_encoder
+        from lingtest.tasks.models.any_encoder import check_contrastive_encoder
 
         self.suite_inputs()
         self.user_dictionary()  # a bad word list fails before any model loads

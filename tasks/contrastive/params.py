@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tasks.core.errors import LingtestError
-from tasks.core.sections import Section, UserPath
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.sections import Section, UserPath
 
 
 DISTANCES = ("l1", "l2", "cos")
@@ -73,7 +73,7 @@ class ContrastiveParams(Section):
     @classmethod
     def _known_pooling(cls, pooling: str | None) -> str | None:
         if pooling is not None:
-            from tasks.models.pooling import parse_pooling
+            from lingtest.tasks.models.pooling import parse_pooling
             try:
                 parse_pooling(pooling)
             except LingtestError as error:

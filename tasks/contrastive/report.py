@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.core.io import atomic_path
-from tasks.core.metrics import stage_metrics
+from lingtest.tasks.core.io import atomic_path
+from lingtest.tasks.core.metrics import stage_metrics
 
 THRESHOLD_ORDER = ["zero", "min", "mu-2sigma", "mu-sigma"]
 THRESHOLD_LABEL = {"zero": "0", "min": "min", "mu-2sigma": "μ−2σ", "mu-sigma": "μ−σ"}

@@ -55,15 +55,15 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from tasks.core.cases import case_id, provenance_json
-from tasks.contrastive.params import RELATIONS, ContrastiveParams
-from tasks.core.errors import LingtestError
-from tasks.models.nlp import NO_PARSE
-from tasks.models.nlp import pipe as nlp_pipe
-from tasks.text import lexicon_lookup as lex
-from tasks.text.mutations import (Mutant, antonyms, first_per_position, gender_swap, invert,
+from lingtest.tasks.core.cases import case_id, provenance_json
+from lingtest.tasks.contrastive.params import RELATIONS, ContrastiveParams
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.nlp import NO_PARSE
+from lingtest.tasks.models.nlp import pipe as nlp_pipe
+from lingtest.tasks.text import lexicon_lookup as lex
+from lingtest.tasks.text.mutations import (Mutant, antonyms, first_per_position, gender_swap, invert,
                                   replace_lemma, slots, synonyms)
-from tasks.text.rewrite import synonym_rewrite
+from lingtest.tasks.text.rewrite import synonym_rewrite
 
 METHOD = "contrastive"
 SEP = " [SEP] "

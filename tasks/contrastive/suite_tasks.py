@@ -7,13 +7,13 @@ from pathlib import Path
 import pandas as pd
 from prefect.logging import get_run_logger
 
-from tasks.contrastive import costello_json, suite
-from tasks.core.caching import model_id, task
-from tasks.contrastive.params import ContrastiveParams
-from tasks.core.config import Params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
-from tasks.models.registry import resolve
+from lingtest.tasks.contrastive import costello_json, suite
+from lingtest.tasks.core.caching import model_id, task
+from lingtest.tasks.contrastive.params import ContrastiveParams
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.models.registry import resolve
 
 
 SpacyModel = model_id("spacy", resolve=resolve)  # keyed on its resolved revision
@@ -55,8 +55,8 @@ def build_suite(inputs: list[Path], settings: dict, seed: int, nltk_data: Path,
         get_run_logger().info("suite %s: %s", Path(inputs[0]).name,
                               imported.groupby("relation", sort=False).size().to_dict())
         return imported
-    from tasks.models.nlp import load_spacy
-    from tasks.text.wordnet import wordnet
+    from lingtest.tasks.models.nlp import load_spacy
+    from lingtest.tasks.text.wordnet import wordnet
 
     tables = {Path(f).stem: pd.read_parquet(f) for f in inputs}
     generated = suite.generate_suite(tables, load_spacy(spacy_model, offline=offline),

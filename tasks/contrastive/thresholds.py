@@ -40,8 +40,8 @@ from typing import Iterable, Sequence
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from tasks.contrastive.distances import check_metric, pair_distances
-from tasks.core.errors import InputFormatError, LingtestError
+from lingtest.tasks.contrastive.distances import check_metric, pair_distances
+from lingtest.tasks.core.errors import InputFormatError, LingtestError
 
 KINDS = ("zero", "min", "mu-2sigma", "mu-sigma")
 RULES = ("corrected", "paper")
@@ -204,7 +204,7 @@ def read_dictionary(path: str | Path) -> list[str]:
     path = Path(path)
     fix = ("a dictionary file is a JSON list of words (or an object keyed by word), or one "
            "word per line; set contrastive.dictionary_file to it or to null")
-    from tasks.core.io import parse_json, read_input_text
+    from lingtest.tasks.core.io import parse_json, read_input_text
 
     text = read_input_text(path, fix)
     if path.suffix.lower() == ".json":

@@ -43,10 +43,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tasks.contrastive import classifiers, distances, ground_truth, thresholds
-from tasks.core.caching import task
-from tasks.contrastive.params import ContrastiveParams
-from tasks.contrastive.classifier_tasks import features, relation_kind
+from lingtest.tasks.contrastive import classifiers, distances, ground_truth, thresholds
+from lingtest.tasks.core.caching import task
+from lingtest.tasks.contrastive.params import ContrastiveParams
+from lingtest.tasks.contrastive.classifier_tasks import features, relation_kind
 
 
 @task(name="nearest-neighbours", task_run_name="nn-{metric}-{label}", exclude=("label",))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tasks.core.sections import AlertRule
+    from lingtest.tasks.core.sections import AlertRule
 
 NOTIFY_ENV = "LINGTEST_NOTIFY_URL"  # `lingtest serve --notify`: not a flow parameter (UI-visible)
 RESULT_KEYS = ("case_id", "model_id", "distance", "dictionary", "rule", "threshold_kind")
@@ -122,7 +122,7 @@ def failure_text(what: str, flow_run, state) -> str:
 def failure_hook(what: str, url: str | None) -> Callable:
     """An ``on_failure`` / ``on_crashed`` hook posting ``failure_text`` to ``url``."""
     def hook(flow, flow_run, state) -> None:
-        from tasks.core.run_lock import INSIDE_REPRO
+        from lingtest.tasks.core.run_lock import INSIDE_REPRO
 
         if os.environ.get(INSIDE_REPRO):  # a stage under a scheduled rerun: that one alerts
             return
@@ -144,9 +144,9 @@ def with_failure_alerts(flow, what: str, url: str | None):
 def read_metric(root: Path, metric: str) -> float | None:
     """The number at ``FILE:KEY`` (dotted key into JSON/YAML; a model or metric name may
     hold dots itself: ``Qwen2.5-0.5B.CR2.P_A``), or None when absent."""
-    from tasks.core.errors import LingtestError
-    from tasks.core.io import parse_yaml, read_input_text
-    from tasks.core.metrics import lookup
+    from lingtest.tasks.core.errors import LingtestError
+    from lingtest.tasks.core.io import parse_yaml, read_input_text
+    from lingtest.tasks.core.metrics import lookup
 
     path, _, key = metric.partition(":")
     try:  # a pipe or a device in its place is no metrics file either (never read)
@@ -176,7 +176,7 @@ def broken_cases(before: dict[str, "pd.DataFrame"], root: Path) -> dict[str, int
     """Per stage: cases that passed in ``before`` and do not pass now."""
     import pandas as pd
 
-    from tasks.core.schema import change_counts, compare_results
+    from lingtest.tasks.core.schema import change_counts, compare_results
 
     counts = {}
     for stage, old in before.items():
@@ -233,7 +233,7 @@ def metrics_files(root: Path) -> set[str]:
 def check_rules(rules: list["AlertRule"], root: Path) -> None:
     """Before anything runs: each metric rule names a file the pipeline writes (or that
     exists), and a key present when the file exists."""
-    from tasks.core.errors import LingtestError
+    from lingtest.tasks.core.errors import LingtestError
 
     if os.environ.get(NOTIFY_ENV) and webhook_problem(os.environ[NOTIFY_ENV]):
         raise LingtestError(f"{NOTIFY_ENV} (serve --notify): "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.core import io
+from lingtest.tasks.core import io
 
 _KEY = re.compile(r"^[a-z0-9-]+$")
 
@@ -56,12 +56,12 @@ def publish_table(key: str, df: pd.DataFrame, title: str, report_dir: Path | Non
 
 def artifact_description(title: str, notes: str, provenance: dict[str, object] | None) -> str:
     """Title, notes and provenance (with the code's commit), so the UI's versions can be told apart."""
-    from tasks.core.runtime import git_commit
+    from lingtest.tasks.core.runtime import git_commit
 
     provenance = dict(provenance or {})
     if not {"commit", "code"} & set(provenance):
         provenance["commit"] = git_commit(Path(__file__).resolve().parents[2])
-    from tasks.core.secrets import redact_text
+    from lingtest.tasks.core.secrets import redact_text
 
     text = f"**{title}**\n\n" + (f"{notes}\n\n" if notes else "") + provenance_block(provenance)
     return redact_text(text)

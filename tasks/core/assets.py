@@ -15,10 +15,10 @@ from typing import Callable
 
 import pandas as pd
 
-from tasks.core import fetch, io
-from tasks.core.config import DataParams
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace, default_mirror
+from lingtest.tasks.core import fetch, io
+from lingtest.tasks.core.config import DataParams
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace, default_mirror
 
 Fetcher = Callable[[Path, float], None]
 # The MANIFEST names a mirror copy by this label plus the asset's canonical source, never by

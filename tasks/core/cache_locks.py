@@ -1,7 +1,7 @@
 """Where the cache-key locks live, and how a lock left by a dead run is broken.
 
 The locks live beside the running flow's task results, so every worker that reaches the
-result storage takes the same lock (``tasks.core.caching``'s policy holds a key under
+result storage takes the same lock (``lingtest.tasks.core.caching``'s policy holds a key under
 SERIALIZABLE isolation with these locks).
 
 Prefect's ``FileSystemLockManager`` writes ``{"holder": <uuid>, "expiration": null}``: a run
@@ -50,7 +50,7 @@ def _local_folder(storage: Any) -> Path | None:
 def lock_folder() -> Path:
     """``cache-locks`` in the running flow's result storage when it is a folder
     (``runtime.result_storage``, reached by every worker), else in Prefect's local result
-    folder (``.prefect/storage``: ``tasks.core.runtime``), which holds on one machine only."""
+    folder (``.prefect/storage``: ``lingtest.tasks.core.runtime``), which holds on one machine only."""
     from prefect.context import FlowRunContext, TaskRunContext
     from prefect.settings import get_current_settings
 

@@ -16,7 +16,7 @@ keys a task run on:
 - a ``version`` string.
 
 Runs holding the same key are serialised with a file lock beside the run's results
-(``tasks.core.cache_locks``: a shared folder serialises every worker that mounts it), so two workers
+(``lingtest.tasks.core.cache_locks``: a shared folder serialises every worker that mounts it), so two workers
 never compute one key. ``task`` is Prefect's decorator with this policy and
 ``persist_result=True`` as defaults; ``cache_policy=NO_CACHE`` opts out.
 """
@@ -42,11 +42,11 @@ from prefect.cache_policies import NO_CACHE, CachePolicy
 from prefect.transactions import IsolationLevel
 from pydantic import BaseModel
 
-from tasks.core.cache_locks import ResultStorageLocks
-from tasks.core.imports import (PROJECT_PACKAGES, imported_closure, module_file, parse_source,
+from lingtest.tasks.core.cache_locks import ResultStorageLocks
+from lingtest.tasks.core.imports import (PROJECT_PACKAGES, imported_closure, module_file, parse_source,
                                 project_modules)
-from tasks.core.io import sha256_file
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.core.io import sha256_file
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
 __all__ = ["ContentInputs", "ModelRef", "model_id", "NO_CACHE", "task", "hash_path"]
 
@@ -84,7 +84,7 @@ def hash_path(path: str | os.PathLike) -> str:
 class ModelRef:
     """Marks a ``str`` parameter holding a model id: the key gets its resolved revision.
 
-    ``resolve`` is ``tasks.models.registry.resolve`` (passed in, so that stages without
+    ``resolve`` is ``lingtest.tasks.models.registry.resolve`` (passed in, so that stages without
     models do not depend on the registry's code); ``kinds`` are tried in order (a fill model
     may be a causal or a masked LM) and the first kind the registry accepts decides."""
 
@@ -93,7 +93,7 @@ class ModelRef:
 
     def revision(self, model: str, offline: bool) -> list:
         """[kind, source, revision, gguf file] of the id as the registry resolves it now."""
-        from tasks.core.errors import LingtestError
+        from lingtest.tasks.core.errors import LingtestError
 
         errors = []
         for kind in self.kinds:
@@ -288,7 +288,7 @@ def code_reach(fn: Callable, root: Path = PACKAGE_ROOT,
             continue
         sources[name] = definitions.get(name, "")
         for used in sorted(names):
-            roots |= project_modules(used, root, packages)  # lazy `import tasks.x.y`
+            roots |= project_modules(used, root, packages)  # lazy `import lingtest.tasks.x.y`
             if used not in vars(home):
                 continue
             value = vars(home)[used]

@@ -8,7 +8,7 @@ A run is read from what DVC and git record of it (``Snapshot``): the stage's con
 git revision, a DVC experiment name, a Prefect flow-run id (its ``commit:`` tag) or
 ``workspace`` (the files on disk: the run that just finished). Every stage run publishes
 its comparison with the stage's previous run in the same project (``previous_run``, read
-before the run writes) as a Prefect artifact (``flows.method``); ``lingtest compare A B``
+before the run writes) as a Prefect artifact (``lingtest.flows.method``); ``lingtest compare A B``
 prints it for any two runs.
 
 The per-case diff is ``schema.compare_results`` keyed by the method's result index (case,
@@ -27,9 +27,9 @@ from typing import Callable
 import pandas as pd
 import yaml
 
-from tasks.core.errors import LingtestError
-from tasks.core.run_lock import EXPERIMENT
-from tasks.core.schema import change_counts, compare_results
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.run_lock import EXPERIMENT
+from lingtest.tasks.core.schema import change_counts, compare_results
 
 WORKSPACE = "workspace"
 TOP_CHANGES = 10

@@ -3,9 +3,9 @@
 Precedence, lowest first: ``params.yaml``; ``params/<profile>.yaml`` when ``profile`` is not
 ``default`` (so ``dvc exp run -S profile=paper`` switches profile); ``--set key=value``.
 Unknown keys and bad values fail with one message naming the dotted key and what is allowed.
-``Params`` here holds the sections every stage shares (``tasks.core.sections``); the plug-in
-registry (``flows.registry``) derives the full class with each method's section and reads
-parameters into it (``flows.registry.load_params``).
+``Params`` here holds the sections every stage shares (``lingtest.tasks.core.sections``); the plug-in
+registry (``lingtest.flows.registry``) derives the full class with each method's section and reads
+parameters into it (``lingtest.flows.registry.load_params``).
 """
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from tasks.core.errors import LingtestError
-from tasks.core.secrets import redact_override, redact_value
-from tasks.core.sections import DataParams, ModelsParams, RuntimeParams, Section
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.secrets import redact_override, redact_value
+from lingtest.tasks.core.sections import DataParams, ModelsParams, RuntimeParams, Section
 
 
 class Params(Section):
-    """The shared sections; ``flows.registry.Params`` adds each plug-in's."""
+    """The shared sections; ``lingtest.flows.registry.Params`` adds each plug-in's."""
 
     seed: int = Field(42, ge=0, le=2**32 - 1,  # NumPy's legacy seeding takes 32 bits
                       description="drives Python, NumPy and torch")
@@ -57,7 +57,7 @@ class Params(Section):
 # --------------------------------------------------------------------------- loading
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    from tasks.core.io import parse_yaml, read_input_text
+    from lingtest.tasks.core.io import parse_yaml, read_input_text
 
     if not path.exists():
         raise LingtestError(f"{path}: parameter file not found (run from the project root)")
@@ -73,7 +73,7 @@ def papers_models(dotted: str) -> list[str]:
     """The models the papers used for one parameter, as the paper profile lists them with
     their sources (``contrastive.encoders`` in params/paper.yaml): what a report does not
     call a substitute. Empty when the profile does not set it."""
-    from tasks.core.paths import PACKAGE_ROOT
+    from lingtest.tasks.core.paths import PACKAGE_ROOT
 
     value: Any = _read_yaml(PACKAGE_ROOT / "params" / "paper.yaml")
     for part in dotted.split("."):
@@ -104,7 +104,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
         raise LingtestError(f"--set {redact_override(item)!r}: no value after `=`; fix: "
                             f"{key.strip()}=null for none (the default where it has one), or "
                             "a value")
-    from tasks.core.io import load_yaml_value
+    from lingtest.tasks.core.io import load_yaml_value
 
     try:
         value = load_yaml_value(raw)
@@ -167,8 +167,8 @@ def read_params(
     profile: str | None = None,
 ) -> Params:
     """The effective parameters for a project root (cwd's project when None), validated
-    against ``schema`` (``flows.registry.Params``)."""
-    from tasks.core.paths import find_project_root
+    against ``schema`` (``lingtest.flows.registry.Params``)."""
+    from lingtest.tasks.core.paths import find_project_root
 
     root = root or find_project_root()
     tree = _read_yaml(root / "params.yaml")

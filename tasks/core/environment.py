@@ -5,7 +5,7 @@ it (the newest versions ``pyproject.toml`` allows, through ``pip install --dry-r
 
 Local version labels (``torch==2.13.0+cpu``) are dropped from the lock: ``==2.13.0`` is
 satisfied by the CPU and the CUDA builds alike (PEP 440), and which build a host installs
-is its choice (``TORCH`` in the Makefile). ``python -m tasks.core.environment`` writes the
+is its choice (``TORCH`` in the Makefile). ``python -m lingtest.tasks.core.environment`` writes the
 lock from a pip report, or from the current environment (``--freeze``).
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import logging
 import re
 from pathlib import Path
 
-from tasks.core import io
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core import io
+from lingtest.tasks.core.errors import LingtestError
 
 LOCK_FILE = "requirements.lock"
 HEADER = ("# The versions lingtest's committed reports came from: `make install` installs with\n"

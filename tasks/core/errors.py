@@ -39,9 +39,9 @@ class FailedCalls(LingtestError):
 
 
 def read_utf8(path, fix: str = "save the file as UTF-8") -> str:
-    """A user's text file (``tasks.core.io.read_input_text``: a regular file within the
+    """A user's text file (``lingtest.tasks.core.io.read_input_text``: a regular file within the
     size limit); non-UTF-8 bytes become an InputFormatError naming the line."""
-    from tasks.core.io import read_input_text
+    from lingtest.tasks.core.io import read_input_text
 
     return read_input_text(path, fix)
 

@@ -1,7 +1,7 @@
 """The project-import graph: which project modules a module imports, transitively.
 
 ``tests/test_dvc_deps.py`` derives each DVC stage's code dependencies from it, and task cache
-keys (``tasks.core.caching``) hash the code a task can reach with it. Imports inside function
+keys (``lingtest.tasks.core.caching``) hash the code a task can reach with it. Imports inside function
 bodies count too (the CLI imports flows lazily), except in the CLI and the Python API, whose
 commands are not part of a stage. Parsed files are memoised by (path, mtime, size).
 """
@@ -12,12 +12,16 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from tasks.core.paths import PACKAGE_ROOT
+from lingtest.tasks.core.paths import PACKAGE_ROOT
 
-PROJECT_PACKAGES = ("tasks", "flows", "lingtest")
+PROJECT_PACKAGES = ("lingtest",)
 # modules whose lazy imports are not followed: the command line and the Python API, whose
-# functions but one (``run``, a stage's command) are not part of a stage
-TOP_LEVEL_ONLY = ("flows.cli", "lingtest.api")
+# functions but one (``run``, a stage's command) are not part of a stage, and the package
+# itself, which every module imports (its lazy ``TestResult`` is the notebook's)
+TOP_LEVEL_ONLY = ("lingtest", "lingtest.flows.cli", "lingtest.api")
+# The installed package's subpackages that live in the repository's top-level folders
+# (pyproject.toml's package-dir): lingtest.tasks is tasks/, lingtest.flows is flows/.
+FOLDERS = {"lingtest.tasks": "tasks", "lingtest.flows": "flows"}
 
 
 _AST_LOCK = threading.Lock()
@@ -33,7 +37,9 @@ def parse_source(text: str) -> ast.Module:
 
 def module_file(module: str, root: Path = PACKAGE_ROOT) -> Path | None:
     """The source file of a dotted module name under ``root`` (module or package), if any."""
-    base = Path(root).joinpath(*module.split("."))
+    parts = module.split(".")
+    folder = FOLDERS.get(".".join(parts[:2]))
+    base = Path(root).joinpath(*([folder] + parts[2:] if folder else parts))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate

@@ -186,7 +186,7 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
 
 def max_input_bytes() -> int:
     """The size limit of one input file: ``$LINGTEST_MAX_INPUT_MB`` MB (default 256)."""
-    from tasks.core.errors import LingtestError
+    from lingtest.tasks.core.errors import LingtestError
 
     raw = os.environ.get(MAX_INPUT_ENV, "").strip()
     if not raw:
@@ -205,7 +205,7 @@ def check_input_file(path: str | os.PathLike, fix: str = "") -> Path:
     """``path`` when it is a regular file within the size limit; otherwise one
     InputFormatError naming the file, what it is, and the fix (``fix``: what the file
     should be). Symlinks are followed (a link to /dev/zero is a device)."""
-    from tasks.core.errors import InputFormatError
+    from lingtest.tasks.core.errors import InputFormatError
 
     path = Path(path)
     try:
@@ -244,7 +244,7 @@ def read_input_bytes(path: str | os.PathLike, fix: str = "") -> bytes:
 
 def read_input_text(path: str | os.PathLike, fix: str = "save the file as UTF-8") -> str:
     """A user's text file; bytes that are not UTF-8 are an error naming the line."""
-    from tasks.core.errors import InputFormatError
+    from lingtest.tasks.core.errors import InputFormatError
 
     data = read_input_bytes(path)
     try:
@@ -259,7 +259,7 @@ def parse_json(text: str, path: str | os.PathLike, fix: str = "", line: int | No
     """``text`` (a file's, or its JSONL line ``line``) decoded; malformed JSON, nesting
     deeper than Python's parser reaches and numbers it cannot convert are one
     InputFormatError naming the file and line."""
-    from tasks.core.errors import InputFormatError
+    from lingtest.tasks.core.errors import InputFormatError
 
     try:
         return json.loads(text)
@@ -286,7 +286,7 @@ def check_output_folder(target: Path, what: str, root: Path | None = None) -> No
     """The folder of a file about to be written exists, or lies inside the project (``root``),
     where lingtest makes the folders it needs; elsewhere a missing folder is likelier a typo
     than a wish, so it is one error instead of a silent ``mkdir -p``."""
-    from tasks.core.errors import LingtestError
+    from lingtest.tasks.core.errors import LingtestError
 
     parent = Path(os.path.abspath(target)).parent
     if parent.is_dir():
@@ -361,7 +361,7 @@ def parse_yaml(text: str, path: str | os.PathLike, fix: str = "", load=None):
     parser is one error too."""
     import yaml
 
-    from tasks.core.errors import InputFormatError
+    from lingtest.tasks.core.errors import InputFormatError
 
     try:
         return (load or (lambda t: yaml.load(t, Loader=_unique_key_loader())))(text)

@@ -1,7 +1,7 @@
 """The shape every testing method takes: suite → one unit of work per (model, shard) →
 contract result rows → report.
 
-A method is a plain class (``tasks/<method>/method.py``); ``flows.method.method_flow`` turns
+A method is a plain class (``tasks/<method>/method.py``); ``lingtest.flows.method.method_flow`` turns
 it into its stage's flow, which only composes: build the suite, submit one task per
 ``Unit`` (so a task runner — threads or Dask — can spread the work), collect, publish.
 ``retest`` runs one model over a suite with the same code, for the repair and debugging
@@ -17,10 +17,10 @@ from typing import Any, Callable, ClassVar, ContextManager, Generator
 
 import pandas as pd
 
-from tasks.core.config import Params
-from tasks.core.paths import Workspace
-from tasks.core.publish import Report
-from tasks.core.schema import Contract, check_results, undefined_count
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import Report
+from lingtest.tasks.core.schema import Contract, check_results, undefined_count
 
 
 @dataclass(frozen=True)

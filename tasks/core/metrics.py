@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from numbers import Real
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 FILE = "metrics.json"  # inside reports/<stage>/
 SETTING = "setting"
@@ -57,7 +57,7 @@ def verdict_metrics(verdicts) -> dict[str, float | int]:
     """A model's ``fail_%`` over its decided (pass/fail) verdicts, and ``undefined`` (answers
     that named no label) only when there are any, so a model that always answers keeps the
     metric keys it had (``dvc metrics diff`` shows no new column for it)."""
-    from tasks.core.schema import DECIDED, UNDEFINED
+    from lingtest.tasks.core.schema import DECIDED, UNDEFINED
 
     verdicts = [str(v) for v in verdicts]
     judged = [v for v in verdicts if v in DECIDED]

@@ -3,7 +3,7 @@
 Each ``tasks/<package>/plugin.py`` defines ``PLUGIN = Plugin(...)``: the paper, its
 parameter section (a ``Section`` class in the package), and its stages — the DVC stage name,
 the ``Method`` class (or a custom flow), the models it loads, the checks of its input files
-before a run. ``flows.registry`` finds the plug-ins and derives from them the stage list,
+before a run. ``lingtest.flows.registry`` finds the plug-ins and derives from them the stage list,
 ``Params``, the pre-run validation, ``lingtest models`` and the command line; nothing in
 ``tasks/core`` names a stage.
 
@@ -16,13 +16,13 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 
 @dataclass(frozen=True)
 class ModelEntry:
     """One model a stage loads: the parameter naming it, the spec, and its kind (how it is
-    checked: ``tasks.models.checks.check_configured`` or the plug-in's ``model_checks``)."""
+    checked: ``lingtest.tasks.models.checks.check_configured`` or the plug-in's ``model_checks``)."""
 
     key: str
     spec: str
@@ -33,7 +33,7 @@ class ModelEntry:
 class StageSpec:
     """One DVC stage of a plug-in.
 
-    ``method``: the ``tasks.core.method.Method`` subclass (``flows.method.method_flow`` makes
+    ``method``: the ``lingtest.tasks.core.method.Method`` subclass (``lingtest.flows.method.method_flow`` makes
     its flow); ``flow``: a custom flow instead (the data and training stages). ``section``:
     the dotted parameter section it reads (its reports' provenance). ``models``: a function
     ``params -> list[ModelEntry]`` of what it loads; ``check``: ``(params, workspace) -> None``

@@ -12,16 +12,16 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from tasks.core import io
-from tasks.core.artifacts import publish_table
-from tasks.core.config import Params
-from tasks.core.environment import environment_note
-from tasks.core.errors import LingtestError
-from tasks.core.metrics import FILE as METRICS_FILE
-from tasks.core.metrics import check_metrics_shape
-from tasks.core.paths import Workspace, root_marked
-from tasks.core.runtime import git_commit
-from tasks.core.secrets import redact_value
+from lingtest.tasks.core import io
+from lingtest.tasks.core.artifacts import publish_table
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.environment import environment_note
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.metrics import FILE as METRICS_FILE
+from lingtest.tasks.core.metrics import check_metrics_shape
+from lingtest.tasks.core.paths import Workspace, root_marked
+from lingtest.tasks.core.runtime import git_commit
+from lingtest.tasks.core.secrets import redact_value
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Report:
     tables: list[Table] = field(default_factory=list)
     figures: dict[str, Figure] = field(default_factory=dict)  # file (PNG) → figure
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)  # extra CSV files
-    metrics: dict | None = None  # `reports/<stage>/metrics.json`: see tasks.core.metrics
+    metrics: dict | None = None  # `reports/<stage>/metrics.json`: see lingtest.tasks.core.metrics
     provenance: dict = field(default_factory=dict)
     substitutes: str = ""
 

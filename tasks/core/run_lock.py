@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
 
 REPRO = "repro"  # the scheduled rerun's lock: every stage of the project
 # Set for the stage commands a scheduled rerun starts, so they do not refuse their own parent.

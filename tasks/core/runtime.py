@@ -14,11 +14,11 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
 
 if TYPE_CHECKING:
-    from tasks.core.config import RuntimeParams
+    from lingtest.tasks.core.config import RuntimeParams
 
 TELEMETRY_OFF = {
     "DO_NOT_TRACK": "1",
@@ -75,7 +75,7 @@ def check_api_url(timeout: float = 5.0) -> None:
     try:
         httpx.get(f"{url.rstrip('/')}/health", timeout=timeout).raise_for_status()
     except httpx.HTTPError as error:
-        from tasks.core.secrets import redact_text
+        from lingtest.tasks.core.secrets import redact_text
 
         raise LingtestError(
             f"PREFECT_API_URL={redact_text(url)} does not answer ({type(error).__name__}: "

@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 import pandera.pandas as pa
 
-from tasks.core import io
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core import io
+from lingtest.tasks.core.errors import LingtestError
 
 VERDICTS = ("pass", "fail", "undefined")
 # A model's answer that names no label (an LLM classifier's "I cannot tell", an error after

@@ -1,6 +1,6 @@
 """The parameter sections every stage shares (data, models, runtime) and ``Section``, the base
 of every section, which refuses unknown keys. Each method's own section is in its package
-(``tasks/<method>/params.py``); the plug-in registry (``flows.registry``) assembles them all
+(``tasks/<method>/params.py``); the plug-in registry (``lingtest.flows.registry``) assembles them all
 into ``Params``."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Literal, Union, get_args, get_origin
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
                       ValidationInfo, field_serializer, field_validator, model_serializer, model_validator)
 
-from tasks.core.secrets import redact_fields
+from lingtest.tasks.core.secrets import redact_fields
 
 ASSET_NAMES = (
     "sst", "mrpc", "boolq", "kommkonllm", "contrast_sets", "treebank", "wordnet",
@@ -92,7 +92,7 @@ class DataParams(Section):
 
 
 class LLMClassifierParams(Section):
-    """How one LLM is asked to classify a text (``tasks.models.llm_classifier``)."""
+    """How one LLM is asked to classify a text (``lingtest.tasks.models.llm_classifier``)."""
 
     template: str | None = Field(
         None, description="the prompt, with {text} where the text goes; null: the sentiment "
@@ -265,7 +265,7 @@ class RuntimeParams(Section):
     @field_validator("notify_url")
     @classmethod
     def _webhook(cls, url: str | None) -> str | None:
-        from tasks.core.alerts import webhook_problem
+        from lingtest.tasks.core.alerts import webhook_problem
 
         if url is not None and webhook_problem(url):
             raise ValueError(f"{webhook_problem(url)}; null: no notifications")
@@ -273,7 +273,7 @@ class RuntimeParams(Section):
 
     @field_serializer("notify_url")
     def _mask_webhook(self, url: str | None) -> str | None:
-        from tasks.core.alerts import mask_url
+        from lingtest.tasks.core.alerts import mask_url
 
         return mask_url(url)
 

@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
-from tasks.core.runtime import TELEMETRY_OFF, ui_state_file
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.runtime import TELEMETRY_OFF, ui_state_file
 
 
 def server_env(workspace: Workspace, api_url: str) -> dict[str, str]:

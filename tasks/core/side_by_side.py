@@ -10,7 +10,7 @@ import re
 
 import pandas as pd
 
-from tasks.core.schema import UNDEFINED, Contract, change_counts, compare_results
+from lingtest.tasks.core.schema import UNDEFINED, Contract, change_counts, compare_results
 
 
 def fail_percent(verdicts: pd.Series) -> float:

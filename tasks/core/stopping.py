@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 _STOP = threading.Event()
 log = logging.getLogger("lingtest")

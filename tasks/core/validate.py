@@ -1,7 +1,7 @@
 """Reading the files parameters name, for the checks before a run: a parameter's path as the
 flows resolve it, and a reader's errors as one line naming the parameter.
 
-Each plug-in's ``check`` (``tasks/<method>/checks.py``) uses these; ``flows.validation``
+Each plug-in's ``check`` (``tasks/<method>/checks.py``) uses these; ``lingtest.flows.validation``
 runs the checks of a stage before Prefect starts, so bad input costs one line and no
 written output. They read with the same readers the flows use, so the checks cannot drift.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 
 def param_path(value: str, root: Path) -> Path:
@@ -33,7 +33,7 @@ def read_param_file(key: str, reader, path: Path):
     except LingtestError as error:
         raise (error if str(error).startswith(key) else keyed(key, error)) from None
     except UnicodeDecodeError as exc:
-        from tasks.core.errors import read_utf8
+        from lingtest.tasks.core.errors import read_utf8
         if path.is_file():  # name the line when the whole file is the culprit
             try:
                 read_utf8(path)

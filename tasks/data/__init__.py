@@ -12,13 +12,13 @@ from typing import Callable
 
 import pandas as pd
 
-from tasks.data.checklist import build_checklist_suite
-from tasks.data.contrast_sets import build_contrast_pairs
-from tasks.data.lexicons import build_gender_pairs, build_names, build_word_polarity
-from tasks.data.mrpc import build_mrpc
-from tasks.data.questions import build_questions
-from tasks.data.sst import build_sst
-from tasks.data.treebank import build_ptb_trees
+from lingtest.tasks.data.checklist import build_checklist_suite
+from lingtest.tasks.data.contrast_sets import build_contrast_pairs
+from lingtest.tasks.data.lexicons import build_gender_pairs, build_names, build_word_polarity
+from lingtest.tasks.data.mrpc import build_mrpc
+from lingtest.tasks.data.questions import build_questions
+from lingtest.tasks.data.sst import build_sst
+from lingtest.tasks.data.treebank import build_ptb_trees
 
 TABLES: dict[str, Callable[[Path], pd.DataFrame]] = {
     "sst": build_sst,

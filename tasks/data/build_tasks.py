@@ -1,5 +1,5 @@
 """The ``data`` stage's tasks: import the raw assets, build each processed table, write them
-and report. The plain functions live in ``tasks.core.assets`` and the reader modules; these
+and report. The plain functions live in ``lingtest.tasks.core.assets`` and the reader modules; these
 wrappers add caching keyed on the raw files' contents and the readers' source code, and
 logging."""
 from __future__ import annotations
@@ -10,14 +10,14 @@ import pandas as pd
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from tasks.core import assets, io
-from tasks.core.caching import task
-from tasks.core.config import DataParams, Params
-from tasks.core.metrics import stage_metrics
-from tasks.core.paths import Workspace
-from tasks.core.publish import Report, provenance
-from tasks.data import TABLES
-from tasks.data.lexicons import GENDER_PAIRS_TSV
+from lingtest.tasks.core import assets, io
+from lingtest.tasks.core.caching import task
+from lingtest.tasks.core.config import DataParams, Params
+from lingtest.tasks.core.metrics import stage_metrics
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import Report, provenance
+from lingtest.tasks.data import TABLES
+from lingtest.tasks.data.lexicons import GENDER_PAIRS_TSV
 
 
 @task(name="import-raw-assets", cache_policy=NO_CACHE)
@@ -58,7 +58,7 @@ def table_names() -> list[str]:
     return sorted(TABLES)
 
 
-# The raw assets (``tasks.core.assets.ASSETS``) each table is read from: a table is built only
+# The raw assets (``lingtest.tasks.core.assets.ASSETS``) each table is read from: a table is built only
 # when ``data/raw`` holds all of them, so ``data.assets`` may name a subset on a fresh checkout.
 TABLE_ASSETS: dict[str, tuple[str, ...]] = {
     "sst": ("sst",),

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.core.errors import InputFormatError
+from lingtest.tasks.core.errors import InputFormatError
 
 TYPES = ("MFT", "INV", "DIR")
 LABELS = (0, 1, 2)

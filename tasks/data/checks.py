@@ -1,15 +1,15 @@
 """The data stage's check before a run: every listed asset can be imported."""
 from __future__ import annotations
 
-from tasks.core.config import Params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
 
 
 def check_inputs(params: Params, workspace: Workspace) -> None:
     """Every listed asset is in the mirror or fetchable (a subset keeps the others:
     ``assets._carry_over``)."""
-    from tasks.core.assets import ASSETS, _why_not_in_mirror, mirror_folder
+    from lingtest.tasks.core.assets import ASSETS, _why_not_in_mirror, mirror_folder
 
     d = params.data
     if d.mirror and not mirror_folder(d, workspace).is_dir():

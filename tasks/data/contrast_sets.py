@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.core.errors import InputFormatError
+from lingtest.tasks.core.errors import InputFormatError
 
 SPLITS = ("dev", "test")
 LABELS = ("Positive", "Negative")

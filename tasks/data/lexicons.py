@@ -59,8 +59,8 @@ from typing import Iterable
 
 import pandas as pd
 
-from tasks.core.errors import InputFormatError
-from tasks.data.sst import SPLITS, iter_sst_trees, preterminal_labels
+from lingtest.tasks.core.errors import InputFormatError
+from lingtest.tasks.data.sst import SPLITS, iter_sst_trees, preterminal_labels
 
 NEUTRAL_BAND = 0.25
 GENDER_PAIRS_TSV = Path(__file__).with_name("gender_pairs.tsv")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.core.errors import InputFormatError
+from lingtest.tasks.core.errors import InputFormatError
 
 SPLITS = ("train", "validation", "test")
 SEP = " [SEP] "

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.core.errors import InputFormatError
-from tasks.core.io import parse_json, read_input_json, read_input_text
+from lingtest.tasks.core.errors import InputFormatError
+from lingtest.tasks.core.io import parse_json, read_input_json, read_input_text
 
 COLUMNS = ["question_id", "source", "question", "answer", "passage"]
 _FIX = 'each record must be {"question": "...", "answer": true|false, "passage": "..."}'

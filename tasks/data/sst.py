@@ -28,8 +28,8 @@ from typing import Iterator
 
 import pandas as pd
 
-from tasks.core.errors import InputFormatError, LingtestError
-from tasks.data.treebank import Node, leaves, parse_one
+from lingtest.tasks.core.errors import InputFormatError, LingtestError
+from lingtest.tasks.data.treebank import Node, leaves, parse_one
 
 SPLITS = ("train", "dev", "test")
 COLUMNS = ["sentence_id", "split", "tokens", "text", "label5", "label3", "label2", "tree"]

@@ -32,7 +32,7 @@ from typing import Iterator, Union
 
 import pandas as pd
 
-from tasks.core.errors import InputFormatError
+from lingtest.tasks.core.errors import InputFormatError
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _TAG_SPLIT = re.compile(r"[-=|]")

@@ -3,7 +3,7 @@
 Heavy libraries (torch, transformers, spaCy) are imported by the loaders, not here, so that
 `lingtest models` and parameter checks stay fast.
 """
-from tasks.models.registry import (
+from lingtest.tasks.models.registry import (
     KINDS, KNOWN, Resolution, describe_models, known_ids, resolve,
 )
 
@@ -14,12 +14,12 @@ __all__ = ["KINDS", "KNOWN", "Resolution", "describe_models", "known_ids", "reso
 def __getattr__(name: str):
     """Lazy access to the loaders (each pulls in torch/transformers or spaCy)."""
     if name == "load_encoder":
-        from tasks.models.encoders import load_encoder
+        from lingtest.tasks.models.encoders import load_encoder
         return load_encoder
     if name == "load_causal_lm":
-        from tasks.models.causal_lm import load_causal_lm
+        from lingtest.tasks.models.causal_lm import load_causal_lm
         return load_causal_lm
     if name == "load_spacy":
-        from tasks.models.nlp import load_spacy
+        from lingtest.tasks.models.nlp import load_spacy
         return load_spacy
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

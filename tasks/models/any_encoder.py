@@ -2,7 +2,7 @@
 repair use (``encode``, ``model_id``, ``revision``, ``pooling``, ``cache_key``,
 ``vocabulary``, ``normal_forms``, ``parameters``, ``cache_token``).
 
-Three paths, chosen by what the spec points at (``tasks.models.model_spec``):
+Three paths, chosen by what the spec points at (``lingtest.tasks.models.model_spec``):
 
 - **lingtest's own** (``encoders.Encoder``): a hub id or folder whose sentence-transformers
   modules are Transformer + Pooling (+ Normalize), or a plain HF encoder. lingtest runs the
@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from tasks.core.errors import LingtestError
-from tasks.models.model_spec import (CLASSIFIER_OPTIONS, ENCODER_OPTIONS, ModelRef, parse_model,
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.model_spec import (CLASSIFIER_OPTIONS, ENCODER_OPTIONS, ModelRef, parse_model,
                                      refuse_options)
-from tasks.models.registry import OWN_ENCODE, Resolution, resolve, st_modules
+from lingtest.tasks.models.registry import OWN_ENCODE, Resolution, resolve, st_modules
 
 ENCODER_FORMS = ("hub", "folder", "python")
 NO_EXACT_LENGTH = ("exact-length passes do not apply (its own encode, in batches of "
@@ -74,7 +74,7 @@ def _resolution(ref: ModelRef, offline: bool) -> Resolution:
 def _light_user_attr(ref: ModelRef, root: Path | None) -> tuple[Any, str, str]:
     """(attribute, revision, file) of a python: spec without instantiating a class (its
     ``__init__`` may load weights): the module is imported, the attribute looked up."""
-    from tasks.models.user_code import load_user_object
+    from lingtest.tasks.models.user_code import load_user_object
 
     user = load_user_object(ref, root, instantiate=False)
     return user.obj, user.revision, user.file
@@ -98,7 +98,7 @@ def check_encoder(ref: ModelRef, offline: bool = True, root: Path | None = None,
     attribute that is missing, or an object with neither ``encode`` nor a call; an
     endpoint spec (``embedding_endpoints.check_endpoint_encoder``, errors naming ``key``)
     without contacting its server."""
-    from tasks.models import embedding_endpoints as endpoints
+    from lingtest.tasks.models import embedding_endpoints as endpoints
 
     refuse_options(ref, CLASSIFIER_OPTIONS, "an LLM tested as a classifier, not to an "
                    "encoder", key)
@@ -132,7 +132,7 @@ def vocabulary_source(ref: ModelRef, root: Path | None = None) -> str | None:
     ``tokenizer`` (hub ids, folders), ``own vocabulary()`` (a python: object that defines
     it), ``tokenizer`` (a python: object or function with a ``tokenizer`` attribute), or None
     (a class may still set ``tokenizer`` in its ``__init__``: the loaded encoder decides)."""
-    from tasks.models.embedding_endpoints import is_endpoint
+    from lingtest.tasks.models.embedding_endpoints import is_endpoint
 
     if is_endpoint(ref):
         return None
@@ -166,7 +166,7 @@ def check_contrastive_encoder(ref: ModelRef, offline: bool = True, root: Path | 
     ``contrastive.dictionary_file``) unless no θ needs one (``vocabulary_needed``: False for
     ``thresholds: [zero]``), and no ``contrastive.pooling`` override for a model that runs
     its own encode. The row, as ``check_encoder``'s."""
-    from tasks.models import embedding_endpoints as endpoints
+    from lingtest.tasks.models import embedding_endpoints as endpoints
 
     row = check_encoder(ref, offline, root, key)
     if pooling is not None and (row["pooling"] == OWN_ENCODE or endpoints.is_endpoint(ref)):
@@ -198,7 +198,7 @@ def check_repairable(ref: ModelRef, offline: bool = True, root: Path | None = No
     through lingtest's own forward pass (Transformer + Pooling (+ Normalize)), which a
     python: object, a model with other sentence-transformers modules or an embedding
     service does not have."""
-    from tasks.models import embedding_endpoints as endpoints
+    from lingtest.tasks.models import embedding_endpoints as endpoints
 
     if endpoints.is_endpoint(ref):
         raise LingtestError(
@@ -309,7 +309,7 @@ class STEncoder(OwnEncode):
     vocabulary_source = TOKENIZER
 
     def vocabulary(self, ascii_only: bool = True) -> list[str]:
-        from tasks.models.encoders import whole_words
+        from lingtest.tasks.models.encoders import whole_words
 
         return whole_words(self.tokenizer, ascii_only)
 
@@ -334,7 +334,7 @@ class PythonEncoder(OwnEncode):
     """A python: object's ``encode(texts)`` (or the function itself), each call checked."""
 
     def __init__(self, user):
-        from tasks.models.user_code import protocol_method
+        from lingtest.tasks.models.user_code import protocol_method
 
         self.user, self.ref = user, user.ref
         self.revision = user.revision
@@ -417,7 +417,7 @@ class PythonEncoder(OwnEncode):
                                      "(the model's words)")
             return list(dict.fromkeys(w.strip() for w in words))
         if self.tokenizer is not None:
-            from tasks.models.encoders import whole_words
+            from lingtest.tasks.models.encoders import whole_words
 
             return whole_words(self.tokenizer, ascii_only)
         raise no_vocabulary(self.model_id, self.ref.bare)
@@ -448,8 +448,8 @@ def _hub_own_encode(res: Resolution) -> Resolution | None:
     """Online, a hub model with modules lingtest does not reproduce: its resolution with
     pooling "own encode" and the commit of its downloaded sentence-transformers files as
     revision (the weights are fetched by ``SentenceTransformer``); None otherwise."""
-    from tasks.models.encoders import _hub_st_folder
-    from tasks.models.registry import modules_sha16, st_own_modules
+    from lingtest.tasks.models.encoders import _hub_st_folder
+    from lingtest.tasks.models.registry import modules_sha16, st_own_modules
 
     folder = _hub_st_folder(res.model_id)
     if folder is None or st_own_modules(folder) is None:
@@ -462,8 +462,8 @@ def _load_st(ref: ModelRef, res: Resolution, offline: bool, device: str,
              max_length: int | None) -> STEncoder:
     from sentence_transformers import SentenceTransformer
 
-    from tasks.models.encoders import pick_device
-    from tasks.models.registry import hub_offline
+    from lingtest.tasks.models.encoders import pick_device
+    from lingtest.tasks.models.registry import hub_offline
 
     folder = Path(res.path)  # online from the hub: the id
     try:
@@ -491,7 +491,7 @@ def load_any_encoder(spec_or_ref: str | ModelRef, offline: bool = True, device: 
     is an error); ``max_length`` also caps a sentence-transformers model's own encode;
     a python: encoder takes none of them; an embedding service takes ``http`` (its
     ``LLMSettings``: concurrency, timeout, retries) and reads its revision from the server."""
-    from tasks.models import embedding_endpoints as endpoints
+    from lingtest.tasks.models import embedding_endpoints as endpoints
 
     ref = as_ref(spec_or_ref, key, names, root)
     if endpoints.is_endpoint(ref):
@@ -500,7 +500,7 @@ def load_any_encoder(spec_or_ref: str | ModelRef, offline: bool = True, device: 
         return endpoints.load_endpoint_encoder(ref, http, key if key != "model" else
                                                endpoints.KEY)
     if ref.form == "python":
-        from tasks.models.user_code import load_user_object
+        from lingtest.tasks.models.user_code import load_user_object
 
         check_encoder(ref, offline, root)  # neither encode nor callable: the clear error
         encoder = PythonEncoder(load_user_object(ref, root))
@@ -520,7 +520,7 @@ def load_any_encoder(spec_or_ref: str | ModelRef, offline: bool = True, device: 
                                 f"modules lingtest does not reproduce); fix: "
                                 f"contrastive.pooling: null")
         return _load_st(ref, res, offline, device, max_length)
-    from tasks.models.encoders import load_encoder
+    from lingtest.tasks.models.encoders import load_encoder
 
     encoder = load_encoder(ref.target, offline=offline, device=device, pooling=pooling,
                            max_length=max_length, pass_tokens=pass_tokens,
@@ -533,7 +533,7 @@ def load_any_encoder(spec_or_ref: str | ModelRef, offline: bool = True, device: 
 def describe_encoder(encoder) -> str:
     """One provenance line of what ran: name, spec (when it differs), revision and pooling,
     or for an own-encode model what it is and that exact-length passes do not apply."""
-    from tasks.core.secrets import redact_text
+    from lingtest.tasks.core.secrets import redact_text
 
     ref = getattr(encoder, "ref", None)
     spec = f" = {redact_text(ref.bare)}" if ref is not None and ref.bare != encoder.model_id \

@@ -5,7 +5,7 @@ Used for greedy answers (consistency testing), for whole-sentence log-probabilit
 next-word proposals (the offline substitute for BERT fill-mask in capability testing).
 Loading the GGUF costs 20–40 s (transformers parses it and de-quantises to float32), so
 ``load_causal_lm`` keeps one instance per (id, device, offline) per process (and one per
-engine: ``tasks.models.lm_engines``), and the first load in any process writes the
+engine: ``lingtest.tasks.models.lm_engines``), and the first load in any process writes the
 de-quantised weights as a safetensors copy (``converted_dir``) that later processes read in
 under a second, bit for bit the same model.
 """
@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tasks.core.errors import LingtestError
-from tasks.core.io import held_flock
-from tasks.models.encoders import pick_device
-from tasks.models.json_stop import JSONAnswerStop, StoppingCriteriaList, json_end, looping
-from tasks.models.registry import (Resolution, assemble_gguf, hub_offline, lingtest_cache,
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.io import held_flock
+from lingtest.tasks.models.encoders import pick_device
+from lingtest.tasks.models.json_stop import JSONAnswerStop, StoppingCriteriaList, json_end, looping
+from lingtest.tasks.models.registry import (Resolution, assemble_gguf, hub_offline, lingtest_cache,
                                    loaded_revision, resolve, transformers_classes)
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def json_answers(model_id: str, texts: list[str], at_cap: list[bool],
 class CausalLM:
     """Greedy generation, text scoring and next-word candidates from one causal LM."""
 
-    engine = "transformers"  # which engine runs it (``tasks.models.lm_engines``)
+    engine = "transformers"  # which engine runs it (``lingtest.tasks.models.lm_engines``)
 
     def __init__(self, resolution: Resolution, model, tokenizer, device: torch.device,
                  load_seconds: float = 0.0):
@@ -120,7 +120,7 @@ class CausalLM:
                        stop_after_json: bool = False) -> list[str]:
         """Greedy continuations of several prompts, left-padded batches of ``batch_size``;
         ``stop_after_json``: each row ends with its complete JSON answer
-        (``tasks.models.json_stop``), so a large ``max_new_tokens`` costs nothing then."""
+        (``lingtest.tasks.models.json_stop``), so a large ``max_new_tokens`` costs nothing then."""
         if max_new_tokens < 1:
             raise LingtestError(f"max_new_tokens must be >= 1 (got {max_new_tokens})")
         answers: list[str] = []
@@ -463,7 +463,7 @@ def _write_converted(model, tokenizer, folder: Path, res: Resolution) -> None:
 
 def _file_digests(folder: Path) -> dict[str, str]:
     """sha256 of every file of a converted copy but its marker (~1 s for SmolLM2's 540 MB)."""
-    from tasks.core.io import sha256_file
+    from lingtest.tasks.core.io import sha256_file
 
     return {p.name: sha256_file(p) for p in sorted(folder.iterdir())
             if p.is_file() and p.name != CONVERTED_MARKER}
@@ -591,7 +591,7 @@ def load_causal_lm(model_id: str, offline: bool = True, device: str = "auto",
                    engine: str = "transformers", precision: str = "float32") -> CausalLM:
     """The process-wide instance for (id, device, offline), loading it on first use, run by
     ``engine`` at ``precision`` (``models.lm_engine`` / ``lm_precision``:
-    ``tasks.models.lm_engines``)."""
+    ``lingtest.tasks.models.lm_engines``)."""
     res = resolve(model_id, "causal_lm", offline=offline).require()
     dev = pick_device(device)
     key = (res.model_id if res.source != "local" else str(Path(res.path)), str(dev), offline)
@@ -601,6 +601,6 @@ def load_causal_lm(model_id: str, offline: bool = True, device: str = "auto",
         lm = _CACHE[key]
     if engine == "transformers" and precision == "float32":
         return lm
-    from tasks.models.lm_engines import on_engine
+    from lingtest.tasks.models.lm_engines import on_engine
 
     return on_engine(lm, engine, precision)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.core.errors import LingtestError
-from tasks.models.model_spec import (CLASSIFIER_OPTIONS, ENCODER_OPTIONS, ModelRef,
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.model_spec import (CLASSIFIER_OPTIONS, ENCODER_OPTIONS, ModelRef,
                                      refuse_options)
 
 
@@ -26,7 +26,7 @@ def check_llm_classifier(ref: ModelRef, offline: bool, root: Path,
                          ) -> dict[str, str | None]:
     """An LLM tested as a classifier: its template, label words and scoring read, its
     endpoint's URL and key variable (no request), or its local weights resolved."""
-    from tasks.models.llm_classifier import prompting_for
+    from lingtest.tasks.models.llm_classifier import prompting_for
 
     if label_map:
         raise LingtestError(f"models.label_map[{ref.name!r}]: an LLM classifier names its "
@@ -35,11 +35,11 @@ def check_llm_classifier(ref: ModelRef, offline: bool, root: Path,
     prompting = prompting_for(ref, llm_classifier, root)
     kind = f"classifier (LLM, {prompting.template_source} template)"
     if ref.form in ("openai", "openai-chat", "ollama"):
-        from tasks.models.llm_http import resolve_endpoint
+        from lingtest.tasks.models.llm_http import resolve_endpoint
 
         end = resolve_endpoint(ref, key="classifier models")
         return _row(ref, kind, "endpoint", path=end.public)
-    from tasks.models.registry import resolve
+    from lingtest.tasks.models.registry import resolve
 
     found = resolve(ref.target, "causal_lm", offline=offline).require()
     return _row(ref, kind, found.source, found.revision, found.path)
@@ -54,7 +54,7 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
     debugging loop continues training one of lingtest's own classifier folders);
     ``own_labels``: a ``python:`` classifier may answer labels of its own, or be a raw-score
     model (``score(texts)``), as AdaTest tests them."""
-    from tasks.models.sentiment import MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID
+    from lingtest.tasks.models.sentiment import MINILM_CONFIG, MINILM_SST2_DIR, MINILM_SST2_ID
 
     label_map = (label_maps or {}).get(ref.name) or (label_maps or {}).get(ref.bare)
     if trainable and not (ref.target == MINILM_SST2_ID or (
@@ -67,7 +67,7 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
                             f"classifier; classifiers: vader, lingtest/minilm-sst2, a hub id, "
                             f"a folder, python:MODULE:ATTR, predictions:PATH, or an LLM "
                             f"(openai:MODEL@URL, ollama:MODEL, hf:ID) asked through a prompt")
-    from tasks.models.llm_classifier import is_llm_classifier
+    from lingtest.tasks.models.llm_classifier import is_llm_classifier
 
     refuse_options(ref, ENCODER_OPTIONS, "an embedding service tested as an encoder "
                    "(contrastive), not to a classifier")
@@ -76,9 +76,9 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
     refuse_options(ref, CLASSIFIER_OPTIONS, "an LLM tested as a classifier (openai:, "
                    "ollama:, hf:, a causal LM's hub id or folder), not to this model")
     if ref.form == "python":
-        from tasks.models.label_maps import sentiment_labels
-        from tasks.models.own_classifiers import declared_labels
-        from tasks.models.user_code import load_user_object, protocol_method
+        from lingtest.tasks.models.label_maps import sentiment_labels
+        from lingtest.tasks.models.own_classifiers import declared_labels
+        from lingtest.tasks.models.user_code import load_user_object, protocol_method
 
         user = load_user_object(ref, root)
         if own_labels and callable(getattr(user.obj, "score", None)) and not callable(
@@ -93,7 +93,7 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
             sentiment_labels(own, label_map, ref.name)
         return _row(ref, "classifier (python)", "python", user.revision, user.file)
     if ref.form == "predictions":
-        from tasks.models.own_classifiers import check_predictions
+        from lingtest.tasks.models.own_classifiers import check_predictions
 
         return {**_row(ref, "classifier (predictions)", "file"),
                 **check_predictions(ref, root, label_map)}
@@ -112,7 +112,7 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
         return _row(ref, "classifier", "local", path=str(folder))
     if ref.form == "folder" and (Path(ref.target) / MINILM_CONFIG).is_file():
         return _row(ref, "classifier", "local", path=ref.target)
-    from tasks.models.registry import resolve
+    from lingtest.tasks.models.registry import resolve
 
     found = resolve(ref.target, "classifier", offline=offline).require()
     if not own_labels and found.path:
@@ -126,7 +126,7 @@ def check_folder_labels(ref: ModelRef, folder: Path, label_map: dict[str, str] |
     not when the flow loads it."""
     import json
 
-    from tasks.models.label_maps import sentiment_labels
+    from lingtest.tasks.models.label_maps import sentiment_labels
 
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -155,7 +155,7 @@ LABEL_ATTRIBUTES = ("labels", "classes_", "id2label")
 
 
 def _python_kind(ref: ModelRef, root: Path) -> tuple[str, str]:
-    from tasks.models.user_code import load_user_object
+    from lingtest.tasks.models.user_code import load_user_object
 
     user = load_user_object(ref, root, instantiate=False)
     obj = user.obj
@@ -184,7 +184,7 @@ def folder_kind(folder: Path) -> tuple[str, str] | None:
     model type); None when the files say nothing."""
     import json
 
-    from tasks.models.sentiment import MINILM_CONFIG
+    from lingtest.tasks.models.sentiment import MINILM_CONFIG
 
     if (folder / MINILM_CONFIG).is_file():
         return "classifier", f"{MINILM_CONFIG} (a classifier train-sentiment wrote)"
@@ -220,7 +220,7 @@ def infer_kind(ref: ModelRef, root: Path) -> tuple[str, str]:
         found = folder_kind(Path(ref.target))
         if found:
             return found
-    from tasks.models.registry import ALIASES, KNOWN, hub_cache_snapshot
+    from lingtest.tasks.models.registry import ALIASES, KNOWN, hub_cache_snapshot
 
     known = KNOWN.get(ALIASES.get(ref.target, ref.target))
     if known is not None:
@@ -245,11 +245,11 @@ def check_scorer(spec: str, key: str, names: dict[str, str] | None, root: Path,
                  offline: bool = True) -> None:
     """A generation model's ``#scorer=``: a ``python:`` callable (its module imports) or a
     sentiment classifier spec (it resolves)."""
-    from tasks.models.model_spec import parse_model
+    from lingtest.tasks.models.model_spec import parse_model
 
     ref = parse_model(spec, key, names, root)
     if ref.form == "python":
-        from tasks.models.user_code import load_user_object
+        from lingtest.tasks.models.user_code import load_user_object
         load_user_object(ref, root, instantiate=False)
     else:
         check_classifier(ref, offline, root)
@@ -264,14 +264,14 @@ def check_configured(key: str, model_id: str, kind: str, models, root: Path) -> 
     (an LLM, a classifier, AdaTest's any tested model) or one the model registry resolves
     (``causal_lm``, ``spacy``, ...). ``models``: the ``models`` parameter section. Loads no
     weights; a ``python:`` model's module is imported."""
-    from tasks.models.model_spec import parse_model
-    from tasks.models.registry import resolve
+    from lingtest.tasks.models.model_spec import parse_model
+    from lingtest.tasks.models.registry import resolve
 
     offline, names = models.offline, models.names
     row = {"key": key, "id": model_id, "name": model_id, "kind": kind, "source": "",
            "revision": None, "pooling": None, "path": None, "reason": ""}
     if kind == "llm":  # an LLM under test, or a suggestion generator
-        from tasks.models.llm import check_llm, parse_llm
+        from lingtest.tasks.models.llm import check_llm, parse_llm
         ref = parse_llm(model_id, key, names, root)
         return {**row, **check_llm(ref, offline, root, key=key)}
     if kind == "tested model":  # AdaTest's: any classifier, a raw-score or scored model

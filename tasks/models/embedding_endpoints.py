@@ -1,7 +1,7 @@
 """Embedding services as encoders: ``openai:MODEL@URL`` (``POST {URL}/embeddings``),
 ``ollama:MODEL@URL`` (``POST {URL}/api/embed``) and ``tei:[MODEL]@URL`` (Text Embeddings
 Inference, ``POST {URL}/embed``), behind the interface the contrastive stage asks of an
-encoder (``tasks.models.any_encoder``).
+encoder (``lingtest.tasks.models.any_encoder``).
 
 A service is not a local model: each request costs time and often money, and its weights
 cannot be read. So
@@ -34,10 +34,10 @@ from typing import Any
 import httpx
 import numpy as np
 
-from tasks.core.errors import LingtestError
-from tasks.models.llm import LLMSettings
-from tasks.models.llm_http import HTTPBackend, _Failure, _store_spec, public_url, resolve_endpoint
-from tasks.models.model_spec import ModelRef
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.llm import LLMSettings
+from lingtest.tasks.models.llm_http import HTTPBackend, _Failure, _store_spec, public_url, resolve_endpoint
+from lingtest.tasks.models.model_spec import ModelRef
 
 ENCODER_ENDPOINTS = ("openai", "ollama", "tei")
 ENDPOINT_POOLING = "endpoint"
@@ -55,7 +55,7 @@ def is_endpoint(ref: ModelRef) -> bool:
 
 
 def _shown(ref: ModelRef) -> str:
-    from tasks.core.secrets import redact_text
+    from lingtest.tasks.core.secrets import redact_text
 
     return redact_text(ref.bare)
 
@@ -88,7 +88,7 @@ def check_endpoint_encoder(ref: ModelRef, key: str = KEY) -> dict:
                             f"(an embeddings API), ollama:MODEL@URL or tei:@URL")
     end = resolve_endpoint(ref, key=key)
     dimensions = endpoint_dimensions(ref, key)
-    from tasks.core.secrets import redact_text
+    from lingtest.tasks.core.secrets import redact_text
 
     return {"id": redact_text(ref.spec), "name": ref.name,
             "kind": "encoder", "source": "endpoint",

@@ -30,8 +30,8 @@ from typing import ContextManager
 import numpy as np
 import torch
 
-from tasks.core.errors import LingtestError
-from tasks.core.io import atomic_path, sha256_file
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.io import atomic_path, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ class OnnxRunner:
 
     ``build()`` makes the module to export (called only on a cache miss); ``example`` gives the
     input names, in the order the module takes them. Intra-op threads: torch's count when the
-    session is made (``runtime.threads``, set by ``tasks.core.runtime.set_threads``)."""
+    session is made (``runtime.threads``, set by ``lingtest.tasks.core.runtime.set_threads``)."""
 
     def __init__(self, path: Path, build, example: dict[str, torch.Tensor], output: str,
                  device: torch.device):

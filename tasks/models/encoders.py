@@ -17,7 +17,7 @@ at 64 or 128 they are not (a classifier's also differ from 256's at 1 thread: it
 count changes; benchmarks/README.md), so a non-default floor is part of the store key. The price is the fill-up copies, up to
 one pass per distinct length in a call: small calls are slower the higher the floor.
 
-The same passes run on one of three paths (``tasks.models.encoder_paths``): fp32 torch (the
+The same passes run on one of three paths (``lingtest.tasks.models.encoder_paths``): fp32 torch (the
 default), bf16 autocast or ONNX Runtime. Each rounds differently, so byte-identity holds within
 a path and a non-default path is part of the store key too.
 """
@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tasks.core.errors import LingtestError
-from tasks.models import encoder_paths as paths
-from tasks.models.pooling import POOLING_MODES, parse_pooling
-from tasks.models.registry import (
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models import encoder_paths as paths
+from lingtest.tasks.models.pooling import POOLING_MODES, parse_pooling
+from lingtest.tasks.models.registry import (
     PLAIN_HF_POOLING, Resolution, hub_offline, is_pooler_weight, loaded_revision,
     pooling_from_files, resolve, transformer_dir, transformers_classes,
 )
@@ -224,7 +224,7 @@ class Encoder:
                 "device": str(self.device), **paths.path_fields(self.precision, self.backend)}
 
     def cache_token(self) -> dict[str, object]:
-        """What a cached task's result depends on in this encoder (``tasks.core.caching``):
+        """What a cached task's result depends on in this encoder (``lingtest.tasks.core.caching``):
         ``parameters()`` and the store key, never the loaded weights' bytes."""
         return {**self.parameters(), "cache_key": self.cache_key}
 

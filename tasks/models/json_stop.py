@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from tasks.models.registry import transformers_classes
+from lingtest.tasks.models.registry import transformers_classes
 
 # imported under the lock models load under: a lazy import beside a loading thread races
 StoppingCriteria, StoppingCriteriaList = transformers_classes("StoppingCriteria",

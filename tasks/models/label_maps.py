@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 LABELS3 = ("neg", "neutral", "pos")
 LABELS2 = ("neg", "pos")

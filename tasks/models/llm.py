@@ -6,7 +6,7 @@ in order, reports a failed prompt as an ``LLMResponse`` with ``error`` instead o
 (one flaky call must not lose a whole run), and says in ``parameters()`` everything that
 determines its answers, so results can be traced to the exact model and decoding.
 
-Spec grammar for ``load_llm`` (``tasks.models.model_spec``): ``ollama:<model>[@URL]``,
+Spec grammar for ``load_llm`` (``lingtest.tasks.models.model_spec``): ``ollama:<model>[@URL]``,
 ``openai:<model>[@URL]`` (``openai-chat:`` is the same chat API here), ``#key_env=VAR`` for
 the key's variable; ``hf:<id-or-path>`` or a bare Hugging Face id / local folder (the local
 backend); ``python:<module or file.py>:<attr>`` for the user's own code (``UserLLM``). Every
@@ -22,15 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
-from tasks.core.errors import LingtestError
-from tasks.models.model_spec import ModelRef, parse_model
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.model_spec import ModelRef, parse_model
 
-# How local models end an answer (``tasks.models.json_stop``), recorded with their answers.
+# How local models end an answer (``lingtest.tasks.models.json_stop``), recorded with their answers.
 STOP_RULE = "after the JSON answer or a repetition loop"
 
 if TYPE_CHECKING:
-    from tasks.models.causal_lm import CausalLM
-    from tasks.models.user_code import UserObject
+    from lingtest.tasks.models.causal_lm import CausalLM
+    from lingtest.tasks.models.user_code import UserObject
 
 log = logging.getLogger(__name__)
 
@@ -218,18 +218,18 @@ def load_llm(spec: "str | ModelRef", settings: LLMSettings | None = None,
     settings = settings or LLMSettings()
     ref = parse_llm(spec, names=names, root=root)
     if ref.form == "ollama":
-        from tasks.models.llm_http import OllamaLLM
+        from lingtest.tasks.models.llm_http import OllamaLLM
         return OllamaLLM(ref, settings)
     if ref.form in ("openai", "openai-chat"):
-        from tasks.models.llm_http import OpenAILLM
+        from lingtest.tasks.models.llm_http import OpenAILLM
         return OpenAILLM(ref, settings)
     if ref.form == "python":
-        from tasks.models.user_code import load_user_object
+        from lingtest.tasks.models.user_code import load_user_object
         return UserLLM(load_user_object(ref, root), settings)
     if ref.form == "seq2seq":
-        from tasks.models.seq2seq import Seq2SeqLLM
+        from lingtest.tasks.models.seq2seq import Seq2SeqLLM
         return Seq2SeqLLM(ref, settings)
-    from tasks.models.causal_lm import load_causal_lm
+    from lingtest.tasks.models.causal_lm import load_causal_lm
     return LocalLLM(ref.bare, load_causal_lm(ref.target, settings.offline, settings.device,
                                              settings.lm_engine, settings.lm_precision),
                     settings, ref.name)
@@ -273,8 +273,8 @@ class UserLLM:
     backend = "python"
 
     def __init__(self, user: "UserObject", settings: LLMSettings):
-        from tasks.core.secrets import redact_text
-        from tasks.models.user_code import batch_protocol, protocol_method
+        from lingtest.tasks.core.secrets import redact_text
+        from lingtest.tasks.models.user_code import batch_protocol, protocol_method
 
         self.user, self.settings = user, settings
         self.model_id = redact_text(user.ref.bare)
@@ -357,13 +357,13 @@ def check_llm(ref: ModelRef, offline: bool, root: Path, key: str = "consistency.
     the problem and its fix. Loads no weights and opens no connection (a ``python:`` module
     is imported: its revision and protocol are only known then), so a run refuses a bad
     spec in well under a second instead of after the suite is built."""
-    from tasks.core.secrets import redact_text
+    from lingtest.tasks.core.secrets import redact_text
 
     ref = parse_llm(ref, key, root=root)
     row = {"id": redact_text(ref.bare), "name": ref.name, "kind": "llm", "source": "",
            "revision": None, "path": None}
     if ref.form in HTTP_FORMS:
-        from tasks.models.llm_http import resolve_endpoint
+        from lingtest.tasks.models.llm_http import resolve_endpoint
 
         end = resolve_endpoint(ref, base_url, key)
         via = "" if end.source in ("spec", "option") else f" (from {end.source})"
@@ -373,7 +373,7 @@ def check_llm(ref: ModelRef, offline: bool, root: Path, key: str = "consistency.
                 "path": f"{end.public}{via}; key {end.key_env}"
                         f" ({'set' if end.key() else 'unset'})"}
     if ref.form == "python":
-        from tasks.models.user_code import load_user_object, protocol_method
+        from lingtest.tasks.models.user_code import load_user_object, protocol_method
 
         try:
             user = load_user_object(ref, root)
@@ -382,11 +382,11 @@ def check_llm(ref: ModelRef, offline: bool, root: Path, key: str = "consistency.
             raise LingtestError(f"{key}: {error}") from None
         path = user.file
         if ref.is_file_module:  # shown relative to the project, as the database is
-            from tasks.core.paths import root_marked
+            from lingtest.tasks.core.paths import root_marked
             path = root_marked(str(Path(path).resolve()), Path(root))
         return {**row, "kind": "llm:python", "source": "python", "revision": user.revision,
                 "path": path}
-    from tasks.models.registry import resolve
+    from lingtest.tasks.models.registry import resolve
 
     kind = "seq2seq" if ref.form == "seq2seq" else "causal_lm"
     try:

@@ -40,13 +40,13 @@ from typing import Any
 
 import numpy as np
 
-from tasks.core.errors import LingtestError
-from tasks.core.io import sha256_text
-from tasks.core.validate import param_path
-from tasks.models.label_maps import LABELS2, LABELS3
-from tasks.models.llm_http import OllamaLLM, OpenAILLM, public_url
-from tasks.models.model_spec import ModelRef
-from tasks.models.sentiment import DEFAULT_BAND, SentimentModel, _check_texts
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.io import sha256_text
+from lingtest.tasks.core.validate import param_path
+from lingtest.tasks.models.label_maps import LABELS2, LABELS3
+from lingtest.tasks.models.llm_http import OllamaLLM, OpenAILLM, public_url
+from lingtest.tasks.models.model_spec import ModelRef
+from lingtest.tasks.models.sentiment import DEFAULT_BAND, SentimentModel, _check_texts
 
 DEFAULT_TEMPLATE = ("What is the sentiment of the following text? Answer with one word: "
                     "positive, negative or neutral.\n\nText: {text}")
@@ -89,7 +89,7 @@ class Prompting:
 def prompting_for(ref: ModelRef, settings: dict | None, root: Path | None) -> Prompting:
     """The model's template, label words and scoring: its spec's ``#template=`` /
     ``#scoring=``, else ``models.llm_classifier`` under its name or spec, else the defaults."""
-    from tasks.core.sections import LLMClassifierParams
+    from lingtest.tasks.core.sections import LLMClassifierParams
 
     mine = (settings or {}).get(ref.name) or (settings or {}).get(ref.bare)
     mine = mine if isinstance(mine, LLMClassifierParams) else LLMClassifierParams(**(mine or {}))
@@ -267,7 +267,7 @@ class LLMClassifier(SentimentModel):
         self._store: Any = None
         self._model_key: int | None = None
         if self.local:
-            from tasks.models.registry import resolve
+            from lingtest.tasks.models.registry import resolve
 
             res = resolve(ref.target, "causal_lm", offline=offline).require()
             self.revision = res.revision
@@ -280,7 +280,7 @@ class LLMClassifier(SentimentModel):
         if self._backend is None:
             from dataclasses import replace
 
-            from tasks.models.llm import LLMSettings
+            from lingtest.tasks.models.llm import LLMSettings
 
             settings = replace(self.http or LLMSettings(), max_new_tokens=ANSWER_TOKENS,
                                temperature=0.0, seed=self.seed, offline=self.offline)
@@ -290,7 +290,7 @@ class LLMClassifier(SentimentModel):
 
     def _lm(self):
         if self._backend is None:
-            from tasks.models.causal_lm import load_causal_lm
+            from lingtest.tasks.models.causal_lm import load_causal_lm
 
             self._backend = load_causal_lm(self.ref.target, self.offline, self.device,
                                            *self.lm_engine)
@@ -311,15 +311,15 @@ class LLMClassifier(SentimentModel):
         """A local LM's engine when it is not transformers (``lm_engines.planned_engine``)."""
         if not self.local:
             return None
-        from tasks.models.lm_engines import planned_engine
+        from lingtest.tasks.models.lm_engines import planned_engine
 
         return planned_engine(*self.lm_engine, self.device)
 
     def _answers_store(self):
         with _STORE_OPENING:  # one instance's threads open it once (open_store: processes)
             if self._store is None:
-                from tasks.consistency.store import open_store
-                from tasks.core.secrets import redact_text
+                from lingtest.tasks.consistency.store import open_store
+                from lingtest.tasks.core.secrets import redact_text
 
                 self._store = open_store(f"sqlite:///{self.root / ANSWERS_DB}")
                 # without a URL password, as the consistency store keys (answering.store_key)
@@ -343,7 +343,7 @@ class LLMClassifier(SentimentModel):
         return [known.get(p) for p in prompts]
 
     def _served_answers(self, prompts: list[str]) -> dict[str, str]:
-        from tasks.models.llm import answer_each
+        from lingtest.tasks.models.llm import answer_each
 
         got: dict[str, str] = {}
 
@@ -549,7 +549,7 @@ def is_local_lm(ref: ModelRef) -> bool:
     folder its files or the registry call one) is an LLM, served forms aside."""
     if ref.form not in LOCAL_LM_FORMS:
         return False
-    from tasks.models.checks import infer_kind
+    from lingtest.tasks.models.checks import infer_kind
 
     try:
         return infer_kind(ref, Path.cwd())[0] == "llm"

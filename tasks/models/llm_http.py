@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import httpx
 
-from tasks.core import stopping
-from tasks.core.errors import LingtestError
-from tasks.models.llm import LLMResponse, LLMSettings, OnAnswer
+from lingtest.tasks.core import stopping
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.llm import LLMResponse, LLMSettings, OnAnswer
 
 if TYPE_CHECKING:
-    from tasks.models.model_spec import ModelRef
+    from lingtest.tasks.models.model_spec import ModelRef
 
 try:  # POSIX; elsewhere the limit holds per process only (EndpointLimit says so)
     import fcntl
@@ -134,7 +134,7 @@ def resolve_endpoint(ref: "ModelRef", base_url: str | None = None,
                 f"{ref.form}:{ref.target}@http://HOST:PORT/v1 (your server), set "
                 f"OPENAI_BASE_URL, or write {ref.form}:{ref.target}@{OPENAI_PUBLIC} to mean "
                 f"the public API")
-    from tasks.core.secrets import redact_text
+    from lingtest.tasks.core.secrets import redact_text
 
     named = {"option": "--base-url"}.get(source, source)
     if not re.match(r"^https?://[^/\s]+", url):  # httpx would take `notaurl` as a path
@@ -298,7 +298,7 @@ class HTTPBackend:
         rerun send again). Interrupted (Ctrl-C, or ``on_answer`` raising), no further prompt
         is sent and the requests in flight are awaited and handed over before the
         exception goes on (a second Ctrl-C stops the wait); so after a stop request
-        (``tasks.core.stopping``: SIGTERM)."""
+        (``lingtest.tasks.core.stopping``: SIGTERM)."""
         return self._each(prompts, self._ask, on_answer, "prompts")
 
     def _each(self, items: list, ask: Callable[[Any, contextlib.ExitStack | None,
@@ -490,7 +490,7 @@ class HTTPBackend:
 
 def _store_spec(ref: "ModelRef") -> str:
     """The spec as stores and logs may keep it: no ``#`` options, no URL password."""
-    from tasks.core.secrets import redact_text
+    from lingtest.tasks.core.secrets import redact_text
 
     return redact_text(ref.bare)
 

@@ -34,12 +34,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tasks.core.errors import LingtestError
-from tasks.models.causal_lm import (CONVERTED_MARKER, CausalLM, _file_digests, _one_conversion,
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.causal_lm import (CONVERTED_MARKER, CausalLM, _file_digests, _one_conversion,
                                     converted_dir, damaged_files, json_answers)
-from tasks.models.encoders import pick_device
-from tasks.models.json_stop import json_end, looping
-from tasks.models.registry import lingtest_cache
+from lingtest.tasks.models.encoders import pick_device
+from lingtest.tasks.models.json_stop import json_end, looping
+from lingtest.tasks.models.registry import lingtest_cache
 
 log = logging.getLogger(__name__)
 ENGINES = ("auto", "transformers", "ctranslate2")
@@ -138,8 +138,8 @@ def _convert(source: str, folder: Path, precision: str) -> None:
     never sees half a copy."""
     from ctranslate2.converters import TransformersConverter
 
-    from tasks.models.causal_lm import _head_tied
-    from tasks.models.registry import one_load
+    from lingtest.tasks.models.causal_lm import _head_tied
+    from lingtest.tasks.models.registry import one_load
 
     class HeadTied(TransformersConverter):
         """The converter's own load, one load at a time in the process (``one_load``: a

@@ -18,13 +18,13 @@ A model spec is what a user writes in ``params.yaml``, ``--set`` or a command's 
 What a served or local LLM is asked depends on the method that names it: consistency asks
 it its questions; contrastive embeds through its embeddings API (``openai:`` →
 ``/embeddings``, ``ollama:`` → ``/api/embed``); capabilities and adaptive ask it to classify
-each text (a prompt template and label words, ``tasks.models.llm_classifier``).
+each text (a prompt template and label words, ``lingtest.tasks.models.llm_classifier``).
 
 Options follow a ``#`` (as a URL fragment, never sent anywhere): ``#name=lexicon`` sets the display name and, for the
 HTTP forms, ``key_env=MY_KEY`` names the variable holding the API key; an LLM tested as a
 classifier reads ``template=FILE`` (its prompt template) and ``scoring=`` (how label
 probabilities are obtained); an embedding endpoint reads ``dimensions=N``; AdaTest's review and
-``adapt`` read ``scorer=`` / ``fail_label=`` on a generation model (``tasks.adaptive
+``adapt`` read ``scorer=`` / ``fail_label=`` on a generation model (``lingtest.tasks.adaptive
 .tested_models``). Every model has a
 display **name** — ``#name=``, else ``models.names``, else a short default (a hub or built-in
 id as written; a folder's, file's or attribute's own name; an endpoint's model) — and the
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 FORMS = ("builtin", "hub", "folder", "python", "predictions", "openai", "openai-chat", "ollama",
          "tei", "hf", "seq2seq")
@@ -230,7 +230,7 @@ def refuse_options(ref: ModelRef, options: tuple[str, ...], role: str,
     silent typo."""
     given = [option for option in options if option in ref.options]
     if given:
-        from tasks.core.secrets import redact_text
+        from lingtest.tasks.core.secrets import redact_text
 
         shown = ", ".join(f"{option}=" for option in given)
         verb = "applies" if len(given) == 1 else "apply"

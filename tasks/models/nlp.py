@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tasks.core.errors import LingtestError
-from tasks.models.registry import Resolution, resolve
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.registry import Resolution, resolve
 
 _CACHE: dict[tuple[str, bool, tuple[str, ...]], Any] = {}
 _LOCK = threading.Lock()

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tasks.core.errors import LingtestError
-from tasks.models.label_maps import aggregate, sentiment_labels
-from tasks.models.model_spec import ModelRef
-from tasks.models.sentiment import DEFAULT_BAND, SentimentModel, _check_texts
-from tasks.models.user_code import UserObject, load_user_object, protocol_method
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.label_maps import aggregate, sentiment_labels
+from lingtest.tasks.models.model_spec import ModelRef
+from lingtest.tasks.models.sentiment import DEFAULT_BAND, SentimentModel, _check_texts
+from lingtest.tasks.models.user_code import UserObject, load_user_object, protocol_method
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -151,7 +151,7 @@ def read_predictions(ref: ModelRef, root: Path | None) -> tuple[pd.DataFrame, st
     """(the scores indexed by text id, the file's revision, its label columns in order)."""
     import pandas as pd
 
-    from tasks.core.io import check_input_file, sha256_file
+    from lingtest.tasks.core.io import check_input_file, sha256_file
 
     path = check_input_file(predictions_file(ref, root), "lingtest export-suite writes the "
                             "texts to score; save their scores as a file")
@@ -220,7 +220,7 @@ def load_predictions_classifier(ref: ModelRef, root: Path | None,
 
 def check_predictions(ref: ModelRef, root: Path | None,
                       label_map: dict[str, str] | None) -> dict[str, str]:
-    """The file read and its labels mapped, as at load (``tasks.models.checks``)."""
+    """The file read and its labels mapped, as at load (``lingtest.tasks.models.checks``)."""
     _, revision, labels = read_predictions(ref, root)
     sentiment_labels(labels, label_map, ref.name)
     return {"revision": revision, "path": str(predictions_file(ref, root))}

@@ -2,7 +2,7 @@
 this module imports no torch."""
 from __future__ import annotations
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 POOLING_MODES = ("cls", "pooler", "mean", "max", "mean_sqrt_len", "lasttoken", "weightedmean")
 

@@ -21,11 +21,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from tasks.core.errors import LingtestError
-from tasks.core.io import sha256_file
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.io import sha256_file
 
 if TYPE_CHECKING:
-    from tasks.core.config import ModelsParams
+    from lingtest.tasks.core.config import ModelsParams
 
 KINDS = ("encoder", "causal_lm", "masked_lm", "classifier", "spacy", "seq2seq")
 SOURCES = ("package", "hub-cache", "hub", "local", "missing")
@@ -273,7 +273,7 @@ def pooling_from_files(folder: Path) -> str:
             raise LingtestError(
                 f"{folder / 'modules.json'}: module `{module.get('type')}`: lingtest's "
                 f"exact-length passes reproduce Transformer + Pooling (+ Normalize) only; such "
-                f"a model runs through its own encode (tasks.models.any_encoder."
+                f"a model runs through its own encode (lingtest.tasks.models.any_encoder."
                 f"load_any_encoder, the contrastive stage's loader)")
     if mode is None:
         raise LingtestError(f"{folder / 'modules.json'}: no Pooling module")

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tasks.core.errors import LingtestError
-from tasks.models.label_maps import LABELS2, LABELS3, aggregate, sentiment_labels
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.label_maps import LABELS2, LABELS3, aggregate, sentiment_labels
 
 if TYPE_CHECKING:
     import torch
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_BAND = (1 / 3, 2 / 3)
-UNDEFINED = "undefined"  # the label of a text the model gave no answer for (tasks.core.schema)
+UNDEFINED = "undefined"  # the label of a text the model gave no answer for (lingtest.tasks.core.schema)
 MINILM_SST2_ID = "lingtest/minilm-sst2"
 MINILM_SST2_DIR = Path("data") / "models" / "minilm-sst2"  # relative to the project root
 MINILM_CONFIG = "lingtest_classifier.json"   # marks a folder as a MeanPoolClassifier
@@ -123,7 +123,7 @@ class SentimentModel(ABC):
         return out
 
     def cache_token(self) -> dict[str, object]:
-        """What a cached task's result depends on in this model (``tasks.core.caching``):
+        """What a cached task's result depends on in this model (``lingtest.tasks.core.caching``):
         id, resolved revision, labels and neutral band, never the loaded weights' bytes."""
         return self.parameters()
 
@@ -217,18 +217,18 @@ class TorchClassifier(SentimentModel):
     them onto ``labels`` (a column each, or summed columns under a label map).
 
     Texts go to the model in passes of one exact token count, at least ``pass_tokens``
-    tokens each (``tasks.models.encoders.exact_length_passes``): no padding, so a text's
+    tokens each (``lingtest.tasks.models.encoders.exact_length_passes``): no padding, so a text's
     probabilities are the same alone, in any company and in any order. ``precision`` /
     ``backend``: bf16 autocast or ONNX Runtime instead of fp32 torch
-    (``tasks.models.encoder_paths``; the same holds within each path)."""
+    (``lingtest.tasks.models.encoder_paths``; the same holds within each path)."""
 
     def __init__(self, model_id: str, revision: str | None, labels: tuple[str, ...], model,
                  tokenizer, groups: list[list[int]], max_length: int = 128,
                  neutral_band: tuple[float, float] = DEFAULT_BAND, hf_logits: bool = False,
                  pass_tokens: int | None = None, precision: str | None = None,
                  backend: str | None = None):
-        from tasks.models import encoder_paths as paths
-        from tasks.models.encoders import PASS_TOKENS, pass_rows
+        from lingtest.tasks.models import encoder_paths as paths
+        from lingtest.tasks.models.encoders import PASS_TOKENS, pass_rows
 
         super().__init__(model_id, revision, labels, neutral_band)
         self.model, self.tokenizer = model.eval(), tokenizer
@@ -248,7 +248,7 @@ class TorchClassifier(SentimentModel):
 
     def parameters(self) -> dict[str, object]:
         """The base record plus a non-default path (``precision`` / ``backend``)."""
-        from tasks.models.encoder_paths import path_fields
+        from lingtest.tasks.models.encoder_paths import path_fields
 
         return {**super().parameters(), **path_fields(self.precision, self.backend)}
 
@@ -256,7 +256,7 @@ class TorchClassifier(SentimentModel):
         """One pass's logits on this classifier's path."""
         import torch
 
-        from tasks.models import encoder_paths as paths
+        from lingtest.tasks.models import encoder_paths as paths
 
         if (self.precision, self.backend) == ("fp32", "torch"):
             logits = self.model(**inputs)
@@ -274,7 +274,7 @@ class TorchClassifier(SentimentModel):
     def predict_proba(self, texts: list[str]) -> np.ndarray:
         import torch
 
-        from tasks.models.encoders import exact_length_passes
+        from lingtest.tasks.models.encoders import exact_length_passes
 
         texts = _check_texts(texts)
         out = np.empty((len(texts), len(self.labels)), dtype=np.float64)
@@ -307,7 +307,7 @@ def load_minilm_classifier(folder: Path, model_id: str = MINILM_SST2_ID,
     """The classifier saved by ``save_minilm_classifier`` (fine-tuned by lingtest)."""
     from safetensors.torch import load_file
 
-    from tasks.models.registry import one_load, transformers_classes, weights_sha16
+    from lingtest.tasks.models.registry import one_load, transformers_classes, weights_sha16
 
     AutoModel, AutoTokenizer = transformers_classes("AutoModel", "AutoTokenizer")
 
@@ -334,7 +334,7 @@ def label_order(id2label: dict[int, str], model_id: str,
                 ) -> tuple[tuple[str, ...], list[list[int]]]:
     """A checkpoint's labels (LABEL_0/1[/2], NEGATIVE/POSITIVE, or any names through
     ``label_map``) as LABELS2/LABELS3: the label set and, per label, the logit columns
-    whose probabilities it sums (``tasks.models.label_maps``)."""
+    whose probabilities it sums (``lingtest.tasks.models.label_maps``)."""
     own = [str(id2label[i]) for i in sorted(id2label, key=int)]
     return sentiment_labels(own, label_map, model_id)
 
@@ -347,7 +347,7 @@ def load_hf_classifier(model_id: str, offline: bool = True,
     """A Hugging Face sequence-classification checkpoint via the registry (offline: packaged,
     cached or local only; a missing one is the registry's error with the fix), named
     ``name`` (default: its id) and read through ``label_map`` when given."""
-    from tasks.models.registry import (hub_offline, loaded_revision, resolve,
+    from lingtest.tasks.models.registry import (hub_offline, loaded_revision, resolve,
                                        transformers_classes)
 
     AutoModelForSequenceClassification, AutoTokenizer = transformers_classes(
@@ -386,29 +386,29 @@ def load_sentiment_model(model, neutral_band: tuple[float, float] = DEFAULT_BAND
     ``vader``, ``lingtest/minilm-sst2`` (from ``root/data/models/minilm-sst2``), a folder, a
     hub classifier id, ``python:...`` or ``predictions:...``; it answers to its display name.
     An LLM (served, or a local causal LM) is asked to classify each text
-    (``tasks.models.llm_classifier``; ``llm_classifier``: ``models.llm_classifier``, the
+    (``lingtest.tasks.models.llm_classifier``; ``llm_classifier``: ``models.llm_classifier``, the
     run's ``device`` and ``seed``, ``http``: its HTTP settings, ``lm_engine`` /
     ``lm_precision``: a local LM's engine).
     ``label_maps`` (``models.label_map``) is looked up by name, then by spec. A torch
     classifier runs passes of at least ``pass_tokens`` tokens (None: 256) on the path
     ``precision`` / ``backend`` picks (None: fp32 torch; VADER and user code have one path)."""
-    from tasks.models.encoder_paths import check_path
-    from tasks.models.model_spec import ModelRef, parse_model
+    from lingtest.tasks.models.encoder_paths import check_path
+    from lingtest.tasks.models.model_spec import ModelRef, parse_model
 
     check_path(precision, backend)
     ref = model if isinstance(model, ModelRef) else parse_model(model, "model", names, root)
     label_map = (label_maps or {}).get(ref.name) or (label_maps or {}).get(ref.bare)
     path = {"precision": precision, "backend": backend}
     if ref.form == "python":
-        from tasks.models.own_classifiers import load_python_classifier
+        from lingtest.tasks.models.own_classifiers import load_python_classifier
         return load_python_classifier(ref, root, label_map, neutral_band)
     if ref.form == "predictions":
-        from tasks.models.own_classifiers import load_predictions_classifier
+        from lingtest.tasks.models.own_classifiers import load_predictions_classifier
         return load_predictions_classifier(ref, root, label_map, neutral_band)
-    from tasks.models.llm_classifier import is_llm_classifier, load_llm_classifier
+    from lingtest.tasks.models.llm_classifier import is_llm_classifier, load_llm_classifier
 
     if is_llm_classifier(ref):
-        from tasks.core.paths import find_project_root
+        from lingtest.tasks.core.paths import find_project_root
 
         return load_llm_classifier(ref, root or find_project_root(), llm_classifier, offline,
                                    device, seed, neutral_band, label_map, http,
@@ -420,7 +420,7 @@ def load_sentiment_model(model, neutral_band: tuple[float, float] = DEFAULT_BAND
     if ref.target == "vader":
         loaded: SentimentModel = VaderModel(neutral_band)
     elif ref.target == MINILM_SST2_ID:
-        from tasks.core.paths import find_project_root
+        from lingtest.tasks.core.paths import find_project_root
 
         folder = (root or find_project_root()) / MINILM_SST2_DIR
         if not (folder / MINILM_CONFIG).is_file():
@@ -446,7 +446,7 @@ def load_configured(model, params, root: Path, neutral_band: tuple[float, float]
                     ) -> SentimentModel:
     """``load_sentiment_model`` with a run's settings (``params``: offline, pass floor,
     encoder path, label maps, names), as every stage that tests classifiers loads them."""
-    from tasks.models.embedding_endpoints import endpoint_settings
+    from lingtest.tasks.models.embedding_endpoints import endpoint_settings
 
     m, runtime = params.models, params.runtime
     return load_sentiment_model(model, tuple(neutral_band), m.offline, root, runtime.pass_tokens,

@@ -5,7 +5,7 @@ stripped with newlines as spaces, the decoded output). Spec ``seq2seq:<hub id or
 Decoding is greedy (the guide's app uses 2 beams; greedy keeps a run reproducible and
 batchable) and stops each row once its JSON answer is complete (``json_stop``), under the
 ``max_new_tokens`` cap. The model is resolved like every local model
-(``tasks.models.registry.resolve``, kind ``seq2seq``): a folder, the Hugging Face cache
+(``lingtest.tasks.models.registry.resolve``, kind ``seq2seq``): a folder, the Hugging Face cache
 offline, or the hub online.
 """
 from __future__ import annotations
@@ -15,15 +15,15 @@ import threading
 
 import torch
 
-from tasks.core.errors import LingtestError
-from tasks.models.llm import (
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.llm import (
     STOP_RULE,
     LLMResponse,
     LLMSettings,
     OnAnswer,
     answer_in_batches,
 )
-from tasks.models.model_spec import ModelRef
+from lingtest.tasks.models.model_spec import ModelRef
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,8 @@ class Seq2SeqLLM:
     """Greedy answers of an ``AutoModelForSeq2SeqLM`` (no chat template: T5 has none)."""
 
     def __init__(self, ref: ModelRef, settings: LLMSettings):
-        from tasks.models.encoders import pick_device
-        from tasks.models.registry import (hub_offline, loaded_revision, resolve,
+        from lingtest.tasks.models.encoders import pick_device
+        from lingtest.tasks.models.registry import (hub_offline, loaded_revision, resolve,
                                            transformers_classes)
 
         AutoModelForSeq2SeqLM, AutoTokenizer = transformers_classes("AutoModelForSeq2SeqLM",
@@ -71,7 +71,7 @@ class Seq2SeqLLM:
                 "stop": STOP_RULE, "batch_size": self.settings.batch_size}
 
     def _generate(self, prompts: list[str]) -> list[str]:
-        from tasks.models.json_stop import JSONAnswerStop, StoppingCriteriaList, json_end
+        from lingtest.tasks.models.json_stop import JSONAnswerStop, StoppingCriteriaList, json_end
 
         texts = [p.strip().replace("\n", " ") for p in prompts]  # as the guide's T5 app
         batch = self.tokenizer(texts, return_tensors="pt", padding=True).to(self.device)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks.core.errors import LingtestError
-from tasks.models.model_spec import ModelRef
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.models.model_spec import ModelRef
 
 _IMPORT_LOCK = threading.Lock()
 _IMPORTED: dict[str, bytes] = {}  # module name → the source bytes it was imported from
@@ -52,7 +52,7 @@ def module_file(ref: ModelRef, root: Path | None) -> Path | None:
 
 
 def _import_file(ref: ModelRef, path: Path) -> tuple[Any, bytes]:
-    from tasks.core.io import read_input_bytes
+    from lingtest.tasks.core.io import read_input_bytes
 
     if not path.exists():
         raise LingtestError(f"model `{ref.bare}`: {path} does not exist; fix: the path of a "

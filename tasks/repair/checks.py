@@ -2,11 +2,11 @@
 stage tests and one lingtest can fine-tune."""
 from __future__ import annotations
 
-from tasks.core.config import Params
-from tasks.core.errors import LingtestError
-from tasks.core.paths import Workspace
-from tasks.core.plugin_spec import ModelEntry
-from tasks.repair.params import REPAIR_ALL
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.plugin_spec import ModelEntry
+from lingtest.tasks.repair.params import REPAIR_ALL
 
 
 def configured_models(params: Params) -> list[ModelEntry]:
@@ -19,8 +19,8 @@ def check_repair_model(key: str, model_id: str, params: Params, workspace: Works
                        row: dict) -> dict:
     """``all``, or an encoder the contrastive stage is told to test (by display name or
     spec), that lingtest can fine-tune."""
-    from tasks.models.any_encoder import check_repairable
-    from tasks.models.model_spec import parse_models
+    from lingtest.tasks.models.any_encoder import check_repairable
+    from lingtest.tasks.models.model_spec import parse_models
 
     specs = params.contrastive.encoders or params.models.encoders
     refs = parse_models(specs, "contrastive.encoders", params.models.names, workspace.root)

@@ -5,8 +5,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tasks.core.sections import Section
-from tasks.contrastive.params import DISTANCES, THRESHOLDS
+from lingtest.tasks.core.sections import Section
+from lingtest.tasks.contrastive.params import DISTANCES, THRESHOLDS
 
 
 REPAIR_ALL = "all"  # repair.models: [all] repairs every encoder the contrastive stage tested

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from tasks.core import stats
-from tasks.core.metrics import stage_metrics
-from tasks.repair.stage import without_timings
+from lingtest.tasks.core import stats
+from lingtest.tasks.core.metrics import stage_metrics
+from lingtest.tasks.repair.stage import without_timings
 
 # COSTELLO Table 3, average over its 10 repaired models (training triples, re-tested).
 PAPER_DECLINE = {"CR1": 53.28, "CR2": 35.39, "CR3": 57.63, "CR4": 41.76, "all": 50.48}
@@ -294,7 +294,7 @@ SUBSTITUTES = ("Substitutes: the paper's 10 repaired hub encoders → the packag
 def substitutes(facts: list[dict], n_classifiers: int) -> str:
     """What stood in for the paper's repaired models, their pooler output and its
     classifiers in this run; the default run (MiniLM, 14 classifiers) keeps its sentence."""
-    from tasks.core.config import papers_models
+    from lingtest.tasks.core.config import papers_models
 
     if [one["model_id"] for one in facts] == [MINILM] and n_classifiers == 14:
         return SUBSTITUTES
@@ -346,7 +346,7 @@ def make_report(params, workspace, facts: list[dict], both: pd.DataFrame, diff: 
                 acc_before: pd.DataFrame, acc_after: pd.DataFrame):
     """The stage's ``Report`` over every repaired model (``facts``: one dict per model):
     Table 3, fix rates, changes, precision, accuracy, epochs."""
-    from tasks.core.publish import Report, provenance
+    from lingtest.tasks.core.publish import Report, provenance
 
     p = params.repair
     fixes = fix_rates(both, p.bootstrap, params.seed)

@@ -1,5 +1,5 @@
 """The ``repair`` stage's tasks (COSTELLO §5.4): pick the triples, fine-tune the encoder
-(``tasks.training.embedding_repair``), re-test the repaired weights through the contrastive
+(``lingtest.tasks.training.embedding_repair``), re-test the repaired weights through the contrastive
 method (new revision = hash of the repaired weights, θ re-derived, the 14 downstream
 classifiers retrained on its embeddings) and diff the verdicts by case id.
 
@@ -18,20 +18,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.contrastive.distances import pair_distances
-from tasks.contrastive.method import ContrastiveMethod
-from tasks.core import io
-from tasks.core.caching import NO_CACHE, task
-from tasks.core.config import Params
-from tasks.core.errors import LingtestError
-from tasks.core.method import Unit
-from tasks.core.paths import Workspace
-from tasks.core.publish import slug
-from tasks.core.schema import compare_results
-from tasks.repair.params import REPAIR_ALL
-from tasks.models.any_encoder import as_ref
-from tasks.models.model_spec import ModelRef, parse_model, parse_models
-from tasks.repair import triples as tr
+from lingtest.tasks.contrastive.distances import pair_distances
+from lingtest.tasks.contrastive.method import ContrastiveMethod
+from lingtest.tasks.core import io
+from lingtest.tasks.core.caching import NO_CACHE, task
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.method import Unit
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import slug
+from lingtest.tasks.core.schema import compare_results
+from lingtest.tasks.repair.params import REPAIR_ALL
+from lingtest.tasks.models.any_encoder import as_ref
+from lingtest.tasks.models.model_spec import ModelRef, parse_model, parse_models
+from lingtest.tasks.repair import triples as tr
 
 
 def encoder_refs(params: Params, root: Path | None = None) -> dict[str, ModelRef]:
@@ -116,7 +116,7 @@ def check_models_repairable(params: Params, models: list[str], root: Path | None
     """Each chosen model must be one lingtest's repair can fine-tune
     (``any_encoder.check_repairable``: not a python: encoder, not a sentence-transformers
     model run through its own encode): one error naming ``repair.models`` and the reason."""
-    from tasks.models.any_encoder import check_repairable
+    from lingtest.tasks.models.any_encoder import check_repairable
 
     for model in models:
         check_repairable(ref_of(params, model, root), params.models.offline, root)
@@ -146,7 +146,7 @@ def select_triples(params: Params, workspace: Workspace, model_id: str | None = 
 def load_tested_encoder(params: Params, model_id: str, root: Path | None = None):
     """The encoder as the contrastive stage tested it (its pooling and length overrides);
     ``model_id``: its display name or spec. Refuses a model repair cannot train."""
-    from tasks.models.any_encoder import check_repairable, load_any_encoder
+    from lingtest.tasks.models.any_encoder import check_repairable, load_any_encoder
 
     c = params.contrastive
     ref = ref_of(params, model_id, root)
@@ -173,9 +173,9 @@ def train(params: Params, workspace: Workspace, model_id: str, labelled: pd.Data
           out_dir: Path) -> dict:
     """Fine-tune ``model_id`` on the training split; write the kept epoch's weights to
     ``out_dir``; return the run's facts (θ, sizes, epochs, revision of the repaired weights)."""
-    from tasks.contrastive.embedding import EmbeddingStore, embed_texts
-    from tasks.models.registry import PLAIN_HF_POOLING, checkpoint_pooling, resolve
-    from tasks.training.embedding_repair import repair_encoder, save_repaired
+    from lingtest.tasks.contrastive.embedding import EmbeddingStore, embed_texts
+    from lingtest.tasks.models.registry import PLAIN_HF_POOLING, checkpoint_pooling, resolve
+    from lingtest.tasks.training.embedding_repair import repair_encoder, save_repaired
 
     p = params.repair
     encoder = load_tested_encoder(params, model_id, workspace.root)

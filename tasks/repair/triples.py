@@ -13,8 +13,8 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from tasks.repair.params import RepairParams
-from tasks.core.errors import LingtestError
+from lingtest.tasks.repair.params import RepairParams
+from lingtest.tasks.core.errors import LingtestError
 
 SPLITS = ("train", "validation", "heldout")
 TEXTS = ["seed", "positive", "negative"]

@@ -35,7 +35,7 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 CLEAR_STRENGTH = 0.25
 NAME_POOL = 200  # replacement names: the most frequent CheckList names of the other gender

@@ -9,14 +9,14 @@ replaced, so spacing and everything else stay as they were.
   verb (spaCy VERB, so never an auxiliary) by a WordNet synonym/antonym of the same part of
   speech, inflected to the token's PTB tag (``tasks/text/lexicon_lookup.py`` says how; a form
   it cannot build with confidence is skipped). With ``polarity`` (from
-  :func:`~tasks.text.lexicon_lookup.polarity_lookup`) a seed word must be clearly polar and a
+  :func:`~lingtest.tasks.text.lexicon_lookup.polarity_lookup`) a seed word must be clearly polar and a
   synonym share that polarity, an antonym have the opposite one. Every candidate is returned,
   ordered by position, then by WordNet rank (most frequent sense first).
 - ``tasks/text/rewrite.py``'s ``synonym_rewrite``: synonym substitution over the whole text
   (COSTELLO's CR2 s⁻ and CR3 s⁺), built on this module's slots and edits.
 - :func:`replace_lemma`: one substitute for every occurrence of a lemma (pairs of sentences).
 - :func:`gender_swap`: pronouns and gendered nouns by the pair table, first names by a name
-  map (:func:`~tasks.text.lexicon_lookup.name_swaps`), in both directions, case kept.
+  map (:func:`~lingtest.tasks.text.lexicon_lookup.name_swaps`), in both directions, case kept.
 - :func:`invert`: semantic inversion by looking the text up in the contrast sets.
 """
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from tasks.core.errors import LingtestError
-from tasks.text.lexicon_lookup import (VERB_TAGS, antonym_lemmas, contrast_lookup, has_pos,
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.text.lexicon_lookup import (VERB_TAGS, antonym_lemmas, contrast_lookup, has_pos,
                                        indefinite_article, inflect, name_swaps, pair_swaps,
                                        synonym_lemmas, usable, verb_lemma)
 
@@ -265,7 +265,7 @@ def gender_swap(text_or_doc: Any, pairs: Mapping[str, str] | pd.DataFrame,
                 names: Mapping[str, str] | pd.DataFrame) -> Mutant | None:
     """Swap gendered words and first names; None when the text has none.
 
-    ``pairs``: lowercased word → counterpart (:func:`~tasks.text.lexicon_lookup.pair_swaps`);
+    ``pairs``: lowercased word → counterpart (:func:`~lingtest.tasks.text.lexicon_lookup.pair_swaps`);
     ``names``: lowercased first name → replacement (:func:`~...name_swaps`). Case is kept
     (He → She, KING → QUEEN, a trailing period too: Mr. → Mrs.). Only the first word of a name
     is swapped ("Tim Allen": Tim, not the surname); name particles (De, Van) never are. What
@@ -301,7 +301,7 @@ def gender_swap(text_or_doc: Any, pairs: Mapping[str, str] | pd.DataFrame,
 def invert(text: str, lookup: Mapping[str, str] | pd.DataFrame) -> Mutant:
     """The contrast-set twin of ``text`` (semantic inversion); LingtestError when unknown.
 
-    ``lookup``: original → contrast (:func:`~tasks.text.lexicon_lookup.contrast_lookup`) or
+    ``lookup``: original → contrast (:func:`~lingtest.tasks.text.lexicon_lookup.contrast_lookup`) or
     the ``contrast_pairs`` table; a text that differs only in whitespace still matches.
     """
     if isinstance(lookup, pd.DataFrame):

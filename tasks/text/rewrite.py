@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tasks.core.errors import LingtestError
-from tasks.text.lexicon_lookup import has_pos, inflect, synonym_lemmas, usable
-from tasks.text.mutations import (Edit, Mutant, Slot, apply_edits, match_case, polarity_of,
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.text.lexicon_lookup import has_pos, inflect, synonym_lemmas, usable
+from lingtest.tasks.text.mutations import (Edit, Mutant, Slot, apply_edits, match_case, polarity_of,
                                   slots)
 
 # Word classes the whole-text rewrite may also replace: nouns (singular, or regular plural)

@@ -14,7 +14,7 @@ import nltk
 from nltk.corpus.reader import CorpusReader, WordNetCorpusReader
 from nltk.corpus.util import LazyCorpusLoader
 
-from tasks.core.errors import LingtestError
+from lingtest.tasks.core.errors import LingtestError
 
 # Universal / spaCy coarse tags → WordNet parts of speech.
 _POS = {"n": "n", "noun": "n", "propn": "n", "v": "v", "verb": "v", "aux": "v",

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tasks.core.io import staged_dir
+from lingtest.tasks.core.io import staged_dir
 
 
 @contextmanager

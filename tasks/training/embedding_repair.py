@@ -9,7 +9,7 @@ Each micro-batch holds ``batch_triples`` buggy triples and as many benign ones (
 a benign triple's sentences are anchored); the smaller set is cycled so the larger is seen
 once per epoch; gradients accumulate over ``accumulation`` micro-batches; SGD with StepLR; all
 weights train (dropout on, as ``Fixing.py``'s ``net.train()``). The embedding trained is the
-pooling the model is tested with (``tasks.models.encoders.pool``: mean + L2 norm for MiniLM;
+pooling the model is tested with (``lingtest.tasks.models.encoders.pool``: mean + L2 norm for MiniLM;
 the pooler output for plain BERT-style hub models, as the paper). After every epoch the
 caller's ``count_violations`` scores the model in eval mode, and the epoch with the fewest
 violations is kept (the first such epoch on ties, as ``Fixing.py``).
@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.repair.params import RepairParams
-from tasks.core.errors import LingtestError
-from tasks.training.common import torch_threads, write_model_dir
+from lingtest.tasks.repair.params import RepairParams
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.training.common import torch_threads, write_model_dir
 
 Triple = tuple[str, str, str]
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -78,8 +78,8 @@ def embed_batch(encoder, texts: Sequence[str]):
     """The tested pooling of ``texts`` through ``encoder.model`` as it is now (grad kept)."""
     import torch
 
-    from tasks.models.encoders import pool
-    from tasks.models.pooling import parse_pooling
+    from lingtest.tasks.models.encoders import pool
+    from lingtest.tasks.models.pooling import parse_pooling
 
     mode, normalize = parse_pooling(encoder.pooling)
     batch = [t.lower() if encoder.lowercase else t for t in texts]
@@ -221,7 +221,7 @@ def save_repaired(encoder, out_dir: Path) -> Path:
     """Write the encoder's current weights as a model folder that ``load_encoder`` reads back
     with the same pooling: the source's sentence-transformers files (modules, pooling,
     normalisation) are copied, the transformer weights and tokenizer written anew."""
-    from tasks.models.registry import st_modules
+    from lingtest.tasks.models.registry import st_modules
 
     source = encoder.resolution.path
     folder = Path(source) if source and Path(source).is_dir() else None
@@ -235,7 +235,7 @@ def save_repaired(encoder, out_dir: Path) -> Path:
 
     def write(stage: Path) -> None:
         if folder is not None:
-            from tasks.models.registry import transformer_dir
+            from lingtest.tasks.models.registry import transformer_dir
 
             inner = transformer_dir(folder).relative_to(folder)
             for item in folder.iterdir():

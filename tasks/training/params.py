@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tasks.core.sections import Section
+from lingtest.tasks.core.sections import Section
 
 
 class TrainSentimentParams(Section):

@@ -20,15 +20,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tasks.core.caching import NO_CACHE, hash_path, model_id, task
-from tasks.core.config import Params
-from tasks.core.errors import LingtestError
-from tasks.core.metrics import stage_metrics
-from tasks.core.paths import Workspace
-from tasks.core.publish import Report, provenance
-from tasks.data.sst import sst2_split
-from tasks.models.registry import resolve
-from tasks.models.sentiment import (
+from lingtest.tasks.core.caching import NO_CACHE, hash_path, model_id, task
+from lingtest.tasks.core.config import Params
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.metrics import stage_metrics
+from lingtest.tasks.core.paths import Workspace
+from lingtest.tasks.core.publish import Report, provenance
+from lingtest.tasks.data.sst import sst2_split
+from lingtest.tasks.models.registry import resolve
+from lingtest.tasks.models.sentiment import (
     LABELS2,
     MINILM_SST2_ID,
     TorchClassifier,
@@ -36,7 +36,7 @@ from tasks.models.sentiment import (
     load_minilm_classifier,
     save_minilm_classifier,
 )
-from tasks.training.common import torch_threads, write_model_dir
+from lingtest.tasks.training.common import torch_threads, write_model_dir
 
 log = logging.getLogger(__name__)
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -63,7 +63,7 @@ def accuracy(model, tokenizer, texts: list[str], gold: np.ndarray,
     ``runtime.pass_tokens``), so the reloaded classifier predicts exactly what was scored."""
     import torch
 
-    from tasks.models.encoders import PASS_TOKENS, exact_length_passes
+    from lingtest.tasks.models.encoders import PASS_TOKENS, exact_length_passes
 
     model.eval()
     preds = np.empty(len(texts), dtype=np.int64)
@@ -137,8 +137,8 @@ def train_minilm_sst2(sst: pd.DataFrame, out_dir: Path, seed: int, epochs: int =
     """
     import torch
 
-    from tasks.core.runtime import seed_everything
-    from tasks.models.registry import hub_offline, resolve, transformer_dir, transformers_classes
+    from lingtest.tasks.core.runtime import seed_everything
+    from lingtest.tasks.models.registry import hub_offline, resolve, transformer_dir, transformers_classes
 
     AutoModel, AutoTokenizer = transformers_classes("AutoModel", "AutoTokenizer")
 
@@ -197,7 +197,7 @@ def continue_training(folder: Path, texts: list[str], labels: pd.Series, seed: i
     (AdaTest's debugging loop), returned ready to predict; its revision hashes the new
     weights, so a re-test names what it tested. Training is fp32 torch whatever the path;
     ``precision`` / ``backend`` are the path it predicts on (ONNX: a graph per revision)."""
-    from tasks.core.runtime import seed_everything
+    from lingtest.tasks.core.runtime import seed_everything
 
     gold = label_ids(pd.Series(labels))
     with TRAINING_LOCK, torch_threads(threads):
@@ -284,7 +284,7 @@ def training_key(arguments: dict) -> str:
     (``content_key``)."""
     import torch
 
-    from tasks.core.caching import content_key
+    from lingtest.tasks.core.caching import content_key
 
     return content_key(train_minilm_sst2, arguments, exclude=("out_dir",),
                        version=f"torch {torch.__version__}, transformers "

@@ -17,8 +17,8 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel
 
-from tasks.adaptive.review_app.session import ReviewSession
-from tasks.core.errors import LingtestError
+from lingtest.tasks.adaptive.review_app.session import ReviewSession
+from lingtest.tasks.core.errors import LingtestError
 
 HERE = Path(__file__).parent
 HOST = "127.0.0.1"

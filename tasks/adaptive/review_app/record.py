@@ -1,4 +1,4 @@
-"""What a review session changed, for its Prefect flow run (``flows.review_session``): the
+"""What a review session changed, for its Prefect flow run (``lingtest.flows.review_session``): the
 tree as it is now against the tree at the session's start, so an undone change is no change
 and a renamed topic counts each of its rows as moved.
 
@@ -14,8 +14,8 @@ import urllib.parse
 
 import pandas as pd
 
-from tasks.adaptive.review import PROVENANCE
-from tasks.adaptive.tree import TestTree
+from lingtest.tasks.adaptive.review import PROVENANCE
+from lingtest.tasks.adaptive.tree import TestTree
 
 FILED_COLUMNS = ["topic", "input", "verdict", "output", "labeler", "source", "generator",
                  "round", "edited_from"]

@@ -31,22 +31,22 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from tasks.adaptive.cases import EXPECTATION_COLUMN, INPUT_B, RAW_THRESHOLD, SCORE_BELOW
-from tasks.adaptive.generators import Generator, dedupe, suggestions_frame
-from tasks.adaptive.label_model import CachedEmbed, rank_suggestions
-from tasks.adaptive.pairs import is_pair_topic, pair_generator, rank_pairs, split_pairs
-from tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts
-from tasks.adaptive.review import PROVENANCE, prompt_scores, row_cases, row_id
-from tasks.adaptive.review_form import append_reviewed
-from tasks.adaptive.scoring import score_cases, score_column
-from tasks.adaptive.templates import expand_template
-from tasks.adaptive.tested_models import as_tested
-from tasks.adaptive.topic_suggestions import suggest_topic_names
-from tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, is_subtopic,
+from lingtest.tasks.adaptive.cases import EXPECTATION_COLUMN, INPUT_B, RAW_THRESHOLD, SCORE_BELOW
+from lingtest.tasks.adaptive.generators import Generator, dedupe, suggestions_frame
+from lingtest.tasks.adaptive.label_model import CachedEmbed, rank_suggestions
+from lingtest.tasks.adaptive.pairs import is_pair_topic, pair_generator, rank_pairs, split_pairs
+from lingtest.tasks.adaptive.prompts import PromptSettings, build_prompts, prompt_texts
+from lingtest.tasks.adaptive.review import PROVENANCE, prompt_scores, row_cases, row_id
+from lingtest.tasks.adaptive.review_form import append_reviewed
+from lingtest.tasks.adaptive.scoring import score_cases, score_column
+from lingtest.tasks.adaptive.templates import expand_template
+from lingtest.tasks.adaptive.tested_models import as_tested
+from lingtest.tasks.adaptive.topic_suggestions import suggest_topic_names
+from lingtest.tasks.adaptive.tree import (TEST_LABELS, TestTree, ensure_topic_markers, is_subtopic,
                                  read_tree, topic_name, topic_problem, write_tree)
-from tasks.core.cases import provenance_json
-from tasks.core.errors import LingtestError
-from tasks.core.schema import UNDEFINED, undefined_count
+from lingtest.tasks.core.cases import provenance_json
+from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.schema import UNDEFINED, undefined_count
 
 VERDICTS = ("fail", "pass", "off_topic")
 UNDO_DEPTH = 100
