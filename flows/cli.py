@@ -94,6 +94,17 @@ def test(
         raise typer.Exit(1)
 
 
+@app.command()
+def report(run: str = typer.Argument(..., help="A run name under runs/, or a run folder.")
+           ) -> None:
+    """Write a finished `lingtest test` run as runs/<name>/report.html: its tables, figures
+    and worst failing cases in one file that opens in any browser, without a server."""
+    from lingtest.api import load
+    from lingtest.report import write_report
+
+    typer.echo(write_report(load(run)))
+
+
 @app.command("export-suite")
 def export_suite(
         stage: str = typer.Argument(..., help="capabilities or adaptive."),

@@ -157,6 +157,11 @@ def baseline_rows(path: Path, mine: list[str]) -> pd.DataFrame | None:
     return rows[~rows["model_id"].isin(mine)]
 
 
+def report_prefix(run_name: str, method: str) -> str:
+    """How a run's comparison files under ``reports/<method>-vs-baseline`` begin."""
+    return slug(f"{run_name}-{method}")[:80]
+
+
 @flow(name="compare-with-baseline", log_prints=True)
 def compare_with_baseline(method: str, run_name: str, mine: list[str], params: Params,
                           root: str, outputs: str, max_fail: float | None = None,
@@ -182,7 +187,7 @@ def compare_with_baseline(method: str, run_name: str, mine: list[str], params: P
     changes = case_changes(rows, contract, mine, base_models)
     overall = {m: fail_percent(results.loc[results["model_id"] == m, "verdict"]) for m in mine}
     shared = int(table["cases"].max()) if len(table) else 0
-    prefix = slug(f"{run_name}-{method}")[:80]
+    prefix = report_prefix(run_name, method)
     revision = rows.drop_duplicates("model_id").set_index("model_id")["revision"]
     report = Report(f"{method}-vs-baseline", provenance=provenance(
         params, workspace, METHOD_MODELS[method].split(".")[0],

@@ -44,6 +44,9 @@ def plan(specs: list[str], methods: list[str] | None, name: str | None, params,
     from lingtest.tasks.models.checks import infer_kind
     from lingtest.tasks.models.model_spec import parse_models
 
+    if name is not None and not name.strip():
+        raise LingtestError("lingtest test --name '': give the run folder a name (runs/<name>/), "
+                            "or leave it out for the first model's name")
     if not specs:
         raise LingtestError("lingtest test: name at least one model (a spec: hub id, folder, "
                             "python:MODULE:ATTR, predictions:PATH, openai:MODEL@URL)")

@@ -64,9 +64,6 @@ def test(models: Any, methods: list[str] | str | None = None, *, profile: str | 
 
     echo = echo or (lambda text: None)
     workspace = _workspace(project)
-    if name is not None and not name.strip():
-        raise LingtestError("lingtest test --name '': give the run folder a name (runs/<name>/), "
-                            "or leave it out for the first model's name")
     overrides = settings(sets)
     specs, notes, in_process = _specs(models, workspace.root)
     if in_process:  # a Dask worker could not reach the object
@@ -86,6 +83,9 @@ def test(models: Any, methods: list[str] | str | None = None, *, profile: str | 
                         {c["method"]: c["baseline"] for c in comparisons}, notes, comparisons,
                         [b for c in comparisons for b in c["breaches"]])
     result.write()
+    from lingtest.report import write_report
+
+    write_report(result)  # runs/<name>/report.html: the run for someone without Python
     return result
 
 

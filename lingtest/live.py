@@ -7,8 +7,9 @@ on a thread. An object is pickled (cloudpickle: a class or lambda defined in a n
 travels by value) into ``runs/.objects/<name>.pkl`` beside a two-line module
 ``<name>.py`` that unpickles it and states a digest of its state; the spec is
 ``python:runs/.objects/<name>.py:model#name=<name>``. The module's bytes change exactly
-when the state does, so an unchanged object is a cache hit and a refitted one a miss, and the
-revision says ``object@sha1:…`` (its state, ``state_revision``). An object that cannot be pickled stays
+when the state does, so an unchanged object is a cache hit and a refitted one a miss (an
+equal refit, in this process or another, a hit), and the revision says ``object@sha1:…``
+(its state, ``state_revision``). An object that cannot be pickled stays
 in this process (``registered``); its revision is then the sha256 of its class's or
 function's source (``object-source@sha256:…``), and the run goes on threads, since a Dask
 worker could not reach it.
@@ -99,18 +100,33 @@ def as_spec(obj: Any, name: str, root: Path) -> LiveModel:
     return LiveModel(name, _spec(name), revision, pickled=True)
 
 
+# State entries that hold a memory address, so differ in every process for an equal object:
+# scikit-learn's text vectorizers keep ``id(self.stop_words)`` to notice a changed list.
+ADDRESS_ATTRIBUTES = frozenset({"_stop_words_id"})
+
+
 def state_revision(obj: Any, state: bytes) -> str:
     """The object's revision from its state: joblib's hash where it can take the object (it
-    pickles sets and dicts in sorted order, which a plain pickle does not), else the sha256
-    of the cloudpickled ``state`` (a lambda, a notebook's class). Stable for an unchanged
-    object within a process; not always across processes (a fitted TfidfVectorizer keeps
-    ``id()`` of its stop-word list in ``_stop_words_id``)."""
-    import joblib
-
+    pickles sets and dicts in sorted order, which a plain pickle does not), leaving out
+    ``ADDRESS_ATTRIBUTES``, so an equal object refitted in another process has the same
+    revision; else the sha256 of the cloudpickled ``state`` (a lambda, a notebook's class)."""
     try:
-        return f"object@sha1:{joblib.hash(obj, hash_name='sha1')[:16]}"
+        return f"object@sha1:{_state_hasher().hash(obj)[:16]}"
     except Exception:  # pickle's by-reference rule: what only cloudpickle can take
         return f"object@sha256:{hashlib.sha256(state).hexdigest()[:16]}"
+
+
+def _state_hasher():
+    """joblib's numpy-aware hasher, blind to ``ADDRESS_ATTRIBUTES`` in an object's state."""
+    from joblib.hashing import NumpyHasher
+
+    class StateHasher(NumpyHasher):
+        def save_reduce(self, func, args, state=None, *rest, **kwargs):
+            if isinstance(state, dict) and not ADDRESS_ATTRIBUTES.isdisjoint(state):
+                state = {k: v for k, v in state.items() if k not in ADDRESS_ATTRIBUTES}
+            return super().save_reduce(func, args, state, *rest, **kwargs)
+
+    return StateHasher(hash_name="sha1")
 
 
 def _in_process(obj: Any, name: str, folder: Path, why: str) -> LiveModel:

@@ -11,7 +11,6 @@ from pathlib import Path
 import pandas as pd
 
 from lingtest.tasks.core.errors import LingtestError
-from lingtest.tasks.core.publish import slug
 
 RUN_FILE = "run.json"  # what lingtest.test wrote down about the run, in its folder
 WORST = 5  # failing cases a cell shows per method
@@ -32,6 +31,9 @@ class TestResult:
     # as the command line prints it, and every gate (max_fail, max_broken) the run failed
     comparisons: list[dict] = field(default_factory=list, repr=False)
     breaches: list[str] = field(default_factory=list, repr=False)
+    # each method's cases, read once (summary, failures and the cell all start from them)
+    _cases: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False,
+                                            compare=False)
 
     __test__ = False  # not a pytest test class, whatever its name
 
@@ -42,7 +44,18 @@ class TestResult:
             raise LingtestError(f"{folder} holds no finished lingtest test run ({RUN_FILE} is "
                                 "missing); fix: name a folder under runs/ that lingtest test "
                                 "or lingtest.test wrote, or run it")
-        run = json.loads(run_file.read_text(encoding="utf-8"))
+        from lingtest.tasks.core import io
+
+        fix = "run lingtest test for it again"
+        run = io.read_input_json(run_file, fix)
+        kinds = {"name": str, "models": list, "methods": list, "baselines": dict,
+                 "notes": list}
+        wrong = [key for key, kind in kinds.items() if key != "notes" and key not in run
+                 or not isinstance(run.get(key, []), kind)] if isinstance(run, dict) else [
+                     "the whole file (not a JSON object)"]
+        if wrong:
+            raise LingtestError(f"{run_file}: not a finished run's record ({', '.join(wrong)} "
+                                f"missing or of the wrong type); fix: {fix}")
         return cls(run["name"], folder, run["models"], run["methods"], run["baselines"],
                    run.get("notes", []))
 
@@ -64,9 +77,16 @@ class TestResult:
         return stage_method(method)
 
     def _report(self, method: str, table: str) -> pd.DataFrame:
-        path = (self.folder / "reports" / f"{method}-vs-baseline"
-                / f"{slug(f'{self.name}-{method}')[:80]}-{table}.csv")
-        return pd.read_csv(path)
+        from lingtest.flows.own_models import report_prefix
+
+        return pd.read_csv(self.folder / "reports" / f"{method}-vs-baseline"
+                           / f"{report_prefix(self.name, method)}-{table}.csv")
+
+    def _interim(self, method: str, outputs: Path | None) -> Path:
+        """Where a method's suite and rows are: this run's ``outputs`` or the pipeline's."""
+        from lingtest.tasks.core.paths import Workspace
+
+        return Workspace(self.folder.parent.parent, outputs).interim / self._method(method).stage
 
     def table(self, method: str) -> pd.DataFrame:
         """Fail % per capability / topic / relation / question (and the method's settings),
@@ -78,27 +98,31 @@ class TestResult:
         """Per your model and baseline model: cases fixed, broken, unchanged."""
         self._method(method)
         if not self.baselines.get(method):
-            return pd.DataFrame(columns=["model", "against", "fixed", "broken", "unchanged"])
+            from lingtest.tasks.core.side_by_side import CHANGE_COLUMNS
+
+            return pd.DataFrame(columns=CHANGE_COLUMNS)
         return self._report(method, "changes")
 
     def cases(self, method: str) -> pd.DataFrame:
         """Every result row of your models and the baseline models, with the case's texts
         and expectation; ``model_id`` says whose."""
-        contract = self._method(method).contract
-        interim = self.folder / "interim" / method
-        suite = pd.read_parquet(interim / "suite.parquet")
-        rows = pd.read_parquet(interim / "results.parquet")
-        rows = pd.concat([rows[rows["model_id"].isin(self.models)], self._baseline_rows(
-            method, set(suite["case_id"]))], ignore_index=True)
-        wanted = [c for c in (contract.group, *contract.texts, "expectation")
-                  if c in suite.columns and c not in rows.columns]
-        return rows.merge(suite[["case_id", *wanted]], on="case_id", how="left")
+        if method not in self._cases:
+            contract = self._method(method).contract
+            interim = self._interim(method, self.folder)
+            suite = pd.read_parquet(interim / "suite.parquet")
+            rows = pd.read_parquet(interim / "results.parquet")
+            rows = pd.concat([rows[rows["model_id"].isin(self.models)], self._baseline_rows(
+                method, set(suite["case_id"]))], ignore_index=True)
+            wanted = [c for c in (contract.group, *contract.texts, "expectation")
+                      if c in suite.columns and c not in rows.columns]
+            self._cases[method] = rows.merge(suite[["case_id", *wanted]], on="case_id",
+                                             how="left")
+        return self._cases[method].copy()
 
     def _baseline_rows(self, method: str, case_ids: set[str]) -> pd.DataFrame:
         """The baseline models' rows on this run's cases: run here, else the pipeline's."""
-        here = self.folder / "baseline" / "interim" / method / "results.parquet"
-        stored = self.folder.parent.parent / "data" / "interim" / method / "results.parquet"
-        path = here if here.is_file() else stored
+        here = self._interim(method, self.folder / "baseline") / "results.parquet"
+        path = here if here.is_file() else self._interim(method, None) / "results.parquet"
         if not self.baselines.get(method) or not path.is_file():
             return pd.DataFrame()
         rows = pd.read_parquet(path)
@@ -163,15 +187,18 @@ class TestResult:
                 f"{', '.join(self.methods)}; {self.folder})")
 
     def _repr_html_(self) -> str:
-        """The summary, each method's side-by-side table and its worst failing cases."""
+        """The summary, each method's side-by-side table and its worst failing cases, their
+        texts whole (pandas cuts a cell at 50 characters by default)."""
         parts = [f"<h3>lingtest: {html.escape(self.name)}</h3>",
-                 *[f"<p><i>{html.escape(note)}</i></p>" for note in self.notes],
-                 self.summary().to_html(index=False, na_rep="")]
-        for method in self.methods:
-            worst = self.failures(method).head(WORST)
-            parts += [f"<h4>{method}: fail % beside the baseline</h4>",
-                      self.table(method).to_html(index=False, na_rep=""),
-                      f"<h4>{method}: worst failing cases (first {WORST})</h4>",
-                      worst.to_html(index=False, na_rep="") if len(worst) else
-                      "<p>no failing case</p>"]
+                 *[f"<p><i>{html.escape(note)}</i></p>" for note in self.notes]]
+        with pd.option_context("display.max_colwidth", None):
+            summary = self.summary().astype(object)  # a baseline's fixed/broken: blank
+            parts.append(summary.where(summary.notna(), "").to_html(index=False))
+            for method in self.methods:
+                worst = self.failures(method).head(WORST)
+                parts += [f"<h4>{method}: fail % beside the baseline</h4>",
+                          self.table(method).to_html(index=False, na_rep=""),
+                          f"<h4>{method}: worst failing cases (first {WORST})</h4>",
+                          worst.to_html(index=False, na_rep="") if len(worst) else
+                          "<p>no failing case</p>"]
         return "\n".join(parts)

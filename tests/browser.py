@@ -108,3 +108,19 @@ def stop_chromium(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=10)
+
+
+async def read_pages(websocket_url: str, pages: list[tuple[str, list[str]]],
+                     screenshots: dict[int, Path]) -> list[str]:
+    """The text of each page once its expected strings show; screenshots of the pages named
+    by index."""
+    import websockets
+
+    async with websockets.connect(websocket_url, max_size=None) as websocket:
+        browser = Browser(websocket)
+        texts = []
+        for index, (url, expected) in enumerate(pages):
+            texts.append(await browser.text_once_shown(url, expected))
+            if index in screenshots:
+                await browser.screenshot(screenshots[index])
+        return texts

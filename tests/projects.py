@@ -7,6 +7,14 @@ from pathlib import Path
 from lingtest.tasks.core.paths import Workspace
 
 
+# The smallest capabilities run that still builds, expands and scores a suite (one capability)
+SMALLEST_CAPABILITIES = [
+    "capabilities.capabilities=[LC2]", "capabilities.seeds_per_lc=2",
+    "capabilities.max_masks_per_seed=2", "capabilities.fill_candidates=3",
+    "capabilities.pcfg_heldout=10", "capabilities.checklist_max_examples=3",
+    "capabilities.coverage_sizes=[4]", "capabilities.coverage_repeats=1",
+    "capabilities.bootstrap=100"]
+
 # The project's code and profiles, as DVC hashes them for a stage's dependencies (dvc.yaml)
 CODE_FOLDERS = ("tasks", "flows", "lingtest", "params")
 

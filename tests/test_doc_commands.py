@@ -86,6 +86,9 @@ LISTED = {
         (SERVICE, REAL_SERVER),
     "lingtest test openai:smollm2@http://127.0.0.1:8000/v1 --methods capabilities --profile quick":
         ("needs the llama.cpp server the line before starts", REAL_SERVER),
+    "lingtest report tfidf-lr": ("needs the walk-through's run",
+                                 "tests/test_python_api.py::"
+                                 "test_the_run_s_report_html_holds_its_tables_figures_and_failures"),
     "make run": (PIPELINE, REMOTE),
     "make test": ("the test suite itself, this test among it",
                   "tests/test_doc_commands.py::test_doc_commands_run_as_written"),

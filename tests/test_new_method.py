@@ -73,7 +73,7 @@ def _lingtest(root: Path, *args: str, timeout: int = 300) -> subprocess.Complete
 def test_the_new_method_is_a_stage_with_a_checked_section(typos_project: Path) -> None:
     stages = _lingtest(typos_project, "stages")
     assert stages.returncode == 0, stages.stderr
-    assert "typos\ttypos\tCheckList (Ribeiro et al., ACL 2020)\ttasks.typos.method:TyposMethod" \
+    assert "typos\ttypos\tCheckList (Ribeiro et al., ACL 2020)\tlingtest.tasks.typos.method:TyposMethod" \
         in stages.stdout.splitlines()
     refused = _lingtest(typos_project, "params", "--set", "typos.sentences=0")
     assert refused.returncode == 2

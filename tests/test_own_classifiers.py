@@ -16,6 +16,7 @@ from lingtest.flows.stage import run_stage
 from lingtest.flows.registry import load_params
 from lingtest.tasks.core.errors import LingtestError
 from lingtest.tasks.models.sentiment import LABELS2, LABELS3, load_sentiment_model
+from projects import SMALLEST_CAPABILITIES
 
 LEXICON = '''"""Counts opinion words: a lexicon model with no weights."""
 import numpy as np
@@ -38,11 +39,7 @@ class WordCount:
 '''
 SPEC = "python:inputs/models/lexicon.py:WordCount#name=lexicon"
 LABEL_MAP = "models.label_map={lexicon: {bad: neg, good: pos}}"
-SMALL = ["capabilities.capabilities=[LC2]", "capabilities.seeds_per_lc=2",
-         "capabilities.max_masks_per_seed=2", "capabilities.fill_candidates=3",
-         "capabilities.pcfg_heldout=10", "capabilities.checklist_max_examples=3",
-         "capabilities.coverage_sizes=[4]", "capabilities.coverage_repeats=1",
-         "capabilities.bootstrap=100", "adaptive.bootstrap=100"]
+SMALL = [*SMALLEST_CAPABILITIES, "adaptive.bootstrap=100"]
 
 
 def lexicon_probability(text: str) -> float:

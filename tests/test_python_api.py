@@ -1,9 +1,16 @@
-"""``import lingtest``: a live scikit-learn pipeline tested in one call, its failures read back
-as DataFrames and HTML, an unchanged object a cache hit and a refitted one a miss, an object
-that cannot be pickled run on threads under the revision of its source."""
+"""``import lingtest``: docs/python-api.md's walk-through run in a fresh Jupyter kernel; a live
+scikit-learn pipeline tested in one call, its failures read back as DataFrames and HTML, an
+unchanged object a cache hit and a refitted one a miss (in this process and in another), an
+object that cannot be pickled run on threads under the revision of its source."""
 from __future__ import annotations
 
+import html
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -12,15 +19,12 @@ import pandas as pd
 import pytest
 
 from lingtest.tasks.core.errors import LingtestError
+from lingtest.tasks.core.paths import PACKAGE_ROOT
+from projects import SMALLEST_CAPABILITIES
 
 pytestmark = pytest.mark.slow
 
-# the smallest capabilities run that still builds, expands and scores a suite (one capability)
-SMALL = ["capabilities.capabilities=[LC2]", "capabilities.seeds_per_lc=2",
-         "capabilities.max_masks_per_seed=2", "capabilities.fill_candidates=3",
-         "capabilities.pcfg_heldout=10", "capabilities.checklist_max_examples=3",
-         "capabilities.coverage_sizes=[4]", "capabilities.coverage_repeats=1",
-         "capabilities.bootstrap=100"]
+SMALL = SMALLEST_CAPABILITIES
 
 
 class Logged:
@@ -64,6 +68,192 @@ def project(data_project):
     workspace, overrides = data_project
     sst = pd.read_parquet(workspace.processed / "sst.parquet")
     return workspace.root, [*overrides, *SMALL], sst
+
+
+# The quick profile of the walk-through's project: the capability the page names, with the
+# quick profile's suite sizes, and VADER alone as the pipeline's model (its baseline)
+NOTEBOOK_QUICK = {"capabilities": ["LC4"], "models": ["vader"], "pcfg_heldout": 10,
+                  "checklist_max_examples": 3, "coverage_sizes": [4], "coverage_repeats": 1,
+                  "bootstrap": 100}
+
+# The walk-through's section of the page: each ```python block in it is one notebook cell.
+PAGE = PACKAGE_ROOT / "docs" / "python-api.md"
+WALK_THROUGH = "## A walk-through in a notebook"
+
+
+def walk_through_cells(page: Path = PAGE) -> list[str]:
+    """The code cells of the page's walk-through, in order, as written."""
+    section = page.read_text(encoding="utf-8").split(WALK_THROUGH, 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^```python\n(.*?)^```$", section, flags=re.S | re.M)
+
+
+def cell_html(cell) -> str:
+    return "".join(out.get("data", {}).get("text/html", "") for out in cell.outputs)
+
+
+def cell_text(cell) -> str:
+    return "".join(out.get("text", "") or out.get("data", {}).get("text/plain", "")
+                   for out in cell.outputs)
+
+
+@pytest.fixture(scope="module")
+def notebook(project, tmp_path_factory):
+    """The walk-through's cells executed, unchanged, in a new Jupyter kernel in a copy of the
+    data project where the capabilities stage has run (as after `make run`), whose quick
+    profile is ``NOTEBOOK_QUICK`` and whose params.yaml holds the test's data settings. The
+    kernel shares this process's Prefect API and result storage."""
+    import nbformat
+    import yaml
+    from nbclient import NotebookClient
+    from prefect.settings import get_current_settings
+
+    import lingtest
+
+    root, sets, _ = project
+    folder = tmp_path_factory.mktemp("notebook") / "project"
+    shutil.copytree(root, folder, ignore=shutil.ignore_patterns(".prefect", "runs"))
+    params = yaml.safe_load((folder / "params.yaml").read_text())
+    for setting in sets:
+        key, value = setting.split("=", 1)
+        section, name = key.split(".")
+        if section != "capabilities":  # the data settings, for both the stage and the kernel
+            params[section][name] = yaml.safe_load(value)
+    (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    quick = yaml.safe_load((PACKAGE_ROOT / "params" / "quick.yaml").read_text())
+    quick["capabilities"].update(NOTEBOOK_QUICK)
+    (folder / "params").mkdir()
+    (folder / "params" / "quick.yaml").write_text(yaml.safe_dump(quick, sort_keys=False))
+    # what `make run` leaves for the walk-through: the pipeline's capabilities results
+    lingtest.run("capabilities", profile="quick", project=folder, echo=None)
+
+    cells = walk_through_cells()
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    current = get_current_settings()
+    env = {**os.environ, "PREFECT_API_URL": str(current.api.url),
+           "PREFECT_HOME": str(current.home),
+           "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(current.results.local_storage_path)}
+    NotebookClient(book, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(folder)}}).execute(env=env)
+    nbformat.write(book, tmp_path_factory.getbasetemp() / "python-api.ipynb")
+    return book, folder
+
+
+def cell(book, starts: str):
+    """The walk-through's cell whose code starts with ``starts``."""
+    return next(c for c in book.cells if c.source.startswith(starts))
+
+
+def test_the_walk_through_runs_in_a_fresh_kernel_and_shows_the_failures(notebook) -> None:
+    import lingtest
+
+    book, folder = notebook
+    result = lingtest.load("tfidf-lr", project=folder)
+    assert (result.models, result.methods) == (["tfidf-lr"], ["capabilities"])
+    failures = result.failures("capabilities", capability="LC4")
+    assert len(failures) > 0 and set(failures["capability"]) == {"LC4"}
+    worst = html.escape(failures["text"].iloc[0], quote=False)  # whole in the result's own cell
+    start = html.escape(failures["text"].iloc[0][:40], quote=False)  # pandas cuts a frame's cell
+
+    shown = cell_html(cell(book, "import lingtest"))  # the three lines' cell
+    assert "<h3>lingtest: tfidf-lr</h3>" in shown and worst in shown
+    assert "capabilities: worst failing cases" in shown
+    summary = cell_html(cell(book, "result.summary()"))
+    assert result.baselines == {"capabilities": ["vader"]}
+    assert "<td>tfidf-lr</td>" in summary and "<td>vader</td>" in summary
+    assert start in cell_html(cell(book, "result.failures("))
+    table = cell_html(cell(book, "result.table("))
+    assert "LC4" in table and "tfidf-lr" in table and "vader" in table
+    assert cell_text(cell(book, "again = ")).strip().endswith("True")
+    assert start in cell_html(cell(book, "lingtest.load("))
+
+
+def test_the_walk_through_s_second_call_asks_the_model_nothing(notebook) -> None:
+    """The same object again: its answers (the suite's and CheckList's) are Prefect cache
+    hits, not computed."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
+
+    names = ["run-suite-tfidf-lr", "run-checklist-tfidf-lr"]
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=names)))
+    for name in names:
+        states = [r.state_name for r in sorted(runs, key=lambda r: r.expected_start_time)
+                  if r.name == name]
+        assert states == ["Completed", "Cached"], name
+
+
+def test_an_equal_refit_in_another_process_has_the_kernel_s_revision(notebook) -> None:
+    """The walk-through's pipeline fitted again here (the same data and code) has the
+    revision the kernel's run stored, though its TfidfVectorizer keeps a memory address;
+    one fitted on other rows has another."""
+    import cloudpickle
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    from lingtest.live import state_revision
+
+    _, folder = notebook
+    stored = pd.read_parquet(folder / "runs" / "tfidf-lr" / "interim" / "capabilities"
+                             / "results.parquet")["revision"].unique()
+    sst = pd.read_parquet(folder / "data" / "processed" / "sst.parquet")
+    train = sst[(sst.split == "train") & sst.label2.notna()]
+
+    def revision(rows: pd.DataFrame) -> str:
+        clf = make_pipeline(TfidfVectorizer(), LogisticRegression(max_iter=1000))
+        clf.fit(rows.text, rows.label2)
+        return state_revision(clf, cloudpickle.dumps(clf))
+
+    assert list(stored) == [revision(train)]
+    assert revision(train.head(500)) != stored[0]
+
+
+def test_the_run_s_report_html_holds_its_tables_figures_and_failures(notebook) -> None:
+    from report_checks import check_report, check_summary
+
+    _, folder = notebook
+    run = folder / "runs" / "tfidf-lr"
+    check_report(run)
+    check_summary(run)
+    written = (run / "report.html").read_bytes()  # by lingtest.test, in the kernel
+    again = subprocess.run([str(Path(sys.executable).with_name("lingtest")), "report",
+                            "tfidf-lr"], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == str(run / "report.html")
+    assert (run / "report.html").read_bytes() == written
+
+
+def test_chromium_shows_the_cell_and_the_report_from_files(notebook, tmp_path) -> None:
+    """The result's cell as Jupyter got it, and report.html, open in headless Chromium from
+    file:// URLs (no server) and show the run, its baseline and its worst failing case;
+    their screenshots are left in ``tmp_path``."""
+    import asyncio
+
+    import lingtest
+    from browser import RENDER_WAIT_S, read_pages, start_chromium, stop_chromium
+
+    book, folder = notebook
+    result = lingtest.load("tfidf-lr", project=folder)
+    worst = result.failures("capabilities")["text"].iloc[0]
+    (shown,) = [out.data["text/html"] for out in cell(book, "import lingtest").outputs
+                if out.output_type == "execute_result"]
+    page = tmp_path / "cell.html"
+    page.write_text(f"<!doctype html><meta charset=utf-8><body>{shown}</body>",
+                    encoding="utf-8")
+    expected = ["lingtest: tfidf-lr", "vader", worst]
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir()
+    chromium, websocket_url = start_chromium(profile)
+    try:
+        asyncio.run(asyncio.wait_for(read_pages(
+            websocket_url, [(page.as_uri(), expected),
+                            ((result.folder / "report.html").as_uri(), expected)],
+            {0: tmp_path / "cell.png", 1: tmp_path / "report.png"}), timeout=3 * RENDER_WAIT_S))
+    finally:
+        stop_chromium(chromium)
+    for shot in (tmp_path / "cell.png", tmp_path / "report.png"):
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
 @pytest.fixture(scope="module")

@@ -185,10 +185,10 @@ def test_train_sentiment_counts_its_steps_and_test_sentences(bare_project, table
 def test_the_plan_as_json_from_the_command_line(project, monkeypatch, capsys):  # noqa: F811
     """`lingtest plan --json` on a project with the adaptive stage's tree: the stored rates
     (``load_or_measure``) and a GPU of 30 TFLOP/s; the tree's tests scored by each model."""
-    import lingtest.flows.cpu_calibration
     from bad_input_harness import lingtest
+    from lingtest.flows import cpu_calibration
 
-    monkeypatch.setattr(lingtest.flows.cpu_calibration, "load_or_measure", lambda *a, **k: RATES)
+    monkeypatch.setattr(cpu_calibration, "load_or_measure", lambda *a, **k: RATES)
     status, output, _ = lingtest(["plan", "--stages", "adaptive", "--json", "--gpu-tflops",
                                   "30"], monkeypatch, capsys)
     assert status == 0, output

@@ -20,27 +20,11 @@ import pytest
 from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
 from lingtest.tasks.core.server import start_server, stop_server
 
-from browser import RENDER_WAIT_S, Browser, start_chromium, stop_chromium
+from browser import RENDER_WAIT_S, read_pages, start_chromium, stop_chromium
 from test_ui_server import free_port
 
 # Two runs that differ in the seed and in a parameter of the data stage (so in the run names).
 RUNS = [{"seed": 1, "data.timeout_s": 11}, {"seed": 2, "data.timeout_s": 12}]
-
-
-async def _read_pages(websocket_url: str, pages: list[tuple[str, list[str]]],
-                      screenshots: dict[int, Path]) -> list[str]:
-    """The text of each page once its expected strings show; screenshots of the pages named
-    by index."""
-    import websockets
-
-    async with websockets.connect(websocket_url, max_size=None) as websocket:
-        browser = Browser(websocket)
-        texts = []
-        for index, (url, expected) in enumerate(pages):
-            texts.append(await browser.text_once_shown(url, expected))
-            if index in screenshots:
-                await browser.screenshot(screenshots[index])
-        return texts
 
 
 def _run_data_stage(root: Path, mirror: Path, overrides: dict[str, object]) -> None:
@@ -106,7 +90,7 @@ def test_artifact_page_shows_both_versions_of_two_runs(tmp_path: Path, mirror: P
         chromium, websocket_url = start_chromium(user_data_dir)
         screenshot, compared = tmp_path / "ui.png", tmp_path / "comparison.png"
         key_page, first_version, _ = asyncio.run(asyncio.wait_for(
-            _read_pages(websocket_url, pages, {0: screenshot, 2: compared}),
+            read_pages(websocket_url, pages, {0: screenshot, 2: compared}),
             timeout=4 * RENDER_WAIT_S))
     finally:
         if chromium is not None:

@@ -80,7 +80,7 @@ def expected_probability(rows: pd.DataFrame) -> np.ndarray:
     return (probs * accepted).sum(axis=1).round(6)
 
 
-@task(name="run-checklist", task_run_name="checklist-{model.model_id}", cache_policy=NO_CACHE)
+@task(name="run-checklist", task_run_name="run-checklist-{model.model_id}", cache_policy=NO_CACHE)
 def run_checklist(model: SentimentModel, suite: pd.DataFrame, max_examples: int | None,
                   seed: int, batch_size: int) -> pd.DataFrame:
     """The released CheckList sentiment suite (a seeded sample per test) on one model."""

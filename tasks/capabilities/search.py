@@ -106,7 +106,7 @@ class LexiconPolarity:
 
 def require_sentiwordnet(nltk_data: str | Path) -> Path:
     """SentiWordNet's corpus folder under ``nltk_data``, or the error naming its download:
-    a check the stage makes before it loads a model (``CapabilitiesMethod.check_inputs``)."""
+    a check made before any model loads (``checks.check_assets``)."""
     folder = Path(nltk_data).expanduser().resolve()
     corpus = folder / "corpora" / "sentiwordnet"
     if not corpus.is_dir() and not corpus.with_suffix(".zip").is_file():

@@ -17,7 +17,7 @@ from lingtest.tasks.core.paths import PACKAGE_ROOT
 PROJECT_PACKAGES = ("lingtest",)
 # modules whose lazy imports are not followed: the command line and the Python API, whose
 # functions but one (``run``, a stage's command) are not part of a stage, and the package
-# itself, which every module imports (its lazy ``TestResult`` is the notebook's)
+# itself, which every module imports (its lazy attributes are the notebook's API)
 TOP_LEVEL_ONLY = ("lingtest", "lingtest.flows.cli", "lingtest.api")
 # The installed package's subpackages that live in the repository's top-level folders
 # (pyproject.toml's package-dir): lingtest.tasks is tasks/, lingtest.flows is flows/.

@@ -65,6 +65,9 @@ def _natural(column: pd.Series) -> pd.Series:
     return column.map(order)
 
 
+CHANGE_COLUMNS = ["model", "against", "fixed", "broken", "unchanged", "added", "removed"]
+
+
 def case_changes(results: pd.DataFrame, contract: Contract, mine: list[str],
                  baseline: list[str]) -> pd.DataFrame:
     """Per (user model, baseline model): cases the user model passes where the baseline
@@ -77,8 +80,7 @@ def case_changes(results: pd.DataFrame, contract: Contract, mine: list[str],
             before = results[results["model_id"] == base]
             rows.append({"model": model, "against": base,
                          **change_counts(compare_results(before, after, keys))})
-    return pd.DataFrame(rows, columns=["model", "against", "fixed", "broken", "unchanged",
-                                       "added", "removed"])
+    return pd.DataFrame(rows, columns=CHANGE_COLUMNS)
 
 
 def changed_cases(results: pd.DataFrame, suite: pd.DataFrame, contract: Contract,
