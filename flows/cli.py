@@ -100,9 +100,8 @@ def report(run: str = typer.Argument(..., help="A run name under runs/, or a run
     """Write a finished `lingtest test` run as runs/<name>/report.html: its tables, figures
     and worst failing cases in one file that opens in any browser, without a server."""
     from lingtest.api import load
-    from lingtest.report import write_report
 
-    typer.echo(write_report(load(run)))
+    typer.echo(load(run).report())
 
 
 @app.command("export-suite")
@@ -154,7 +153,7 @@ def _print_comparisons(comparisons: list[dict], folder: Path) -> None:
                      for b in comparison["baseline"]]
             table.add_row(model, f"{rate:.2f}", *cells)
         console.print(table)
-    console.print(f"reports: {folder / 'reports'}")
+    console.print(f"reports: {folder / 'reports'}; to share: {folder / 'report.html'}")
 
 
 @app.command()

@@ -83,9 +83,7 @@ def test(models: Any, methods: list[str] | str | None = None, *, profile: str | 
                         {c["method"]: c["baseline"] for c in comparisons}, notes, comparisons,
                         [b for c in comparisons for b in c["breaches"]])
     result.write()
-    from lingtest.report import write_report
-
-    write_report(result)  # runs/<name>/report.html: the run for someone without Python
+    result.report()  # runs/<name>/report.html: the run for someone without Python
     return result
 
 

@@ -14,6 +14,7 @@ from lingtest.tasks.core.errors import LingtestError
 
 RUN_FILE = "run.json"  # what lingtest.test wrote down about the run, in its folder
 WORST = 5  # failing cases a cell shows per method
+RUN_KEYS = {"name": str, "models": list, "methods": list, "baselines": dict}  # run.json's
 
 
 @dataclass
@@ -48,11 +49,11 @@ class TestResult:
 
         fix = "run lingtest test for it again"
         run = io.read_input_json(run_file, fix)
-        kinds = {"name": str, "models": list, "methods": list, "baselines": dict,
-                 "notes": list}
-        wrong = [key for key, kind in kinds.items() if key != "notes" and key not in run
-                 or not isinstance(run.get(key, []), kind)] if isinstance(run, dict) else [
-                     "the whole file (not a JSON object)"]
+        if not isinstance(run, dict):
+            wrong = ["the whole file (not a JSON object)"]
+        else:
+            wrong = [key for key, kind in RUN_KEYS.items() if not isinstance(run.get(key), kind)]
+            wrong += [] if isinstance(run.get("notes", []), list) else ["notes"]
         if wrong:
             raise LingtestError(f"{run_file}: not a finished run's record ({', '.join(wrong)} "
                                 f"missing or of the wrong type); fix: {fix}")
@@ -181,6 +182,13 @@ class TestResult:
                              "fixed": int(mine["fixed"].sum()) if mine is not None else None,
                              "broken": int(mine["broken"].sum()) if mine is not None else None})
         return pd.DataFrame(rows).astype({"fixed": "Int64", "broken": "Int64"})
+
+    def report(self) -> Path:
+        """Write the run's ``report.html`` (again) and return its path: one file to share,
+        which opens in any browser without a server (``lingtest.report``)."""
+        from lingtest.report import write_report
+
+        return write_report(self)
 
     def __repr__(self) -> str:
         return (f"TestResult({self.name!r}: {', '.join(self.models)} through "

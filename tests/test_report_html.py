@@ -79,14 +79,13 @@ def test_an_incomplete_run_leaves_the_previous_report(tmp_path: Path) -> None:
     assert files(folder) == before
 
 
-def test_write_report_refuses_an_incomplete_run(tmp_path: Path) -> None:
+def test_result_report_refuses_an_incomplete_run(tmp_path: Path) -> None:
     """From Python too: a LingtestError, and nothing written."""
     import lingtest
-    from lingtest.report import write_report
 
     folder = tmp_path / "runs" / "half"
     folder.mkdir(parents=True)
     (folder / "run.json").write_text(json.dumps(RUN), encoding="utf-8")
     with pytest.raises(LingtestError, match="suite.parquet is missing"):
-        write_report(lingtest.load(folder))
+        lingtest.load(folder).report()
     assert files(folder) == {"run.json": json.dumps(RUN).encode()}
