@@ -180,6 +180,8 @@ def compare_with_baseline(method: str, run_name: str, mine: list[str], params: P
         stored = method_class(method)(params, Workspace(Path(root), Path(baseline_outputs))
                                       ).results_path
     baseline = baseline_rows(stored, mine)
+    if baseline is not None:  # the stored rows of this run's cases, not the whole pipeline's
+        baseline = baseline[baseline["case_id"].isin(suite["case_id"])]
     base_models = list(dict.fromkeys(baseline["model_id"])) if baseline is not None else []
     rows = pd.concat([results, baseline], ignore_index=True) if base_models else results
     models = [*mine, *base_models]

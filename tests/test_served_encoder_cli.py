@@ -85,6 +85,10 @@ def test_the_served_model_is_reported_beside_the_baseline(served_cli):
     table = pd.read_csv(side)
     assert {f"{MODEL} fail %", f"{BASELINE} fail %"} <= set(table.columns)
     assert table[f"{MODEL} fail %"].notna().any() and table[f"{BASELINE} fail %"].notna().any()
+    # per case against the baseline: this run's cases only, each answered by both models
+    [changes] = (run / "reports" / "contrastive-vs-baseline").glob("*-changes.csv")
+    [row] = pd.read_csv(changes).to_dict("records")
+    assert row["removed"] == row["added"] == 0 and row["unchanged"] > 0, row
     assert f"lingtest test [1/1]: contrastive on {MODEL}" in served_cli["runs"][0]["output"]
     assert served_cli["auth"] == {f"Bearer {KEY}"}  # the key reached every request
 
