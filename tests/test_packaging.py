@@ -52,7 +52,8 @@ def test_the_wheel_holds_lingtest_alone(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {
         "lingtest"}
-    for expected in ("lingtest/api.py", "lingtest/tasks/core/config.py", "lingtest/flows/cli.py",
+    for expected in ("lingtest/api.py", "lingtest/py.typed", "lingtest/report_template.html",
+                     "lingtest/tasks/core/config.py", "lingtest/flows/cli.py",
                      "lingtest/tasks/capabilities/specs/LC4.yaml"):
         assert expected in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
