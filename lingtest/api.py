@@ -83,7 +83,11 @@ def test(models: Any, methods: list[str] | str | None = None, *, profile: str | 
                         {c["method"]: c["baseline"] for c in comparisons}, notes, comparisons,
                         [b for c in comparisons for b in c["breaches"]])
     result.write()
-    result.report()  # runs/<name>/report.html: the run for someone without Python
+    try:  # runs/<name>/report.html, for someone without Python: a finished run stays one
+        result.report()
+    except Exception as error:  # noqa: BLE001 - any failure of the page, reported as one line
+        echo(f"lingtest test: report.html not written ({type(error).__name__}: {error}); the "
+             f"run's results are complete; fix the cause and run: lingtest report {result.name}")
     return result
 
 

@@ -302,17 +302,32 @@ def test_a_live_pipeline_is_tested_and_its_failures_read_back(first, project) ->
     assert json.loads((result.folder / "run.json").read_text())["models"] == ["svm"]
 
 
-def test_the_same_object_again_is_a_cache_hit_and_a_refitted_one_a_miss(first, project) -> None:
+def test_the_same_object_again_is_a_cache_hit_and_a_refitted_one_a_miss(
+        first, project, monkeypatch) -> None:
+    """...and a report.html that cannot be written (here: a disk full) is one line, not a
+    failed run: the results are complete."""
     import lingtest
+    import lingtest.report
 
     result, model, log, _ = first
     root, sets, sst = project
     rows = result.folder / "interim" / "capabilities" / "results.parquet"
     revision = pd.read_parquet(rows)["revision"].iloc[0]
     before = calls(log)
-    lingtest.test({"svm": model}, methods=["capabilities"], sets=sets, project=root,
-                  name="live", echo=None)
+
+    def disk_full(_result):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(lingtest.report, "write_report", disk_full)
+    said: list[str] = []
+    again = lingtest.test({"svm": model}, methods=["capabilities"], sets=sets, project=root,
+                          name="live", echo=said.append)
     assert calls(log) == before  # nothing asked of the model: its rows came from the cache
+    assert said[-1] == ("lingtest test: report.html not written (OSError: [Errno 28] No space "
+                        "left on device); the run's results are complete; fix the cause and "
+                        "run: lingtest report live")
+    assert again.summary().equals(result.summary())
+    monkeypatch.undo()
 
     assert pd.read_parquet(rows)["revision"].iloc[0] == revision
 
