@@ -58,7 +58,9 @@ class PipelineClassifier:
 
 
 class PipelineLLM:
-    """A text-generation pipeline's continuation of each prompt (not the prompt itself)."""
+    """A text-generation pipeline's answer to each prompt (not the prompt itself): as the
+    user's turn of a chat where its tokenizer has a chat template, as lingtest prompts a
+    local LM (an instruct model given the bare prompt may answer nothing: SmolLM2 gives "")."""
 
     def __init__(self, pipeline: Any):
         self.pipeline = pipeline
@@ -67,8 +69,11 @@ class PipelineLLM:
                  temperature: float = 0.0) -> list[str]:
         sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {
             "do_sample": False}
-        extra = {} if self.pipeline.task == "text2text-generation" else {
-            "return_full_text": False}
-        out = self.pipeline(list(prompts), max_new_tokens=max_new_tokens, **sampling, **extra)
+        seq2seq = self.pipeline.task == "text2text-generation"
+        extra = {} if seq2seq else {"return_full_text": False}
+        chat = not seq2seq and getattr(getattr(self.pipeline, "tokenizer", None),
+                                       "chat_template", None)
+        inputs = [[{"role": "user", "content": p}] for p in prompts] if chat else list(prompts)
+        out = self.pipeline(inputs, max_new_tokens=max_new_tokens, **sampling, **extra)
         return [(answer[0] if isinstance(answer, list) else answer)["generated_text"]
                 for answer in out]

@@ -38,6 +38,30 @@ def sibling_project(source: Workspace, root: Path) -> Workspace:
     return Workspace(root)
 
 
+# Real CheckList tests of each kind (MFT, INV, DIR), LC2's own test among them (coverage_pairs)
+CHECKLIST_TESTS = ("Sentiment-laden words in context", "simple negations: not negative",
+                   "punctuation", "intensifiers")
+
+
+def fewer_rows(workspace: Workspace, sst_per_split: int | None = 600) -> None:
+    """``workspace``'s SST (the first ``sst_per_split`` sentences of each split; None: all)
+    and CheckList suite (``CHECKLIST_TESTS``) cut down in place: the same real rows, fewer of
+    them for spaCy to tag (all 11,855: ~20 s) and a slow model to score (all 38 tests: 167
+    prompts, ~50 s)."""
+    import pandas as pd
+
+    from lingtest.tasks.core.io import write_parquet
+
+    if sst_per_split is not None:
+        sst = pd.read_parquet(workspace.processed / "sst.parquet")
+        write_parquet(workspace.processed / "sst.parquet",
+                      sst.groupby("split", sort=False).head(sst_per_split))
+    checklist = pd.read_parquet(workspace.processed / "checklist_suite.parquet")
+    kept = checklist[checklist["test"].isin(CHECKLIST_TESTS)]
+    assert set(kept["test"]) == set(CHECKLIST_TESTS), "a CheckList test was renamed"
+    write_parquet(workspace.processed / "checklist_suite.parquet", kept)
+
+
 def dask_overrides(storage: Path, address: str) -> list[str]:
     """The session's cluster of two worker processes (conftest's ``dask_cluster``), results
     and cache records in ``storage``."""

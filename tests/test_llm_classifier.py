@@ -230,15 +230,6 @@ def test_bad_prompting_is_one_clear_error(tmp_path, spec, options, needle) -> No
         prompting_for(parse_model(spec), options, tmp_path)
 
 
-def test_lingtest_test_refuses_a_bad_llm_classifier_before_the_run(project, monkeypatch,
-                                                                   capsys) -> None:
-    from tests.bad_input_harness import assert_one_clear_error
-
-    assert_one_clear_error(["test", "openai:m@http://127.0.0.1:9/v1#template=missing.txt",
-                            "--methods", "capabilities"], {}, "template file missing.txt",
-                           project, monkeypatch, capsys)
-
-
 # ------------------------------------------------------------------ a local LM
 
 @pytest.mark.usefixtures("one_torch_thread")
@@ -293,15 +284,19 @@ def test_smollm2_as_the_classifier_through_capabilities_and_adaptive(data_projec
                                                                       capsys, tmp_path) -> None:
     """``lingtest test`` on the packaged SmolLM2, prompted: both methods' reports name the
     template, the label words and the probability rule; the result rows carry its own
-    probabilities (not one-hot); a rerun asks the model nothing. A small budget: one
-    CheckList example per test, and the hotel tree's first two tests of each topic."""
+    probabilities (not one-hot); a rerun asks the model nothing. A small budget: four
+    CheckList tests, one example each, seeds from 600 SST sentences per split (in a copy of
+    the project: ``fewer_rows``), and the hotel tree's first two tests of each topic."""
     import sys
 
     import pandas as pd
 
     from lingtest.flows import cli
+    from tests.projects import fewer_rows, sibling_project
 
-    workspace, overrides = data_project
+    shared, overrides = data_project
+    workspace = sibling_project(shared, tmp_path / "project")
+    fewer_rows(workspace)
     monkeypatch.setenv("LINGTEST_ROOT", str(workspace.root))
     monkeypatch.chdir(workspace.root)
     tree = few_tests_per_topic(
@@ -344,3 +339,15 @@ def test_smollm2_as_the_classifier_through_capabilities_and_adaptive(data_projec
         line = json.loads((run_dir / "reports" / stage / "provenance.json").read_text())[
             "LLM classifier smol"]
         assert "answers: 0 asked now" in line, line  # every answer from the store
+
+
+# Last in the file: the CLI under capsys leaves Prefect's console handler on the closed
+# capture stream, and a flow run outside the CLI after it (the session's data_project,
+# built on first use) fails to log ("I/O operation on closed file").
+def test_lingtest_test_refuses_a_bad_llm_classifier_before_the_run(project, monkeypatch,
+                                                                   capsys) -> None:
+    from tests.bad_input_harness import assert_one_clear_error
+
+    assert_one_clear_error(["test", "openai:m@http://127.0.0.1:9/v1#template=missing.txt",
+                            "--methods", "capabilities"], {}, "template file missing.txt",
+                           project, monkeypatch, capsys)

@@ -524,10 +524,14 @@ _GGUF_LOCK = threading.Lock()
 def _gguf_parsed_once():
     """transformers parses a GGUF three times (config, tokenizer, weights); parsing Gemma 3's
     262k-token vocabulary takes ~25 s on 2 cores each time. While converting, ``gguf``'s
-    reader is memoised by path, so the file is parsed once (one conversion at a time)."""
+    reader is memoised by path, so the file is parsed once (one conversion at a time), and
+    its tensor-name map by (architecture, layers): transformers builds one per module of
+    the model (SmolLM2: 397 identical maps, ~7 s), and only reads them."""
+    import functools
+
     import gguf
 
-    original = gguf.GGUFReader
+    original, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     readers: dict[str, object] = {}
 
     def read_once(path, *args, **kwargs):
@@ -537,11 +541,11 @@ def _gguf_parsed_once():
         return readers[key]
 
     with _GGUF_LOCK:
-        gguf.GGUFReader = read_once
+        gguf.GGUFReader, gguf.get_tensor_name_map = read_once, functools.cache(name_map)
         try:
             yield
         finally:
-            gguf.GGUFReader = original
+            gguf.GGUFReader, gguf.get_tensor_name_map = original, name_map
 
 
 @contextlib.contextmanager

@@ -34,6 +34,11 @@ def check_llm_classifier(ref: ModelRef, offline: bool, root: Path,
                             f"{{labels: {{neg: [...], pos: [...]}}}}}}")
     prompting = prompting_for(ref, llm_classifier, root)
     kind = f"classifier (LLM, {prompting.template_source} template)"
+    if ref.form == "python":  # its generate(): what the classifier asks (infer_kind found it)
+        from lingtest.tasks.models.user_code import load_user_object
+
+        user = load_user_object(ref, root)
+        return _row(ref, kind, "python", user.revision, user.file)
     if ref.form in ("openai", "openai-chat", "ollama"):
         from lingtest.tasks.models.llm_http import resolve_endpoint
 
@@ -71,7 +76,7 @@ def check_classifier(ref: ModelRef, offline: bool, root: Path,
 
     refuse_options(ref, ENCODER_OPTIONS, "an embedding service tested as an encoder "
                    "(contrastive), not to a classifier")
-    if is_llm_classifier(ref):
+    if is_llm_classifier(ref, root):
         return check_llm_classifier(ref, offline, root, label_map, llm_classifier)
     refuse_options(ref, CLASSIFIER_OPTIONS, "an LLM tested as a classifier (openai:, "
                    "ollama:, hf:, a causal LM's hub id or folder), not to this model")

@@ -285,6 +285,11 @@ class UserLLM:
             "max_new_tokens": settings.max_new_tokens, "temperature": settings.temperature,
             "seed": settings.seed, "system": settings.system})
 
+    def revision(self) -> str:
+        """The module's revision (file hash + ``revision`` attribute), as a server's states
+        its model's: what an LLM classifier's answers are stored under."""
+        return self.user.revision
+
     def parameters(self) -> dict:
         """The module's revision (file hash + ``revision`` attribute) and the settings the
         code is given: what decides its answers."""

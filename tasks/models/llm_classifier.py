@@ -1,6 +1,7 @@
 """An LLM as the sentiment classifier under test (capabilities, the CheckList comparison,
-adaptive, ``lingtest test``), served (``openai:``/``openai-chat:``/``ollama:``) or local
-(``hf:``, a causal LM's hub id or folder).
+adaptive, ``lingtest test``), served (``openai:``/``openai-chat:``/``ollama:``), local
+(``hf:``, a causal LM's hub id or folder) or the user's own (a ``python:`` object with
+``generate``, e.g. a ``transformers`` text-generation pipeline from ``lingtest.test``).
 
 Each text is put into a prompt template (``{text}``) and the model's answer is read against
 label words (default: negative / neutral / positive). The probabilities come from the
@@ -18,8 +19,9 @@ model's own scores wherever it gives them (``scoring``):
   to that label, the lead-in given; normalised over the labels.
   Exact for the label the model chose, a lower bound for the others (a label reached only
   through tokens outside the top ``TOP_LOGPROBS`` is missed); the label mass says how much.
-- **text** (a server without log-probabilities, or ``scoring=text``): the first label word in
-  the answer (whole word, any case) gets probability 1.
+- **text** (a server without log-probabilities, ``scoring=text``, or a ``python:`` LLM, which
+  returns text only): the first label word in the answer (whole word, any case) gets
+  probability 1.
 
 An answer whose text names no label word (and a call that failed after its retries) is an
 ``undefined`` verdict, whatever probability its alternative tokens gave the labels, with a NaN probability row: counted and shown, never read as a label. Answers go to
@@ -60,6 +62,7 @@ ANSWERS_DB = Path("data") / "cache" / "llm-answers.sqlite"
 LABEL_ROWS = "per longest prefix"
 SERVED_FORMS = ("openai", "openai-chat", "ollama")
 LOCAL_LM_FORMS = ("hf", "hub", "folder")
+USER_FORMS = ("python",)  # the user's own LLM object: generate(prompts) -> texts
 _OPENERS = " \t\n\"'*`([:"  # what may precede the label word in an answer
 _STORE_OPENING = threading.Lock()
 
@@ -102,6 +105,9 @@ def prompting_for(ref: ModelRef, settings: dict | None, root: Path | None) -> Pr
     if scoring == "next-token" and not local:
         raise LingtestError(f"model `{ref.spec}`: scoring=next-token needs a local LM (hf:...); "
                             f"a served model gives logprobs or text")
+    if scoring in ("logprobs", "next-token") and ref.form in USER_FORMS:
+        raise LingtestError(f"model `{ref.spec}`: scoring={scoring}, but a python: LLM returns "
+                            f"text only; fix: scoring=text (or auto)")
     if scoring in ("logprobs", "text") and local:
         raise LingtestError(f"model `{ref.spec}`: scoring={scoring} applies to served models; a "
                             f"local LM is scored by its next-token distribution (scoring=auto)")
@@ -262,6 +268,7 @@ class LLMClassifier(SentimentModel):
         self.http = http  # the project's HTTP settings (timeouts, retries, concurrency)
         self.spec = ref.bare if ref.bare != ref.name else None
         self.local = ref.form in LOCAL_LM_FORMS
+        self.user_code = ref.form in USER_FORMS
         self.tally = Tally()
         self._backend: Any = None
         self._store: Any = None
@@ -284,8 +291,14 @@ class LLMClassifier(SentimentModel):
 
             settings = replace(self.http or LLMSettings(), max_new_tokens=ANSWER_TOKENS,
                                temperature=0.0, seed=self.seed, offline=self.offline)
-            kind = OllamaLabels if self.ref.form == "ollama" else ChatLabels
-            self._backend = kind(self.ref, settings, self.prompting.scoring != "text")
+            if self.user_code:
+                from lingtest.tasks.models.llm import UserLLM
+                from lingtest.tasks.models.user_code import load_user_object
+
+                self._backend = UserLLM(load_user_object(self.ref, self.root), settings)
+            else:
+                kind = OllamaLabels if self.ref.form == "ollama" else ChatLabels
+                self._backend = kind(self.ref, settings, self.prompting.scoring != "text")
         return self._backend
 
     def _lm(self):
@@ -303,7 +316,7 @@ class LLMClassifier(SentimentModel):
         return {"spec": self.ref.bare if not served else served["spec"],
                 "revision": self.revision, **self.prompting.describe(), **served,
                 "answer_tokens": None if self.local else ANSWER_TOKENS,
-                "top_logprobs": None if self.local else TOP_LOGPROBS,
+                "top_logprobs": None if self.local or self.user_code else TOP_LOGPROBS,
                 **({"label_rows": LABEL_ROWS} if self.local else {}),
                 **({"engine": engine} if engine else {})}
 
@@ -347,8 +360,9 @@ class LLMClassifier(SentimentModel):
 
         got: dict[str, str] = {}
 
-        def keep(pairs) -> None:
-            fresh = {prompts[i]: r.text for i, r in pairs if r.text is not None}
+        def keep(pairs) -> None:  # a python: LLM's bare text, stored as a server's reply
+            fresh = {prompts[i]: json.dumps({"text": r.text}) if self.user_code else r.text
+                     for i, r in pairs if r.text is not None}
             self.tally.failed += sum(r.text is None for _, r in pairs)
             if fresh:
                 self._store.save_classifier_answers(self._model_key, fresh)
@@ -435,7 +449,9 @@ class LLMClassifier(SentimentModel):
         out = {**super().parameters(), "spec": self.ref.bare, **self.prompting.describe(),
                "probabilities": self.probability_rule()}
         engine = self.engine()
-        if not self.local:
+        if self.user_code:
+            out["code"] = f"{self.ref.bare} @ {self.revision}"
+        elif not self.local:
             out["endpoint"] = self._served().endpoint()["base_url"]
         elif engine:
             out["engine"] = " ".join(engine.values())
@@ -447,7 +463,7 @@ class LLMClassifier(SentimentModel):
     def probability_rule(self) -> str:
         if self.local:
             return "next-token distribution over the label words (exact, normalised)"
-        if self.prompting.scoring == "text":
+        if self.prompting.scoring == "text" or self.user_code:
             return "parsed answer (probability 1); no label named: undefined"
         return ("token log-probabilities over the label words where the server returns "
                 "them" + ("" if self.prompting.scoring == "logprobs" else
@@ -557,9 +573,21 @@ def is_local_lm(ref: ModelRef) -> bool:
         return False
 
 
-def is_llm_classifier(ref: ModelRef) -> bool:
+def is_user_llm(ref: ModelRef, root: Path | None = None) -> bool:
+    """A ``python:`` object whose protocol is an LLM's (``generate``), not a classifier's."""
+    if ref.form not in USER_FORMS:
+        return False
+    from lingtest.tasks.models.checks import infer_kind
+
+    try:
+        return infer_kind(ref, root or Path.cwd())[0] == "llm"
+    except LingtestError:  # no protocol at all: the classifier's check names what is missing
+        return False
+
+
+def is_llm_classifier(ref: ModelRef, root: Path | None = None) -> bool:
     """A spec that is tested as a classifier through a prompt."""
-    return ref.form in SERVED_FORMS or is_local_lm(ref)
+    return ref.form in SERVED_FORMS or is_local_lm(ref) or is_user_llm(ref, root)
 
 
 def load_llm_classifier(ref: ModelRef, root: Path, settings: dict | None = None,
@@ -589,7 +617,8 @@ def answer_counts(model) -> dict[str, Any]:
         return {}
     params = inner.parameters()
     about = {key: params[key] for key in ("probabilities", "template", "template_sha256",
-                                          "label_words", "endpoint", "engine") if key in params}
+                                          "label_words", "endpoint", "engine", "code")
+             if key in params}
     return {"llm_answers": {"model_id": inner.model_id, "about": about,
                             "tally": inner.tally.as_dict(),
                             "answers": inner.tally.asked + inner.tally.stored}}
@@ -618,6 +647,7 @@ def llm_provenance(extras: list[dict]) -> dict[str, str]:
         words = "; ".join(f"{label}: {', '.join(ws)}" for label, ws in about["label_words"].items())
         lines[f"LLM classifier {name}"] = (
             (f"endpoint {about['endpoint']}; " if "endpoint" in about else
+             f"python: LLM {about['code']}; " if "code" in about else
              f"local LM on {about['engine']}; " if "engine" in about else "local LM; ")
             + f"template {about['template']} (sha256 {about['template_sha256']}); label words "
             f"{words}; probabilities: {about['probabilities']}; answers: "

@@ -22,6 +22,7 @@ its bytes, and its files' sha256 are checked on every open (a damaged copy is co
 """
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -135,7 +136,9 @@ def ct2_dir(lm: CausalLM, precision: str) -> Path:
 
 def _convert(source: str, folder: Path, precision: str) -> None:
     """Convert into a temporary sibling, record each file's sha256, then rename, so a reader
-    never sees half a copy."""
+    never sees half a copy. The converter runs a full garbage collection per layer; with the
+    process's older objects frozen it sweeps only the conversion's own (SmolLM2 in a process
+    holding 6 M objects: 22 s → 1.4 s, the same bytes)."""
     from ctranslate2.converters import TransformersConverter
 
     from lingtest.tasks.models.causal_lm import _head_tied
@@ -154,6 +157,7 @@ def _convert(source: str, folder: Path, precision: str) -> None:
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    gc.freeze()
     try:
         HeadTied(source, low_cpu_mem_usage=True).convert(
             str(staging), quantization=precision, force=True)
@@ -161,6 +165,7 @@ def _convert(source: str, folder: Path, precision: str) -> None:
             {"source": source, "precision": precision, "sha256": _file_digests(staging)}))
         os.replace(staging, folder)
     finally:
+        gc.unfreeze()
         shutil.rmtree(staging, ignore_errors=True)
 
 

@@ -399,15 +399,15 @@ def load_sentiment_model(model, neutral_band: tuple[float, float] = DEFAULT_BAND
     ref = model if isinstance(model, ModelRef) else parse_model(model, "model", names, root)
     label_map = (label_maps or {}).get(ref.name) or (label_maps or {}).get(ref.bare)
     path = {"precision": precision, "backend": backend}
-    if ref.form == "python":
+    from lingtest.tasks.models.llm_classifier import is_llm_classifier, load_llm_classifier
+
+    if ref.form == "python" and not is_llm_classifier(ref, root):
         from lingtest.tasks.models.own_classifiers import load_python_classifier
         return load_python_classifier(ref, root, label_map, neutral_band)
     if ref.form == "predictions":
         from lingtest.tasks.models.own_classifiers import load_predictions_classifier
         return load_predictions_classifier(ref, root, label_map, neutral_band)
-    from lingtest.tasks.models.llm_classifier import is_llm_classifier, load_llm_classifier
-
-    if is_llm_classifier(ref):
+    if is_llm_classifier(ref, root):
         from lingtest.tasks.core.paths import find_project_root
 
         return load_llm_classifier(ref, root or find_project_root(), llm_classifier, offline,
