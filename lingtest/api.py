@@ -171,6 +171,8 @@ def load(run: str | os.PathLike, project: str | os.PathLike | None = None) -> Te
     """A finished ``lingtest test`` run: its name under ``runs/``, or its folder."""
     from lingtest.result import TestResult
 
+    from lingtest.flows.own_plan import RUNS
+
     given = Path(run).expanduser()
-    folder = given if given.is_dir() else _workspace(project).root / "runs" / str(run)
+    folder = given if given.is_dir() else _workspace(project).root / RUNS / str(run)
     return TestResult.read(folder.resolve())

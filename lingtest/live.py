@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lingtest.flows.own_plan import RUNS
 from lingtest.tasks.core import io
 from lingtest.tasks.core.errors import LingtestError
 
-OBJECTS = Path("runs") / ".objects"  # under the project root; runs/ is git-ignored
+OBJECTS = Path(RUNS) / ".objects"  # under the project root; runs/ is git-ignored
 _IN_PROCESS: dict[str, Any] = {}  # key → an object that could not be pickled
 _LOCK = threading.Lock()
 

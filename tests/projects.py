@@ -43,11 +43,11 @@ CHECKLIST_TESTS = ("Sentiment-laden words in context", "simple negations: not ne
                    "punctuation", "intensifiers")
 
 
-def fewer_rows(workspace: Workspace, sst_per_split: int | None = 600) -> None:
+def fewer_rows(workspace: Workspace, sst_per_split: int | None = 600,
+               checklist_tests: tuple[str, ...] = CHECKLIST_TESTS) -> None:
     """``workspace``'s SST (the first ``sst_per_split`` sentences of each split; None: all)
-    and CheckList suite (``CHECKLIST_TESTS``) cut down in place: the same real rows, fewer of
-    them for spaCy to tag (all 11,855: ~20 s) and a slow model to score (all 38 tests: 167
-    prompts, ~50 s)."""
+    and CheckList suite (``checklist_tests``) cut down in place: the same real rows, fewer
+    of them for spaCy to tag (all 11,855) and a slow model to score (all 38 tests)."""
     import pandas as pd
 
     from lingtest.tasks.core.io import write_parquet
@@ -57,8 +57,8 @@ def fewer_rows(workspace: Workspace, sst_per_split: int | None = 600) -> None:
         write_parquet(workspace.processed / "sst.parquet",
                       sst.groupby("split", sort=False).head(sst_per_split))
     checklist = pd.read_parquet(workspace.processed / "checklist_suite.parquet")
-    kept = checklist[checklist["test"].isin(CHECKLIST_TESTS)]
-    assert set(kept["test"]) == set(CHECKLIST_TESTS), "a CheckList test was renamed"
+    kept = checklist[checklist["test"].isin(checklist_tests)]
+    assert set(kept["test"]) == set(checklist_tests), "a CheckList test was renamed"
     write_parquet(workspace.processed / "checklist_suite.parquet", kept)
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from lingtest.tasks.models.embedding_endpoints import NO_REQUESTS
-from tests.projects import sibling_project
+from tests.projects import fewer_rows, sibling_project
 from tests.real_servers import serving
 from tests.test_embedding_endpoints import tiny_project
 from tests.test_own_classifiers import SMALL
@@ -108,9 +108,7 @@ def served_classifier(server, data_project, tmp_path_factory):
     of the data project whose CheckList table keeps three one-word tests (at ~1 s a request,
     the whole sample would be ~500 requests), with the chat requests each run sent."""
     workspace = sibling_project(data_project[0], tmp_path_factory.mktemp("served") / "project")
-    table = workspace.data / "processed" / "checklist_suite.parquet"
-    suite = pd.read_parquet(table)
-    suite[suite["test"].isin(CHECKLIST_TESTS)].reset_index(drop=True).to_parquet(table)
+    fewer_rows(workspace, sst_per_split=None, checklist_tests=CHECKLIST_TESTS)
     proxy = server[1]
     sets = [arg for s in [*data_project[1], *SMALL, "capabilities.checklist_max_examples=2"]
             for arg in ("--set", s)]

@@ -13,7 +13,7 @@ from prefect.cache_policies import NO_CACHE
 from lingtest.tasks.capabilities import checklist_run, coverage, search
 from lingtest.tasks.core.caching import ContentInputs, task
 from lingtest.tasks.core.schema import UNDEFINED
-from lingtest.tasks.models.llm_classifier import answer_counts
+from lingtest.tasks.models.llm_classifier import llm_classifier_of
 from lingtest.tasks.models.sentiment import SentimentModel
 
 
@@ -66,7 +66,7 @@ def answering(step, model: SentimentModel):
     the plain function too: it needs no Prefect run."""
     from prefect.context import FlowRunContext
 
-    if answer_counts(model) or FlowRunContext.get() is None:
+    if llm_classifier_of(model) is not None or FlowRunContext.get() is None:
         return step.fn
     return step.with_options(cache_policy=ContentInputs(), persist_result=True)
 

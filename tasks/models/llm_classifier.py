@@ -609,11 +609,17 @@ def load_llm_classifier(ref: ModelRef, root: Path, settings: dict | None = None,
 
 # --------------------------------------------------------------------------- reports
 
+def llm_classifier_of(model) -> LLMClassifier | None:
+    """``model`` (or the tested model it wraps) when it is an LLM classifier, else None."""
+    inner = getattr(model, "model", model)
+    return inner if isinstance(inner, LLMClassifier) else None
+
+
 def answer_counts(model) -> dict[str, Any]:
     """A unit's by-product for the report when ``model`` (or the tested model it wraps) is
     an LLM classifier: what it is and how this unit's answers were obtained; else {}."""
-    inner = getattr(model, "model", model)
-    if not isinstance(inner, LLMClassifier):
+    inner = llm_classifier_of(model)
+    if inner is None:
         return {}
     params = inner.parameters()
     about = {key: params[key] for key in ("probabilities", "template", "template_sha256",

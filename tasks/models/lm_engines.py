@@ -138,7 +138,7 @@ def _convert(source: str, folder: Path, precision: str) -> None:
     """Convert into a temporary sibling, record each file's sha256, then rename, so a reader
     never sees half a copy. The converter runs a full garbage collection per layer; with the
     process's older objects frozen it sweeps only the conversion's own (SmolLM2 in a process
-    holding 6 M objects: 22 s → 1.4 s, the same bytes)."""
+    with lingtest loaded: 10.9 s → 6.1 s, the same model.bin)."""
     from ctranslate2.converters import TransformersConverter
 
     from lingtest.tasks.models.causal_lm import _head_tied
