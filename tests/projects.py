@@ -44,10 +44,11 @@ CHECKLIST_TESTS = ("Sentiment-laden words in context", "simple negations: not ne
 
 
 def fewer_rows(workspace: Workspace, sst_per_split: int | None = 600,
-               checklist_tests: tuple[str, ...] = CHECKLIST_TESTS) -> None:
+               checklist_tests: tuple[str, ...] | None = CHECKLIST_TESTS) -> None:
     """``workspace``'s SST (the first ``sst_per_split`` sentences of each split; None: all)
-    and CheckList suite (``checklist_tests``) cut down in place: the same real rows, fewer
-    of them for spaCy to tag (all 11,855) and a slow model to score (all 38 tests)."""
+    and CheckList suite (``checklist_tests``; None: all) cut down in place: the same real
+    rows, fewer of them for spaCy to tag (all 11,855) and a slow model to score (all 38
+    tests)."""
     import pandas as pd
 
     from lingtest.tasks.core.io import write_parquet
@@ -56,6 +57,8 @@ def fewer_rows(workspace: Workspace, sst_per_split: int | None = 600,
         sst = pd.read_parquet(workspace.processed / "sst.parquet")
         write_parquet(workspace.processed / "sst.parquet",
                       sst.groupby("split", sort=False).head(sst_per_split))
+    if checklist_tests is None:
+        return
     checklist = pd.read_parquet(workspace.processed / "checklist_suite.parquet")
     kept = checklist[checklist["test"].isin(checklist_tests)]
     assert set(kept["test"]) == set(checklist_tests), "a CheckList test was renamed"

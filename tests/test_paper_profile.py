@@ -5,8 +5,8 @@ code's rules) had never run anywhere; the hub cannot be reached here. ``standin_
 every hub id a tiny random model in the Hugging Face cache (``HF_HUB_OFFLINE=1``), so the
 project takes its real online path (``models.offline: false``); ``standin_nltk_data`` gives
 benepar_en3 and SentiWordNet. The overrides below shrink sizes only (seeds, triples,
-questions, epochs, examples, resamples): every model, rule and table layout is the
-profile's. docs/reproducing.md lists what this run found.
+questions, epochs, examples, resamples; and SST's rows, after the data stage): every
+model, rule and table layout is the profile's. docs/reproducing.md lists what this run found.
 
 What the profile changes, per dvc.yaml's params: data (``profile``), contrastive and repair
 (``contrastive``, ``repair``, ``models``), capabilities, consistency, and through
@@ -23,6 +23,7 @@ import pytest
 
 from lingtest.tasks.core.paths import PACKAGE_ROOT, Workspace
 from lingtest.tasks.core.publish import slug
+from tests.projects import fewer_rows
 from tests.standin_hub import (  # noqa: F401 - fixtures
     STANDINS, T5_ID, standin_hub, standin_hub_files, standin_nltk_data)
 
@@ -95,7 +96,9 @@ class PaperProject:
 
     def _after_data(self) -> None:
         """What a user adds by hand for the profile: SentiWordNet where the capabilities
-        stage's error says (data/raw/nltk_data), and a short questions file."""
+        stage's error says (data/raw/nltk_data), and a short questions file. And a size:
+        SST's first 600 sentences a split (spaCy tags all of it for the searches)."""
+        fewer_rows(self.workspace, sst_per_split=600, checklist_tests=None)
         corpora = self.workspace.raw / "nltk_data" / "corpora"
         shutil.copytree(self.nltk_data / "corpora" / "sentiwordnet", corpora / "sentiwordnet")
         questions = pd.read_parquet(self.workspace.processed / "questions.parquet")
