@@ -156,14 +156,6 @@ def table(mirror: Path):
     return read
 
 
-def pytest_collection_modifyitems(config, items) -> None:
-    """Modules with slow end-to-end tests first (order within a module kept): pytest-xdist
-    hands whole modules out in this order (``--dist loadfile``), so a long one does not start
-    last while the other process sits idle."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
-
-
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """torch at one intra-op thread for a module's direct model calls (as a stage's
